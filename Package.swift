@@ -1,0 +1,59 @@
+// swift-tools-version:6.0
+// roomd: the daemon of a conference-room audio appliance. Linux only; no Swift package
+// dependencies — only the toolchain and Debian's C libraries (see README.md).
+import PackageDescription
+
+let package = Package(
+    name: "roomd",
+    products: [
+        .executable(name: "roomd", targets: ["roomd"]),
+        .executable(name: "roomctl", targets: ["roomctl"]),
+        // The simulated sound card: alsa-lib loads it by this exact file name
+        // (libasound_module_pcm_roomsim.so) from ALSA_PLUGIN_DIR.
+        .library(name: "asound_module_pcm_roomsim", type: .dynamic, targets: ["RoomSimCard"]),
+        // Heap-allocation counter, LD_PRELOADed by scripts/bench to prove the audio loop
+        // allocates nothing. Never linked into roomd itself.
+        .library(name: "roomallocprobe", type: .dynamic, targets: ["RoomAllocProbe"]),
+    ],
+    targets: [
+        // One target per C library.
+        .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CGpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .target(
+            name: "COpus",
+            cSettings: [.unsafeFlags(["-I/usr/include/opus"])],
+            linkerSettings: [.linkedLibrary("opus")]
+        ),
+        .target(
+            name: "CWebRTCAPM",
+            cxxSettings: [
+                // SwiftPM passes pkg-config's -I but drops its -D flags: define them here.
+                .define("WEBRTC_POSIX"),
+                .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
+                .unsafeFlags(["-I/usr/include/webrtc_audio_processing"]),
+            ],
+            linkerSettings: [.linkedLibrary("webrtc_audio_processing"), .linkedLibrary("stdc++")]
+        ),
+        .target(
+            name: "RoomSimCard",
+            cSettings: [.define("PIC")],
+            linkerSettings: [.linkedLibrary("asound"), .linkedLibrary("m")]
+        ),
+        .target(name: "RoomAllocProbe"),
+
+        // Swift modules, one job each.
+        .target(name: "RoomCore"),
+        .target(name: "RoomSystem"),
+        .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio"]),
+        .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem"]),
+
+        .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
+        .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
+    ],
+    swiftLanguageModes: [.v6],
+    cLanguageStandard: .gnu11,
+    cxxLanguageStandard: .cxx14
+)

@@ -1,0 +1,147 @@
+// extern "C" shim over webrtc::AudioProcessing (webrtc-audio-processing 0.3).
+#include "cwebrtcapm.h"
+
+#include <cstdio>
+#include <new>
+#include <vector>
+#include <webrtc/modules/audio_processing/include/audio_processing.h>
+
+struct rapm {
+    webrtc::AudioProcessing *apm;
+    webrtc::StreamConfig capture_in;
+    webrtc::StreamConfig capture_out;
+    webrtc::StreamConfig render;
+    int frames;
+    int voice;
+    int echo;
+};
+
+static void set_err(char *err, int len, const char *what, int code) {
+    if (err && len > 0) snprintf(err, (size_t)len, "%s (webrtc error %d)", what, code);
+}
+
+#define CHECK(call, what)                         \
+    do {                                          \
+        int rc_ = (call);                         \
+        if (rc_ != webrtc::AudioProcessing::kNoError) { \
+            set_err(err, err_len, what, rc_);     \
+            delete a->apm;                        \
+            delete a;                             \
+            return nullptr;                       \
+        }                                         \
+    } while (0)
+
+extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
+    if (!c) { set_err(err, err_len, "no configuration", -1); return nullptr; }
+    if (c->sample_rate != 8000 && c->sample_rate != 16000 && c->sample_rate != 32000 && c->sample_rate != 48000) {
+        set_err(err, err_len, "sample rate must be 8000, 16000, 32000 or 48000", -1); return nullptr;
+    }
+    if (c->capture_channels < 1 || c->capture_channels > 8) { set_err(err, err_len, "capture channels must be 1..8", -1); return nullptr; }
+    if (c->render_channels < 1 || c->render_channels > 2) { set_err(err, err_len, "render channels must be 1..2", -1); return nullptr; }
+    bool beamform = c->beamform && c->capture_channels >= 2 && c->mic_xyz;
+    if (c->beamform && !beamform) { set_err(err, err_len, "beamformer needs at least 2 microphones with positions", -1); return nullptr; }
+
+    webrtc::Config config;
+    config.Set<webrtc::ExtendedFilter>(new webrtc::ExtendedFilter(c->aec_extended_filter != 0));
+    config.Set<webrtc::DelayAgnostic>(new webrtc::DelayAgnostic(c->aec_delay_agnostic != 0));
+    // On by default in 0.3 and it would override the AGC mode we ask for: switch it off.
+    config.Set<webrtc::ExperimentalAgc>(new webrtc::ExperimentalAgc(false));
+    config.Set<webrtc::ExperimentalNs>(new webrtc::ExperimentalNs(false));
+    if (beamform) {
+        std::vector<webrtc::Point> geometry;
+        for (int i = 0; i < c->capture_channels; i++)
+            geometry.push_back(webrtc::Point(c->mic_xyz[3 * i], c->mic_xyz[3 * i + 1], c->mic_xyz[3 * i + 2]));
+        config.Set<webrtc::Beamforming>(new webrtc::Beamforming(true, geometry));
+    }
+
+    rapm *a = new (std::nothrow) rapm();
+    if (!a) { set_err(err, err_len, "out of memory", -1); return nullptr; }
+    a->apm = webrtc::AudioProcessing::Create(config);
+    if (!a->apm) { set_err(err, err_len, "AudioProcessing::Create failed", -1); delete a; return nullptr; }
+    a->frames = c->sample_rate / 100;
+    a->capture_in = webrtc::StreamConfig(c->sample_rate, c->capture_channels);
+    a->capture_out = webrtc::StreamConfig(c->sample_rate, beamform ? 1 : c->capture_channels);
+    a->render = webrtc::StreamConfig(c->sample_rate, c->render_channels);
+    webrtc::ProcessingConfig pc = {{a->capture_in, a->capture_out, a->render, a->render}};
+    CHECK(a->apm->Initialize(pc), "Initialize");
+
+    CHECK(a->apm->high_pass_filter()->Enable(c->high_pass != 0), "high-pass filter");
+
+    webrtc::EchoCancellation *aec = a->apm->echo_cancellation();
+    webrtc::EchoCancellation::SuppressionLevel sl =
+        c->aec_suppression <= 0 ? webrtc::EchoCancellation::kLowSuppression
+        : c->aec_suppression == 1 ? webrtc::EchoCancellation::kModerateSuppression
+                                  : webrtc::EchoCancellation::kHighSuppression;
+    CHECK(a->apm->echo_control_mobile()->Enable(false), "echo control mobile off");
+    CHECK(aec->enable_drift_compensation(false), "AEC drift compensation");
+    CHECK(aec->set_suppression_level(sl), "AEC suppression level");
+    CHECK(aec->enable_metrics(true), "AEC metrics");
+    CHECK(aec->enable_delay_logging(true), "AEC delay logging");
+    CHECK(aec->Enable(c->echo_cancel != 0), "echo canceller");
+
+    webrtc::NoiseSuppression::Level nl =
+        c->ns_level <= 0 ? webrtc::NoiseSuppression::kLow
+        : c->ns_level == 1 ? webrtc::NoiseSuppression::kModerate
+        : c->ns_level == 2 ? webrtc::NoiseSuppression::kHigh
+                           : webrtc::NoiseSuppression::kVeryHigh;
+    CHECK(a->apm->noise_suppression()->set_level(nl), "noise suppression level");
+    CHECK(a->apm->noise_suppression()->Enable(c->noise_suppress != 0), "noise suppression");
+
+    webrtc::GainControl *agc = a->apm->gain_control();
+    CHECK(agc->set_mode(webrtc::GainControl::kAdaptiveDigital), "AGC mode");
+    CHECK(agc->set_target_level_dbfs(c->agc_target_dbfs), "AGC target level");
+    CHECK(agc->set_compression_gain_db(c->agc_compression_db), "AGC compression gain");
+    CHECK(agc->enable_limiter(c->agc_limiter != 0), "AGC limiter");
+    CHECK(agc->Enable(c->gain_control != 0), "gain control");
+
+    webrtc::VoiceDetection::Likelihood vl =
+        c->vad_likelihood <= 0 ? webrtc::VoiceDetection::kVeryLowLikelihood
+        : c->vad_likelihood == 1 ? webrtc::VoiceDetection::kLowLikelihood
+        : c->vad_likelihood == 2 ? webrtc::VoiceDetection::kModerateLikelihood
+                                 : webrtc::VoiceDetection::kHighLikelihood;
+    CHECK(a->apm->voice_detection()->set_likelihood(vl), "VAD likelihood");
+    CHECK(a->apm->voice_detection()->set_frame_size_ms(10), "VAD frame size");
+    CHECK(a->apm->voice_detection()->Enable(c->voice_detect != 0), "voice detection");
+    CHECK(a->apm->level_estimator()->Enable(false), "level estimator off");
+    return a;
+}
+
+extern "C" void rapm_destroy(rapm_t *a) {
+    if (!a) return;
+    delete a->apm;
+    delete a;
+}
+
+extern "C" int rapm_frames_per_block(const rapm_t *a) { return a->frames; }
+extern "C" int rapm_output_channels(const rapm_t *a) { return (int)a->capture_out.num_channels(); }
+
+extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
+    // Output pointer may alias input when no render-side processing changes the signal.
+    float *const *dst = const_cast<float *const *>(render);
+    return a->apm->ProcessReverseStream(render, a->render, a->render, dst);
+}
+
+extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *const *out, int delay_ms) {
+    a->apm->set_stream_delay_ms(delay_ms < 0 ? 0 : delay_ms);
+    int rc = a->apm->ProcessStream(mics, a->capture_in, a->capture_out, out);
+    a->voice = a->apm->voice_detection()->is_enabled() && a->apm->voice_detection()->stream_has_voice() ? 1 : 0;
+    a->echo = a->apm->echo_cancellation()->is_enabled() && a->apm->echo_cancellation()->stream_has_echo() ? 1 : 0;
+    return rc;
+}
+
+extern "C" int rapm_voice_detected(const rapm_t *a) { return a->voice; }
+extern "C" int rapm_echo_present(const rapm_t *a) { return a->echo; }
+
+extern "C" int rapm_aec_stats(rapm_t *a, rapm_aec_stats_t *s) {
+    webrtc::EchoCancellation::Metrics m;
+    int rc = a->apm->echo_cancellation()->GetMetrics(&m);
+    s->erle_db = rc == 0 ? (float)m.echo_return_loss_enhancement.average : 0.0f;
+    s->erl_db = rc == 0 ? (float)m.echo_return_loss.average : 0.0f;
+    int median = -1, std_ = -1;
+    float poor = 0;
+    if (a->apm->echo_cancellation()->GetDelayMetrics(&median, &std_, &poor) != 0) { median = -1; std_ = -1; poor = 0; }
+    s->delay_median_ms = median;
+    s->delay_std_ms = std_;
+    s->fraction_poor_delays = poor;
+    return rc;
+}

@@ -1,0 +1,67 @@
+// A small C interface to webrtc-audio-processing 0.3 (a C++ library), so Swift can drive the
+// audio processing module without C++ interop. Every feature is switched on or off explicitly:
+// a peer project shipped an echo canceller that silently did nothing because it trusted defaults.
+#ifndef CWEBRTCAPM_H
+#define CWEBRTCAPM_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rapm rapm_t;
+
+typedef struct {
+    int sample_rate;          // 8000, 16000, 32000 or 48000
+    int capture_channels;     // microphones fed to rapm_process_capture (1..8)
+    int render_channels;      // channels of the far-end reference (1..2)
+
+    int high_pass;            // 0/1
+    int echo_cancel;          // 0/1: full AEC (not the mobile AECM)
+    int aec_extended_filter;  // 0/1: 128 ms filter, robust to unreliable delays
+    int aec_delay_agnostic;   // 0/1: estimate the render->capture delay internally
+    int aec_suppression;      // 0 low, 1 moderate, 2 high
+    int noise_suppress;       // 0/1
+    int ns_level;             // 0 low, 1 moderate, 2 high, 3 very high
+    int gain_control;         // 0/1: adaptive digital AGC (experimental AGC switched off)
+    int agc_target_dbfs;      // 0..31: target peak level, as dB below full scale
+    int agc_compression_db;   // 0..90
+    int agc_limiter;          // 0/1
+    int voice_detect;         // 0/1
+    int vad_likelihood;       // 0 very low, 1 low, 2 moderate, 3 high
+    int beamform;             // 0/1: N mics in, one channel out (needs >= 2 mic positions)
+    const float *mic_xyz;     // capture_channels * 3 floats, metres; used when beamform
+} rapm_config_t;
+
+/// Creates and configures an APM. On failure returns NULL and writes a reason to err.
+rapm_t *rapm_create(const rapm_config_t *config, char *err, int err_len);
+void rapm_destroy(rapm_t *apm);
+
+/// Frames per 10 ms block at the configured rate.
+int rapm_frames_per_block(const rapm_t *apm);
+/// Channels written by rapm_process_capture (1 with the beamformer, else capture_channels).
+int rapm_output_channels(const rapm_t *apm);
+
+/// Feeds one 10 ms block of what the speaker plays (deinterleaved, -1..1). Returns an APM error code (0 = ok).
+int rapm_process_render(rapm_t *apm, const float *const *render);
+/// Cleans one 10 ms block of microphone audio (deinterleaved, -1..1) into out
+/// (rapm_output_channels channels). delay_ms: best estimate of render->capture delay.
+int rapm_process_capture(rapm_t *apm, const float *const *mics, float *const *out, int delay_ms);
+
+/// Voice activity of the last processed capture block (0/1).
+int rapm_voice_detected(const rapm_t *apm);
+/// Whether the AEC believes the last block held echo (0/1).
+int rapm_echo_present(const rapm_t *apm);
+
+typedef struct {
+    float erle_db;            // AEC's own average ERLE estimate
+    float erl_db;             // echo return loss (far-end power vs echo power)
+    int delay_median_ms;      // AEC's estimated delay, -1 when unknown
+    int delay_std_ms;
+    float fraction_poor_delays;
+} rapm_aec_stats_t;
+/// AEC statistics since the last call (metrics are aggregated by the library).
+int rapm_aec_stats(rapm_t *apm, rapm_aec_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

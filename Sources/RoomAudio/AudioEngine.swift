@@ -1,0 +1,466 @@
+import Glibc
+import RoomCore
+import RoomSystem
+import Synchronization
+
+/// The real-time audio engine: one thread runs capture and playback in lock-step, 10 ms at a
+/// time, because the echo canceller needs the far-end reference and the microphones aligned
+/// period by period. Each period:
+///
+///     read mics → mix what the speaker will play → APM render (far-end reference)
+///     → APM capture (AEC, NS, AGC, VAD, beamformer) → meters → Opus encode → send gate
+///     → write speaker
+///
+/// Everything the loop touches is allocated before it starts; it talks to the rest of the
+/// daemon only through atomics (`stats`) and single-producer/single-consumer rings (`events`,
+/// `processedAudio`). xruns are recovered in place and counted; a lost device is closed and
+/// reopened with back-off, and both are reported as events.
+public final class AudioEngine: @unchecked Sendable {
+    public let configuration: EngineConfiguration
+    public let stats = EngineStats()
+    /// Audio thread → daemon. Drained by the event loop.
+    public let events = SPSCRing<EngineEvent>(capacity: 256)
+    /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
+    public let processedAudio: SPSCRing<Int16>?
+    /// While false the far-end talker is silent (its position keeps running); lets the
+    /// double-talk bench compare runs with and without far-end speech.
+    public let farEndEnabled = Atomic<Bool>(true)
+    private let running = Atomic<Bool>(false)
+    private var thread: NativeThread?
+    // Confined to the audio thread once `start` has handed them over.
+    private var loop: AudioLoop?
+
+    public init(configuration: EngineConfiguration) throws(EngineError) {
+        try configuration.validate()
+        self.configuration = configuration
+        processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
+    }
+
+    /// Opens the devices and the processing chain on the calling thread, so that a missing
+    /// device or a bad setting is reported to the caller at once, then starts the audio thread.
+    public func start() throws(EngineError) {
+        guard thread == nil else { return }
+        let loop: AudioLoop
+        do {
+            loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
+                                 processedAudio: processedAudio, farEndEnabled: farEndEnabled, running: running)
+        } catch let error as AudioDeviceError {
+            throw EngineError(error.description)
+        } catch let error as AudioProcessorError {
+            throw EngineError(error.description)
+        } catch let error as OpusError {
+            throw EngineError(error.description)
+        } catch {
+            throw EngineError("\(error)")
+        }
+        self.loop = loop
+        running.store(true, ordering: .releasing)
+        do {
+            thread = try NativeThread(name: "roomd-audio") { [loop] in loop.run() }
+        } catch {
+            running.store(false, ordering: .releasing)
+            throw EngineError(error.description)
+        }
+    }
+
+    /// Stops the loop after its current period and waits for the thread.
+    public func stop() {
+        guard let thread else { return }
+        running.store(false, ordering: .releasing)
+        thread.join()
+        self.thread = nil
+        loop = nil
+    }
+
+    public var isRunning: Bool { running.load(ordering: .acquiring) }
+}
+
+/// The state the audio thread owns. Unchecked Sendable: it is created on the starting thread,
+/// then used only by the audio thread.
+final class AudioLoop: @unchecked Sendable {
+    private let config: EngineConfiguration
+    private let stats: EngineStats
+    private let events: SPSCRing<EngineEvent>
+    private let processedAudio: SPSCRing<Int16>?
+    private let farEndEnabled: Atomic<Bool>
+    private let running: Atomic<Bool>
+
+    private var capture: AlsaPCM?
+    private var playback: AlsaPCM?
+    private let apm: AudioProcessor
+    private let encoder: OpusEncoderBox
+    private let decoder: OpusDecoderBox
+    private let channel: LoopbackChannel
+    private var gate = VoiceActivityGate()
+    private let probe = AllocationProbe()
+
+    private let period: Int
+    private let micCount: Int
+    private let frameSamples: Int
+    // Buffers, allocated once.
+    private let captureInterleaved: UnsafeMutablePointer<Int16>
+    private let mics: UnsafeMutablePointer<Float>
+    private let micPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    private let cleaned: UnsafeMutablePointer<Float>
+    private let cleanedPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
+    private let speaker: UnsafeMutablePointer<Float>
+    private let speakerPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
+    private let speakerInterleaved: UnsafeMutablePointer<Int16>
+    private let recordBlock: UnsafeMutablePointer<Int16>
+    private let encodeFrame: UnsafeMutablePointer<Float>
+    private var encodeFill = 0
+    private let decodedFrame: UnsafeMutablePointer<Float>
+    private var decodedRead = 0
+    private var decodedAvailable = 0
+    private let farEnd: UnsafeMutableBufferPointer<Float>
+    private var farEndPosition = 0
+
+    private var inputMeter: LevelMeter
+    private var outputMeter: LevelMeter
+    private var playbackMeter: LevelMeter
+    private var limiter: Limiter
+    private var echoIn = 0.0
+    private var echoOut = 0.0
+
+    /// Periods since start or since the last disruption; allocations count once it passes
+    /// `warmupPeriods` (first-use allocations inside libraries are not steady state).
+    private var calmPeriods = 0
+    private let warmupPeriods = 100
+
+    init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
+         processedAudio: SPSCRing<Int16>?, farEndEnabled: Atomic<Bool>, running: Atomic<Bool>) throws {
+        config = c
+        self.stats = stats
+        self.events = events
+        self.processedAudio = processedAudio
+        self.farEndEnabled = farEndEnabled
+        self.running = running
+        period = c.periodFrames
+        micCount = c.micChannels
+        apm = try AudioProcessor(rate: c.rate, micChannels: c.micChannels, renderChannels: 1,
+                                 micPositions: c.micPositions, settings: c.processing)
+        encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
+        decoder = try OpusDecoderBox(rate: c.rate)
+        frameSamples = encoder.frameSamples
+        channel = LoopbackChannel(delayFrames: c.loopbackDelayPackets, lossPercent: c.loopbackLossPercent)
+
+        captureInterleaved = .allocate(capacity: period * micCount)
+        mics = .allocate(capacity: period * micCount)
+        micPointers = .allocate(capacity: micCount)
+        for m in 0..<micCount { micPointers[m] = UnsafePointer(mics + m * period) }
+        cleaned = .allocate(capacity: period * micCount)
+        cleanedPointers = .allocate(capacity: micCount)
+        for m in 0..<micCount { cleanedPointers[m] = cleaned + m * period }
+        speaker = .allocate(capacity: period)
+        speakerPointers = .allocate(capacity: 1)
+        speakerPointers[0] = UnsafePointer(speaker)
+        speakerInterleaved = .allocate(capacity: period * c.playbackChannels)
+        recordBlock = .allocate(capacity: period)
+        encodeFrame = .allocate(capacity: frameSamples)
+        decodedFrame = .allocate(capacity: frameSamples)
+        farEnd = .allocate(capacity: c.farEnd.count)
+        _ = farEnd.initialize(from: c.farEnd)
+        for p in [captureInterleaved] { p.initialize(repeating: 0, count: period * micCount) }
+        mics.initialize(repeating: 0, count: period * micCount)
+        cleaned.initialize(repeating: 0, count: period * micCount)
+        speaker.initialize(repeating: 0, count: period)
+        speakerInterleaved.initialize(repeating: 0, count: period * c.playbackChannels)
+        recordBlock.initialize(repeating: 0, count: period)
+        encodeFrame.initialize(repeating: 0, count: frameSamples)
+        decodedFrame.initialize(repeating: 0, count: frameSamples)
+
+        let periodSeconds = Float(c.periodMilliseconds) / 1000
+        inputMeter = LevelMeter(periodSeconds: periodSeconds)
+        outputMeter = LevelMeter(periodSeconds: periodSeconds)
+        playbackMeter = LevelMeter(periodSeconds: periodSeconds)
+        limiter = Limiter(sampleRate: c.rate)
+
+        try openDevices()
+    }
+
+    deinit {
+        captureInterleaved.deallocate(); mics.deallocate(); micPointers.deallocate()
+        cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate()
+        speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
+        encodeFrame.deallocate(); decodedFrame.deallocate(); farEnd.deallocate()
+    }
+
+    private func openDevices() throws(AudioDeviceError) {
+        capture = nil
+        playback = nil
+        capture = try AlsaPCM(device: config.captureDevice, direction: .capture, rate: config.rate,
+                              channels: micCount, periodFrames: period, periods: config.periodsInBuffer)
+        playback = try AlsaPCM(device: config.playbackDevice, direction: .playback, rate: config.rate,
+                               channels: config.playbackChannels, periodFrames: period, periods: config.periodsInBuffer)
+    }
+
+    // MARK: the audio thread
+
+    func run() {
+        switch Realtime.promoteCurrentThread(priority: config.realtimePriority) {
+        case .fifo(let p): post(.realtimeGranted(priority: p))
+        case .denied(let code, _): post(.realtimeDenied(code: code))
+        }
+        stats.allocationProbeActive.store(probe.isAvailable, ordering: .relaxed)
+        post(.started(rate: config.rate, micChannels: micCount, beamforming: apm.beamforming))
+        if !startStreams() { recoverLostDevice(capture: false, code: -EIO) }
+        var lastAllocations = probe.threadAllocations()
+        let cpuStart = threadCPUNanoseconds()
+
+        while running.load(ordering: .relaxed) {
+            let got = capture?.read(captureInterleaved, frames: period) ?? -Int(EBADFD)
+            if got < 0 {
+                handleCaptureError(Int32(got))
+                lastAllocations = probe.threadAllocations()
+                continue
+            }
+            processPeriod()
+            let written = writeSpeaker()
+            if written < 0 { handlePlaybackError(Int32(written)) }
+
+            calmPeriods += 1
+            let now = probe.threadAllocations()
+            if calmPeriods > warmupPeriods {
+                stats.steadyAllocations.wrappingAdd(Int(now &- lastAllocations), ordering: .relaxed)
+                stats.steadyPeriodsMeasured.wrappingAdd(1, ordering: .relaxed)
+            }
+            lastAllocations = now
+            stats.periods.wrappingAdd(1, ordering: .relaxed)
+            stats.threadCPUNanoseconds.store(threadCPUNanoseconds() &- cpuStart, ordering: .relaxed)
+        }
+        capture?.drop()
+        playback?.drop()
+        post(.stopped)
+    }
+
+    @inline(__always)
+    private func post(_ event: EngineEvent) { _ = events.push(event) }
+
+    /// Pre-fills playback with silence and starts both directions back to back, so the
+    /// speaker-to-mic delay the AEC sees starts small and constant.
+    private func startStreams() -> Bool {
+        guard let capture, let playback else { return false }
+        speakerInterleaved.update(repeating: 0, count: period * config.playbackChannels)
+        for _ in 0..<config.playbackPrefillPeriods where playback.write(speakerInterleaved, frames: period) < 0 { return false }
+        do {
+            try playback.start()
+            try capture.start()
+        } catch {
+            return false
+        }
+        calmPeriods = 0
+        return true
+    }
+
+    private func processPeriod() {
+        // Mics: interleaved 16-bit → one float plane per mic.
+        let scale: Float = 1.0 / 32768
+        for f in 0..<period {
+            let frame = captureInterleaved + f * micCount
+            for m in 0..<micCount { mics[m * period + f] = Float(frame[m]) * scale }
+        }
+        renderSpeakerPeriod()
+        _ = apm.analyzeRender(speakerPointers)
+        let delayFrames = (playback?.delayFrames() ?? 0) + period
+        _ = apm.processCapture(micPointers, into: cleanedPointers, delayMilliseconds: delayFrames * 1000 / config.rate)
+
+        let micZero = UnsafeBufferPointer(start: mics, count: period)
+        let out = UnsafeBufferPointer(start: UnsafePointer(cleaned), count: period)
+        inputMeter.process(micZero)
+        outputMeter.process(out)
+        let voice = apm.voiceDetected
+        stats.inputLevelBits.store(inputMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
+        stats.outputLevelBits.store(outputMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
+        stats.playbackLevelBits.store(playbackMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
+        stats.voiceActive.store(voice, ordering: .relaxed)
+        if voice { stats.voicePeriods.wrappingAdd(1, ordering: .relaxed) }
+
+        if playbackMeter.lastRMSDBFS > config.farEndActiveThresholdDBFS {
+            var e0 = 0.0, e1 = 0.0
+            for i in 0..<period {
+                e0 += Double(mics[i] * mics[i])
+                e1 += Double(cleaned[i] * cleaned[i])
+            }
+            echoIn += e0
+            echoOut += e1
+            stats.echoInEnergyBits.store(echoIn.bitPattern, ordering: .relaxed)
+            stats.echoOutEnergyBits.store(echoOut.bitPattern, ordering: .relaxed)
+            stats.farEndActivePeriods.wrappingAdd(1, ordering: .relaxed)
+        }
+        if stats.periods.load(ordering: .relaxed) % 100 == 0 {
+            stats.aecDelayMilliseconds.store(Int(apm.echoStatistics().delay_median_ms), ordering: .relaxed)
+        }
+
+        if let ring = processedAudio {
+            for i in 0..<period { recordBlock[i] = Int16(clamping: Int((cleaned[i] * 32767).rounded())) }
+            _ = ring.write(from: UnsafeBufferPointer(start: recordBlock, count: period))
+        }
+        encodeCleaned(voice: voice)
+    }
+
+    /// Accumulates the cleaned channel into Opus frames; each finished frame goes through the
+    /// voice-activity gate and Opus DTX into the loopback channel (the network, later).
+    private func encodeCleaned(voice: Bool) {
+        var offset = 0
+        while offset < period {
+            let n = min(period - offset, frameSamples - encodeFill)
+            (encodeFrame + encodeFill).update(from: cleaned + offset, count: n)
+            encodeFill += n
+            offset += n
+            guard encodeFill == frameSamples else { continue }
+            encodeFill = 0
+            let length = encoder.encode(encodeFrame, into: channel.nextPacketBuffer, capacity: LoopbackChannel.maxPacket)
+            let send = gate.shouldSend(voice: voice) && length > 2 && !encoder.inDTX
+            if length > 0 {
+                stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed)
+                if send { stats.encodedBytes.wrappingAdd(length, ordering: .relaxed) } else { stats.packetsSuppressedByDTX.wrappingAdd(1, ordering: .relaxed) }
+            }
+            if config.loopback {
+                if !channel.commit(length: send ? length : 0) { stats.packetsLost.wrappingAdd(1, ordering: .relaxed) }
+            }
+        }
+    }
+
+    /// Decodes the loopback channel's due frame: the packet itself, its FEC copy carried by the
+    /// next packet when it was lost, or concealment when there is nothing to decode.
+    private func decodeDueFrame() {
+        let due = channel.due()
+        var produced = 0
+        switch due.slot {
+        case .packet(let length):
+            produced = decoder.decode(due.data, length: length, into: decodedFrame, frames: frameSamples)
+        case .lost:
+            if case .packet(let nextLength) = due.next {
+                produced = decoder.decodeFEC(from: due.nextData, length: nextLength, into: decodedFrame, frames: frameSamples)
+                stats.fecRecovered.wrappingAdd(1, ordering: .relaxed)
+            } else {
+                produced = decoder.conceal(into: decodedFrame, frames: frameSamples)
+                stats.concealedFrames.wrappingAdd(1, ordering: .relaxed)
+            }
+        case .silent:
+            produced = decoder.conceal(into: decodedFrame, frames: frameSamples)
+        }
+        channel.popDue()
+        if produced != frameSamples { decodedFrame.update(repeating: 0, count: frameSamples) }
+        decodedRead = 0
+        decodedAvailable = frameSamples
+    }
+
+    /// What the speaker plays this period: the far-end talker and the loopback stream, summed
+    /// and limited. The same samples are the APM's far-end reference.
+    private func renderSpeakerPeriod() {
+        speaker.update(repeating: 0, count: period)
+        if farEnd.count > 0 {
+            let on = farEndEnabled.load(ordering: .relaxed)
+            for i in 0..<period {
+                if farEndPosition >= farEnd.count {
+                    if !config.farEndLoops { break }
+                    farEndPosition = 0
+                }
+                if on { speaker[i] += farEnd[farEndPosition] }
+                farEndPosition += 1
+            }
+        }
+        if config.loopback {
+            var filled = 0
+            while filled < period {
+                if decodedRead == decodedAvailable {
+                    guard channel.hasDueFrame else { break }
+                    decodeDueFrame()
+                }
+                let n = min(period - filled, decodedAvailable - decodedRead)
+                for i in 0..<n { speaker[filled + i] += decodedFrame[decodedRead + i] }
+                decodedRead += n
+                filled += n
+            }
+        }
+        limiter.process(UnsafeMutableBufferPointer(start: speaker, count: period))
+        playbackMeter.process(UnsafeBufferPointer(start: UnsafePointer(speaker), count: period))
+    }
+
+    /// Writes the period to the speaker, keeping the playback buffer near its pre-fill level:
+    /// capture and playback clocks drift apart on real hardware (and on the simulated card with
+    /// skew), so a period is dropped or repeated when the fill leaves its band. Each such
+    /// correction is counted.
+    private func writeSpeaker() -> Int {
+        guard let playback else { return -Int(EBADFD) }
+        let channels = config.playbackChannels
+        for i in 0..<period {
+            let s = Int16(clamping: Int((speaker[i] * 32767).rounded()))
+            for c in 0..<channels { speakerInterleaved[i * channels + c] = s }
+        }
+        let available = playback.available()
+        if available < 0 { return available }
+        let fill = playback.bufferFrames - available
+        let target = config.playbackPrefillPeriods * period
+        if fill > target + 2 * period {
+            stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
+            return 0
+        }
+        var rc = playback.write(speakerInterleaved, frames: period)
+        if rc >= 0 && fill < period {
+            stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
+            rc = playback.write(speakerInterleaved, frames: period)
+        }
+        return rc
+    }
+
+    private func handleCaptureError(_ code: Int32) {
+        if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
+            stats.captureXruns.wrappingAdd(1, ordering: .relaxed)
+            post(.xrun(capture: true))
+            if capture?.recover(code) ?? -EBADFD == 0 {
+                _ = try? capture?.start()
+                calmPeriods = 0
+                return
+            }
+        }
+        recoverLostDevice(capture: true, code: code)
+    }
+
+    private func handlePlaybackError(_ code: Int32) {
+        if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
+            stats.playbackXruns.wrappingAdd(1, ordering: .relaxed)
+            post(.xrun(capture: false))
+            if let playback, playback.recover(code) == 0 {
+                speakerInterleaved.update(repeating: 0, count: period * config.playbackChannels)
+                var ok = true
+                for _ in 0..<config.playbackPrefillPeriods where playback.write(speakerInterleaved, frames: period) < 0 { ok = false }
+                if ok, (try? playback.start()) != nil {
+                    calmPeriods = 0
+                    return
+                }
+            }
+        }
+        recoverLostDevice(capture: false, code: code)
+    }
+
+    /// Closes both directions (they are one duplex device to the AEC) and reopens them with
+    /// exponential back-off, 100 ms doubling to 2 s, until they come back or the engine stops.
+    private func recoverLostDevice(capture isCapture: Bool, code: Int32) {
+        stats.deviceLosses.wrappingAdd(1, ordering: .relaxed)
+        post(.deviceLost(capture: isCapture, code: code))
+        capture = nil
+        playback = nil
+        var backoff = 100
+        var attempt = 0
+        while running.load(ordering: .relaxed) {
+            sleepMilliseconds(backoff)
+            attempt += 1
+            do {
+                try openDevices()
+                if startStreams() {
+                    post(.deviceRestored(attempts: attempt))
+                    calmPeriods = 0
+                    return
+                }
+                capture = nil
+                playback = nil
+                post(.reopenFailed(attempt: attempt, code: -EIO))
+            } catch {
+                post(.reopenFailed(attempt: attempt, code: error.code))
+            }
+            backoff = min(backoff * 2, 2000)
+        }
+    }
+}

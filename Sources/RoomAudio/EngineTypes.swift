@@ -1,0 +1,180 @@
+import Glibc
+import RoomCore
+import Synchronization
+
+/// Everything the engine needs to run, resolved from the board profile and the command line.
+public struct EngineConfiguration: Sendable {
+    public var captureDevice: String
+    public var playbackDevice: String
+    public var rate: Int
+    public var micChannels: Int
+    public var playbackChannels: Int
+    /// Microphone positions in metres, channel order; empty when the board has no array.
+    public var micPositions: [(Float, Float, Float)]
+    public var periodMilliseconds = 10
+    /// Periods in each ALSA buffer; playback is pre-filled with `playbackPrefillPeriods` of them.
+    public var periodsInBuffer = 6
+    public var playbackPrefillPeriods = 2
+    public var processing = ProcessingSettings()
+    public var opus = OpusSettings()
+    /// Local loopback: what the mics hear, cleaned and Opus-coded, comes out of the speaker.
+    public var loopback = false
+    /// Packets the loopback channel holds back, so FEC can rebuild a lost one from its successor.
+    public var loopbackDelayPackets = 2
+    /// Simulated loss on the loopback channel, percent (deterministic pseudo-random).
+    public var loopbackLossPercent = 0
+    /// A far-end talker: mono samples at `rate` played to the speaker as a remote participant would be.
+    public var farEnd: [Float] = []
+    public var farEndLoops = true
+    /// Keep the cleaned capture for a recorder (roomd --record, the benches).
+    public var recordProcessed = false
+    public var realtimePriority: Int32 = 70
+    /// Playback level (dBFS) above which a period counts as far-end activity for the ERLE figures.
+    public var farEndActiveThresholdDBFS: Float = -50
+
+    public init(captureDevice: String, playbackDevice: String, rate: Int, micChannels: Int,
+                playbackChannels: Int, micPositions: [(Float, Float, Float)]) {
+        self.captureDevice = captureDevice
+        self.playbackDevice = playbackDevice
+        self.rate = rate
+        self.micChannels = micChannels
+        self.playbackChannels = playbackChannels
+        self.micPositions = micPositions
+    }
+
+    public var periodFrames: Int { rate * periodMilliseconds / 1000 }
+
+    /// Checks what ALSA would only discover late, naming the offending setting.
+    public func validate() throws(EngineError) {
+        guard [8000, 16000, 32000, 48000].contains(rate) else {
+            throw EngineError("audio.rate: \(rate) Hz is not supported (8000, 16000, 32000 or 48000)")
+        }
+        guard opusRates.contains(rate) else {
+            throw EngineError("audio.rate: \(rate) Hz is not an Opus rate (8000, 16000 or 48000 work with both APM and Opus)")
+        }
+        guard (1...8).contains(micChannels) else { throw EngineError("audio.capture_channels: \(micChannels) is not supported (1..8)") }
+        guard (1...2).contains(playbackChannels) else { throw EngineError("audio.playback_channels: \(playbackChannels) is not supported (1..2)") }
+        guard periodMilliseconds == 10 else { throw EngineError("audio.period_ms: \(periodMilliseconds) is not supported (the engine runs 10 ms periods)") }
+        guard opus.frameMilliseconds == 10 || opus.frameMilliseconds == 20 else {
+            throw EngineError("opus frame: \(opus.frameMilliseconds) ms is not supported (10 or 20)")
+        }
+        guard micPositions.isEmpty || micPositions.count == micChannels else {
+            throw EngineError("array: \(micPositions.count) mic positions for \(micChannels) capture channels")
+        }
+        guard periodsInBuffer >= playbackPrefillPeriods + 2 else { throw EngineError("periodsInBuffer must exceed the pre-fill by 2") }
+        guard (0...100).contains(loopbackLossPercent) else { throw EngineError("loopback loss: \(loopbackLossPercent) % is not in 0..100") }
+    }
+}
+
+public struct EngineError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What the audio thread tells the rest of the daemon. Trivial payloads only, so it crosses the
+/// SPSC ring by plain copy.
+public enum EngineEvent: Sendable, Equatable, BitwiseCopyable {
+    case started(rate: Int, micChannels: Int, beamforming: Bool)
+    case realtimeGranted(priority: Int32)
+    /// SCHED_FIFO was refused; `code` is the errno value pthread_setschedparam returned.
+    case realtimeDenied(code: Int32)
+    case xrun(capture: Bool)
+    case deviceLost(capture: Bool, code: Int32)
+    case reopenFailed(attempt: Int, code: Int32)
+    case deviceRestored(attempts: Int)
+    case stopped
+}
+
+/// Counters and levels the audio thread publishes with relaxed atomics: readers see a recent
+/// value, the writer never waits.
+public final class EngineStats: Sendable {
+    public let periods = Atomic<Int>(0)
+    public let captureXruns = Atomic<Int>(0)
+    public let playbackXruns = Atomic<Int>(0)
+    public let deviceLosses = Atomic<Int>(0)
+    public let driftCorrections = Atomic<Int>(0)
+    public let voicePeriods = Atomic<Int>(0)
+    public let voiceActive = Atomic<Bool>(false)
+    public let packetsEncoded = Atomic<Int>(0)
+    public let packetsSuppressedByDTX = Atomic<Int>(0)
+    public let packetsLost = Atomic<Int>(0)
+    public let fecRecovered = Atomic<Int>(0)
+    public let concealedFrames = Atomic<Int>(0)
+    public let encodedBytes = Atomic<Int>(0)
+    /// Heap allocations seen on the audio thread in steady-state periods (needs the probe).
+    public let steadyAllocations = Atomic<Int>(0)
+    public let steadyPeriodsMeasured = Atomic<Int>(0)
+    public let allocationProbeActive = Atomic<Bool>(false)
+    /// CPU time of the audio thread, nanoseconds.
+    public let threadCPUNanoseconds = Atomic<UInt64>(0)
+    /// Smoothed levels in dBFS, stored as Float bit patterns.
+    let inputLevelBits = Atomic<UInt32>(Float(-100).bitPattern)
+    let outputLevelBits = Atomic<UInt32>(Float(-100).bitPattern)
+    let playbackLevelBits = Atomic<UInt32>(Float(-100).bitPattern)
+    /// Cumulative energies over far-end-active periods (Double bit patterns): mic 0 before and
+    /// the cleaned channel after processing. Differences between two snapshots give the ERLE
+    /// over any interval.
+    let echoInEnergyBits = Atomic<UInt64>(0)
+    let echoOutEnergyBits = Atomic<UInt64>(0)
+    public let farEndActivePeriods = Atomic<Int>(0)
+    /// AEC's own delay estimate, milliseconds (-1 unknown).
+    public let aecDelayMilliseconds = Atomic<Int>(-1)
+
+    public init() {}
+
+    public var inputLevel: Float { Float(bitPattern: inputLevelBits.load(ordering: .relaxed)) }
+    public var outputLevel: Float { Float(bitPattern: outputLevelBits.load(ordering: .relaxed)) }
+    public var playbackLevel: Float { Float(bitPattern: playbackLevelBits.load(ordering: .relaxed)) }
+
+    public func snapshot() -> EngineSnapshot {
+        EngineSnapshot(
+            periods: periods.load(ordering: .relaxed),
+            captureXruns: captureXruns.load(ordering: .relaxed),
+            playbackXruns: playbackXruns.load(ordering: .relaxed),
+            deviceLosses: deviceLosses.load(ordering: .relaxed),
+            driftCorrections: driftCorrections.load(ordering: .relaxed),
+            voicePeriods: voicePeriods.load(ordering: .relaxed),
+            voiceActive: voiceActive.load(ordering: .relaxed),
+            packetsEncoded: packetsEncoded.load(ordering: .relaxed),
+            packetsSuppressedByDTX: packetsSuppressedByDTX.load(ordering: .relaxed),
+            packetsLost: packetsLost.load(ordering: .relaxed),
+            fecRecovered: fecRecovered.load(ordering: .relaxed),
+            concealedFrames: concealedFrames.load(ordering: .relaxed),
+            encodedBytes: encodedBytes.load(ordering: .relaxed),
+            steadyAllocations: steadyAllocations.load(ordering: .relaxed),
+            steadyPeriodsMeasured: steadyPeriodsMeasured.load(ordering: .relaxed),
+            allocationProbeActive: allocationProbeActive.load(ordering: .relaxed),
+            threadCPUNanoseconds: threadCPUNanoseconds.load(ordering: .relaxed),
+            inputLevel: inputLevel, outputLevel: outputLevel, playbackLevel: playbackLevel,
+            echoInEnergy: Double(bitPattern: echoInEnergyBits.load(ordering: .relaxed)),
+            echoOutEnergy: Double(bitPattern: echoOutEnergyBits.load(ordering: .relaxed)),
+            farEndActivePeriods: farEndActivePeriods.load(ordering: .relaxed),
+            aecDelayMilliseconds: aecDelayMilliseconds.load(ordering: .relaxed))
+    }
+}
+
+/// A copy of the counters at one instant.
+public struct EngineSnapshot: Sendable {
+    public var periods, captureXruns, playbackXruns, deviceLosses, driftCorrections: Int
+    public var voicePeriods: Int
+    public var voiceActive: Bool
+    public var packetsEncoded, packetsSuppressedByDTX, packetsLost, fecRecovered, concealedFrames, encodedBytes: Int
+    public var steadyAllocations, steadyPeriodsMeasured: Int
+    public var allocationProbeActive: Bool
+    public var threadCPUNanoseconds: UInt64
+    public var inputLevel, outputLevel, playbackLevel: Float
+    public var echoInEnergy, echoOutEnergy: Double
+    public var farEndActivePeriods: Int
+    public var aecDelayMilliseconds: Int
+
+    /// Echo return loss enhancement between two snapshots, over far-end-active periods:
+    /// 10·log10(mic energy / cleaned energy). Nil when no far-end activity happened in between.
+    public func erleDB(since earlier: EngineSnapshot) -> Double? {
+        let inE = echoInEnergy - earlier.echoInEnergy
+        let outE = echoOutEnergy - earlier.echoOutEnergy
+        guard farEndActivePeriods > earlier.farEndActivePeriods, inE > 0 else { return nil }
+        return 10 * log10Safe(inE / max(outE, 1e-20))
+    }
+}
+
+@inline(__always) func log10Safe(_ x: Double) -> Double { x > 0 ? log10(x) : -200 }

@@ -1,0 +1,160 @@
+/* Internal interfaces of the roomsim plugin. One job per file:
+ *   config.c  room file parsing            wav.c   WAV/raw input and output files
+ *   conv.c    FFT partitioned convolution  room.c  shared room: echo path, faults, status
+ *   pcm.c     the ALSA ioplug glue and the plugin entry point
+ */
+#ifndef RS_INTERNAL_H
+#define RS_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "roomsim.h"
+
+enum { RS_PLAYBACK = 0, RS_CAPTURE = 1 }; /* equal to SND_PCM_STREAM_PLAYBACK / _CAPTURE */
+enum { RS_FILE_AUTO, RS_FILE_WAV, RS_FILE_RAW };
+enum { RS_IR_GENERATED, RS_IR_NONE, RS_IR_FILE };
+
+#define RS_MAX_MICS ROOMSIM_MAX_CAPTURE_CHANNELS
+
+void rs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t rs_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* ---- config.c ------------------------------------------------------------------------ */
+typedef struct rs_config {
+    char path[PATH_MAX];      /* room file this came from; "" = built-in defaults */
+    char input[PATH_MAX];     /* "" = no input file (silence) */
+    int input_format;         /* RS_FILE_* */
+    unsigned input_channels;  /* raw input only */
+    int input_loop;           /* 1 = loop at the end, 0 = silence */
+    char output[PATH_MAX];    /* "" = discard playback */
+    int output_format;        /* RS_FILE_* (auto: by ".wav" suffix) */
+    int echo;                 /* echo path on/off */
+    double echo_delay_ms;
+    double echo_gain_db;
+    int ir_mode;              /* RS_IR_* */
+    char ir_file[PATH_MAX];
+    double ir_length_ms, ir_rt60_ms, ir_drr_db;
+    unsigned ir_seed;
+    double mic_delay[RS_MAX_MICS]; /* in samples (or ms when mic_delay_ms is set) */
+    int mic_delay_in_ms;
+    double mic_gain[RS_MAX_MICS];  /* linear */
+    int noise;                /* noise floor on/off */
+    double noise_dbfs;
+    unsigned noise_seed;
+    double skew_ppm[2];       /* [RS_PLAYBACK], [RS_CAPTURE] */
+    double xrun_at_ms[2];     /* < 0: none */
+    double lose_at_ms;        /* < 0: none */
+    double lose_for_ms;
+    char control[PATH_MAX];   /* "" = none */
+    char status[PATH_MAX];    /* "" = none */
+} rs_config;
+
+void rs_config_defaults(rs_config *cfg);
+/* Parses `path` over the defaults. 0, or -EINVAL/-errno after a message on stderr. */
+int rs_config_load(rs_config *cfg, const char *path);
+
+/* ---- wav.c --------------------------------------------------------------------------- */
+typedef struct rs_input {
+    void *map;
+    size_t map_len;
+    const unsigned char *data; /* interleaved S16_LE frames */
+    size_t frames;
+    unsigned channels;
+    unsigned rate;             /* 0 for raw files */
+} rs_input;
+
+int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_channels);
+void rs_input_close(rs_input *in);
+static inline int16_t rs_input_sample(const rs_input *in, size_t frame, unsigned ch)
+{
+    const unsigned char *p = in->data + (frame * in->channels + ch) * 2;
+    return (int16_t)(uint16_t)(p[0] | (p[1] << 8));
+}
+/* Reads channel 0 of a PCM16 WAV as floats in -1..1 (for impulse responses). */
+int rs_wav_read_mono(const char *path, float **samples, size_t *count, unsigned *rate);
+
+typedef struct rs_output {
+    FILE *f;
+    int wav;
+    unsigned channels, rate;  /* 0 until the format is known */
+    uint64_t frames;
+    char path[PATH_MAX];
+} rs_output;
+
+int rs_output_open(rs_output *out, const char *path, int format);
+/* Sets the sample format; starts the file over when it differs from what it holds. */
+int rs_output_set_format(rs_output *out, unsigned channels, unsigned rate);
+int rs_output_write(rs_output *out, const int16_t *frames, size_t count);
+void rs_output_sync(rs_output *out); /* flush and finalize the WAV header */
+void rs_output_close(rs_output *out);
+
+/* ---- conv.c -------------------------------------------------------------------------- */
+typedef struct rs_conv rs_conv;
+/* Zero-latency streaming convolution: direct head + uniformly partitioned FFT tail. */
+rs_conv *rs_conv_new(const float *ir, size_t len);
+void rs_conv_free(rs_conv *c);
+void rs_conv_process(rs_conv *c, const float *in, float *out, size_t n);
+
+/* ---- room.c -------------------------------------------------------------------------- */
+/* Linear clock of one stream: position(t) = base_pos + (t - base_ns) * rate_eff / 1e9. */
+typedef struct rs_clock {
+    int64_t base_ns;
+    double base_pos;
+    double rate_eff;
+} rs_clock;
+
+static inline double rs_clock_pos(const rs_clock *c, double t_ns)
+{
+    return c->base_pos + (t_ns - (double)c->base_ns) * c->rate_eff * 1e-9;
+}
+static inline double rs_clock_time(const rs_clock *c, double pos)
+{
+    return (double)c->base_ns + (pos - c->base_pos) / c->rate_eff * 1e9;
+}
+
+typedef struct rs_room rs_room;
+
+typedef struct rs_stream_info {
+    unsigned rate, channels;
+    const char *format;
+    unsigned long period, buffer;
+} rs_stream_info;
+
+/* Finds or creates the room of cfg->path; fails with -ENODEV during a device loss. */
+int rs_room_acquire(const rs_config *cfg, int stream, rs_room **room);
+void rs_room_release(rs_room *room, int stream);
+const rs_config *rs_room_config(const rs_room *room);
+
+/* Fault bookkeeping for a stream at time now: returns -ENODEV while the device is lost
+ * (counting a new loss once), 0 otherwise. Executes the control file when due. Sets
+ * *xrun when an xrun requested through the control file is pending for this stream and
+ * *skew_ppm to the stream's current skew. */
+int rs_room_poll_faults(rs_room *room, int stream, int64_t now, int *xrun, double *skew_ppm);
+int rs_room_is_lost(rs_room *room, int64_t now);
+
+void rs_room_stream_setup(rs_room *room, int stream, const rs_stream_info *info);
+void rs_room_stream_started(rs_room *room, int stream, int64_t start_ns, double skew_ppm,
+                            uint64_t position);
+void rs_room_stream_xrun(rs_room *room, int stream, int injected);
+/* First start of the stream's room since it was created (0 = none yet). */
+int64_t rs_room_first_start(rs_room *room, int stream);
+
+/* Playback side: the speaker signal. n is the stream's sample index. */
+int rs_room_playback_prepare(rs_room *room, unsigned rate);
+void rs_room_playback_start(rs_room *room, const rs_clock *clock);
+void rs_room_playback_clock(rs_room *room, const rs_clock *clock); /* after a skew change */
+void rs_room_playback_stop(rs_room *room);
+void rs_room_playback_write(rs_room *room, uint64_t n, const float *mono, size_t count);
+rs_output *rs_room_output(rs_room *room); /* NULL when playback is discarded */
+
+/* Capture side: adds the echo of the speaker (per-mic delay and gain applied) to acc
+ * (count frames x channels, in int16 units) for capture samples j0.. of a stream with
+ * the given clock. */
+void rs_room_capture_echo(rs_room *room, const rs_clock *clock, uint64_t j0, size_t count,
+                          unsigned channels, float *acc);
+
+#endif /* RS_INTERNAL_H */

@@ -1,0 +1,23 @@
+import Glibc
+
+/// Reads the per-thread heap-allocation counter of libroomallocprobe.so when it is preloaded
+/// (scripts/bench does that). Looked up once with dlsym; calling it allocates nothing.
+public struct AllocationProbe: @unchecked Sendable {
+    private typealias CountFunction = @convention(c) () -> UInt
+    private let count: CountFunction?
+
+    public init() {
+        // A nil handle is RTLD_DEFAULT: search every loaded object, preloads included.
+        if let symbol = dlsym(nil, "roomallocprobe_thread_count") {
+            count = unsafeBitCast(symbol, to: CountFunction.self)
+        } else {
+            count = nil
+        }
+    }
+
+    public var isAvailable: Bool { count != nil }
+
+    /// Allocations made so far by the calling thread, or 0 without the probe.
+    @inline(__always)
+    public func threadAllocations() -> UInt { count?() ?? 0 }
+}

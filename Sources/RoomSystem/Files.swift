@@ -1,0 +1,83 @@
+import Glibc
+
+/// Errors from the file helpers carry the path and errno text so the caller can report them as-is.
+public struct SystemError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+    public static func errno(_ what: String, _ code: Int32 = Glibc.errno) -> SystemError {
+        SystemError("\(what): \(String(cString: strerror(code)))")
+    }
+}
+
+public enum Files {
+    /// Reads a whole file; refuses anything larger than `limit` so a wrong path (a device, a
+    /// huge file) gives an error instead of exhausting memory.
+    public static func read(_ path: String, limit: Int = 256 << 20) throws(SystemError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw .errno(path) }
+        defer { close(fd) }
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw .errno(path) }
+        if (st.st_mode & S_IFMT) == S_IFDIR { throw SystemError("\(path): is a directory") }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; throw .errno(path) }
+            if n == 0 { break }
+            out.append(contentsOf: chunk[0..<n])
+            if out.count > limit { throw SystemError("\(path): larger than \(limit) bytes") }
+        }
+        return out
+    }
+
+    public static func readText(_ path: String) throws(SystemError) -> String {
+        let bytes = try read(path, limit: 4 << 20)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Writes atomically: temp file in the same directory, fsync, rename. A crash leaves
+    /// either the old or the new content, never a torn file.
+    public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(SystemError) {
+        let tmp = path + ".tmp.\(getpid())"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        if fd < 0 { throw .errno(tmp) }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 { if errno == EINTR { continue }; let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
+            offset += n
+        }
+        if fsync(fd) != 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
+        close(fd)
+        if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw .errno(path, e) }
+    }
+
+    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    public static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// Resolves `path` against `base` unless it is absolute.
+    public static func resolve(_ path: String, relativeTo base: String) -> String {
+        path.hasPrefix("/") ? path : base + "/" + path
+    }
+
+    /// The running executable's absolute path (from /proc/self/exe).
+    public static func executablePath() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        if n <= 0 { return CommandLine.arguments.first ?? "" }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+public enum Environment {
+    public static func get(_ name: String) -> String? {
+        guard let v = getenv(name) else { return nil }
+        return String(cString: v)
+    }
+    public static func set(_ name: String, _ value: String) { setenv(name, value, 1) }
+}

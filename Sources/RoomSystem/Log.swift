@@ -1,0 +1,52 @@
+import Glibc
+import Synchronization
+
+/// Log levels use syslog priorities so journald keeps them (`<3>` error … `<7>` debug) when
+/// stderr goes to the journal under systemd.
+public enum LogLevel: Int32, Sendable, Comparable, CaseIterable {
+    case error = 3, warning = 4, notice = 5, info = 6, debug = 7
+
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+
+    public init?(name: String) {
+        switch name.lowercased() {
+        case "error", "err": self = .error
+        case "warning", "warn": self = .warning
+        case "notice": self = .notice
+        case "info": self = .info
+        case "debug": self = .debug
+        default: return nil
+        }
+    }
+}
+
+/// The daemon's one logger. Never call it from the audio loop: it formats strings and
+/// writes to a file descriptor, both of which can allocate or block.
+public enum Log {
+    private static let threshold = Atomic<Int32>(LogLevel.info.rawValue)
+
+    public static var level: LogLevel {
+        get { LogLevel(rawValue: threshold.load(ordering: .relaxed)) ?? .info }
+        set { threshold.store(newValue.rawValue, ordering: .relaxed) }
+    }
+
+    public static func write(_ level: LogLevel, _ message: String) {
+        guard level.rawValue <= threshold.load(ordering: .relaxed) else { return }
+        let line = "<\(level.rawValue)>\(message)\n"
+        var bytes = Array(line.utf8)
+        bytes.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let n = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
+                if n < 0 { if errno == EINTR { continue }; return }
+                offset += n
+            }
+        }
+    }
+
+    public static func error(_ m: String) { write(.error, m) }
+    public static func warning(_ m: String) { write(.warning, m) }
+    public static func notice(_ m: String) { write(.notice, m) }
+    public static func info(_ m: String) { write(.info, m) }
+    public static func debug(_ m: String) { write(.debug, m) }
+}

@@ -1,0 +1,158 @@
+import Glibc
+import RoomAudio
+import RoomCore
+import RoomSystem
+
+/// Wiring: board profile → ALSA environment → engine → status lines until told to stop.
+struct Daemon {
+    let options: Options
+
+    func run() -> Int32 {
+        if let level = LogLevel(name: options.logLevel) { Log.level = level } else {
+            Log.error("--log-level: unknown level \"\(options.logLevel)\" (error, warning, notice, info, debug)")
+            return 2
+        }
+        let signals = SignalWaiter()   // before any thread starts, so all inherit the mask
+
+        let board: BoardProfile
+        let boardFile: String
+        do {
+            (board, boardFile) = try loadBoard(options.board)
+        } catch {
+            Log.error("\(error)")
+            return 78  // EX_CONFIG
+        }
+        let boardDir = Files.directory(of: boardFile)
+        let alsaConfig = board.alsaConfig.map { Files.resolve($0, relativeTo: boardDir) }
+        if let alsaConfig, !Files.exists(alsaConfig) {
+            Log.error("\(boardFile): audio.alsa_config: \(alsaConfig) does not exist")
+            return 78
+        }
+        let env = AlsaEnvironment.prepare(boardAlsaConfig: alsaConfig)
+        Log.info("roomd \(roomdVersion): board \(board.name) (\(boardFile))\(env.isEmpty ? "" : "; " + env)")
+
+        var config = EngineConfiguration(
+            captureDevice: board.captureDevice, playbackDevice: board.playbackDevice, rate: board.rate,
+            micChannels: board.captureChannels, playbackChannels: board.playbackChannels,
+            micPositions: board.micPositions.map { (Float($0.x), Float($0.y), Float($0.z)) })
+        config.periodMilliseconds = board.periodMilliseconds
+        config.loopback = options.loopback
+        config.loopbackLossPercent = options.loopbackLossPercent
+        config.recordProcessed = options.record != nil
+        config.opus.frameMilliseconds = options.opusFrameMilliseconds
+        config.farEndLoops = !options.farEndOnce
+        for (feature, on) in options.processing {
+            switch feature {
+            case "aec": config.processing.echoCancel = on
+            case "ns": config.processing.noiseSuppress = on
+            case "agc": config.processing.gainControl = on
+            case "vad": config.processing.voiceDetect = on
+            case "hpf": config.processing.highPass = on
+            default: config.processing.beamform = on
+            }
+        }
+        if let path = options.farEnd {
+            do {
+                config.farEnd = try loadFarEnd(path, rate: board.rate)
+            } catch {
+                Log.error("--far-end: \(error)")
+                return 66  // EX_NOINPUT
+            }
+        }
+
+        let engine: AudioEngine
+        do {
+            engine = try AudioEngine(configuration: config)
+            try engine.start()
+        } catch {
+            Log.error("\(boardFile): \(error)")
+            return 69  // EX_UNAVAILABLE
+        }
+
+        let reporter = StatusReporter(json: options.json, engine: engine)
+        var recorded: [Int16] = []
+        let started = monotonicNanoseconds()
+        var nextReport = options.statsInterval > 0 ? options.statsInterval : Double.infinity
+        var exitCode: Int32 = 0
+        while true {
+            let elapsed = Double(monotonicNanoseconds() - started) / 1e9
+            if let d = options.duration, elapsed >= d { break }
+            if let signal = signals.wait(milliseconds: 50) {
+                if signal == .hangup { Log.notice("SIGHUP: nothing to reload yet"); continue }
+                Log.notice("stopping on \(signal == .interrupt ? "SIGINT" : "SIGTERM")")
+                break
+            }
+            drainEvents(engine)
+            drainRecording(engine, into: &recorded)
+            if elapsed >= nextReport {
+                reporter.report(elapsed: elapsed)
+                nextReport += options.statsInterval
+            }
+        }
+        engine.stop()
+        drainEvents(engine)
+        drainRecording(engine, into: &recorded)
+        reporter.summary(elapsed: Double(monotonicNanoseconds() - started) / 1e9)
+        if let path = options.record {
+            let audio = WAVAudio(sampleRate: board.rate, channels: 1, samples: recorded)
+            do {
+                try Files.writeAtomically(path, WAVFile.encode(audio))
+                Log.info("recorded \(recorded.count) samples of cleaned capture to \(path)")
+            } catch {
+                Log.error("--record: \(error)")
+                exitCode = 73  // EX_CANTCREAT
+            }
+        }
+        return exitCode
+    }
+
+    private func loadBoard(_ path: String) throws -> (BoardProfile, String) {
+        let file = path.hasSuffix(".conf") ? path : path + "/board.conf"
+        let text = try Files.readText(file)
+        return (try BoardProfile.parse(text: text, file: file), file)
+    }
+
+    private func loadFarEnd(_ path: String, rate: Int) throws -> [Float] {
+        let audio = try WAVFile.decode(bytes: Files.read(path))
+        guard audio.sampleRate == rate else {
+            throw EngineError("\(path): sample rate \(audio.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
+        }
+        var mono: [Float] = []
+        mono.reserveCapacity(audio.frames)
+        let samples = audio.samples
+        for f in 0..<audio.frames { mono.append(Float(samples[f * audio.channels]) / 32768) }
+        return mono
+    }
+
+    private func drainEvents(_ engine: AudioEngine) {
+        while let event = engine.events.pop() {
+            switch event {
+            case .started(let rate, let mics, let beam):
+                Log.info("audio engine running: \(rate) Hz, \(mics) mic(s)\(beam ? ", beamformer on" : "")")
+            case .realtimeGranted(let p): Log.info("audio thread runs SCHED_FIFO priority \(p)")
+            case .realtimeDenied(let code):
+                Log.warning("audio thread: SCHED_FIFO refused (\(String(cString: strerror(code)))); running at normal priority")
+            case .xrun(let capture): Log.notice("\(capture ? "capture overrun" : "playback underrun") recovered")
+            case .deviceLost(let capture, let code):
+                Log.error("audio device lost (\(capture ? "capture" : "playback"): \(String(cString: snd_error_text(code)))); reopening with back-off")
+            case .reopenFailed(let attempt, let code):
+                Log.warning("audio device reopen attempt \(attempt) failed: \(String(cString: snd_error_text(code)))")
+            case .deviceRestored(let attempts): Log.notice("audio device back after \(attempts) attempt(s)")
+            case .stopped: Log.info("audio engine stopped")
+            }
+        }
+    }
+
+    private func drainRecording(_ engine: AudioEngine, into recorded: inout [Int16]) {
+        guard let ring = engine.processedAudio else { return }
+        var block = [Int16](repeating: 0, count: 4800)
+        while true {
+            let n = block.withUnsafeMutableBufferPointer { ring.read(into: $0) }
+            if n == 0 { break }
+            recorded.append(contentsOf: block[0..<n])
+        }
+    }
+}
+
+/// strerror for negative ALSA-style codes without linking ALSA into the executable.
+private func snd_error_text(_ code: Int32) -> UnsafeMutablePointer<CChar> { strerror(code < 0 ? -code : code) }

@@ -1,0 +1,90 @@
+import RoomCore
+
+/// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
+struct Options {
+    var board = "board/sim"
+    var loopback = false
+    var loopbackLossPercent = 0
+    var farEnd: String?
+    var farEndOnce = false
+    var record: String?
+    var duration: Double?
+    var statsInterval = 1.0
+    var json = false
+    var logLevel = "info"
+    var opusFrameMilliseconds = 10
+    var processing: [String: Bool] = [:]
+
+    static let usage = """
+    usage: roomd [options]
+
+    Runs the conference-room audio engine on the board described by --board. Until rooms exist
+    (issue 3) it runs in local loopback: the microphones, cleaned by echo cancellation, noise
+    suppression, gain control and the beamformer, are Opus-coded and come out of the speaker.
+
+      --board PATH           board directory or its board.conf (default board/sim)
+      --loopback             play the cleaned, Opus-coded capture on the speaker
+      --loopback-loss PCT    drop PCT % of loopback packets (FEC and concealment at work)
+      --far-end FILE.wav     play FILE as a far-end talker (mono or first channel, board rate)
+      --far-end-once         play the far-end file once instead of looping it
+      --record FILE.wav      write the cleaned capture (what a room would hear) to FILE
+      --duration SECONDS     stop after SECONDS (default: until SIGINT/SIGTERM)
+      --stats-interval S     print a status line every S seconds (default 1; 0 = never)
+      --json                 status lines as JSON objects
+      --opus-frame MS        Opus frame length, 10 or 20 (default 10)
+      --disable FEATURE      switch off aec, ns, agc, vad, hpf or beamformer (repeatable)
+      --log-level LEVEL      error, warning, notice, info or debug (default info)
+      --version              print the version and exit
+      --help                 print this help and exit
+    """
+
+    enum Parsed { case run(Options), exit(String, Int32) }
+
+    static func parse(_ args: [String]) -> Parsed {
+        var o = Options()
+        var i = 0
+        func value(_ name: String) -> String? {
+            i += 1
+            return i < args.count ? args[i] : nil
+        }
+        while i < args.count {
+            let a = args[i]
+            switch a {
+            case "--help", "-h": return .exit(usage, 0)
+            case "--version": return .exit("roomd \(roomdVersion)", 0)
+            case "--loopback": o.loopback = true
+            case "--json": o.json = true
+            case "--far-end-once": o.farEndOnce = true
+            case "--board", "--far-end", "--record", "--log-level":
+                guard let v = value(a) else { return .exit("roomd: \(a) needs a value\n\(usage)", 2) }
+                switch a {
+                case "--board": o.board = v
+                case "--far-end": o.farEnd = v
+                case "--record": o.record = v
+                default: o.logLevel = v
+                }
+            case "--loopback-loss":
+                guard let v = value(a), let n = Int(v), (0...100).contains(n) else { return .exit("roomd: --loopback-loss needs a percentage 0..100", 2) }
+                o.loopbackLossPercent = n
+            case "--duration":
+                guard let v = value(a), let d = Double(v), d > 0, d.isFinite else { return .exit("roomd: --duration needs a positive number of seconds", 2) }
+                o.duration = d
+            case "--stats-interval":
+                guard let v = value(a), let d = Double(v), d >= 0, d.isFinite else { return .exit("roomd: --stats-interval needs seconds >= 0", 2) }
+                o.statsInterval = d
+            case "--opus-frame":
+                guard let v = value(a), let n = Int(v), n == 10 || n == 20 else { return .exit("roomd: --opus-frame must be 10 or 20", 2) }
+                o.opusFrameMilliseconds = n
+            case "--disable":
+                guard let v = value(a), ["aec", "ns", "agc", "vad", "hpf", "beamformer"].contains(v) else {
+                    return .exit("roomd: --disable takes aec, ns, agc, vad, hpf or beamformer", 2)
+                }
+                o.processing[v] = false
+            default:
+                return .exit("roomd: unknown option \(a)\n\(usage)", 2)
+            }
+            i += 1
+        }
+        return .run(o)
+    }
+}

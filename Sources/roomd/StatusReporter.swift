@@ -1,0 +1,103 @@
+import Glibc
+import RoomAudio
+import RoomSystem
+
+/// Prints what a newcomer wants to see the pipeline do: levels, voice activity, echo removed,
+/// xruns, CPU and memory. One line per interval, human or JSON.
+final class StatusReporter {
+    private let json: Bool
+    private let engine: AudioEngine
+    private var last: EngineSnapshot
+    private var lastCPU: UInt64
+    private var lastTime: UInt64
+    private let firstCPU: UInt64
+    private let firstTime: UInt64
+    private let first: EngineSnapshot
+
+    init(json: Bool, engine: AudioEngine) {
+        self.json = json
+        self.engine = engine
+        last = engine.stats.snapshot()
+        first = last
+        lastCPU = ProcessStats.cpuNanoseconds()
+        firstCPU = lastCPU
+        lastTime = monotonicNanoseconds()
+        firstTime = lastTime
+    }
+
+    func report(elapsed: Double) {
+        let now = engine.stats.snapshot()
+        let cpu = ProcessStats.cpuNanoseconds()
+        let time = monotonicNanoseconds()
+        let cpuPct = time > lastTime ? Double(cpu - lastCPU) / Double(time - lastTime) * 100 : 0
+        let erle = now.erleDB(since: last)
+        let voiced = now.periods > last.periods ? Double(now.voicePeriods - last.voicePeriods) / Double(now.periods - last.periods) * 100 : 0
+        if json {
+            var fields: [(String, String)] = [
+                ("t", fmt(elapsed, 2)), ("periods", "\(now.periods)"),
+                ("mic_dbfs", fmt(Double(now.inputLevel), 1)), ("out_dbfs", fmt(Double(now.outputLevel), 1)),
+                ("speaker_dbfs", fmt(Double(now.playbackLevel), 1)), ("vad", now.voiceActive ? "true" : "false"),
+                ("voiced_pct", fmt(voiced, 1)),
+                ("erle_db", erle.map { fmt($0, 1) } ?? "null"),
+                ("far_end_periods", "\(now.farEndActivePeriods)"),
+                ("echo_in_energy", "\(now.echoInEnergy)"), ("echo_out_energy", "\(now.echoOutEnergy)"),
+                ("aec_delay_ms", "\(now.aecDelayMilliseconds)"),
+                ("capture_xruns", "\(now.captureXruns)"), ("playback_xruns", "\(now.playbackXruns)"),
+                ("device_losses", "\(now.deviceLosses)"), ("drift_corrections", "\(now.driftCorrections)"),
+                ("packets", "\(now.packetsEncoded)"), ("dtx_suppressed", "\(now.packetsSuppressedByDTX)"),
+                ("lost", "\(now.packetsLost)"), ("fec", "\(now.fecRecovered)"), ("plc", "\(now.concealedFrames)"),
+                ("alloc_probe", now.allocationProbeActive ? "true" : "false"),
+                ("steady_allocs", "\(now.steadyAllocations)"), ("steady_periods", "\(now.steadyPeriodsMeasured)"),
+                ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
+                ("cpu_pct", fmt(cpuPct, 2)), ("rss_mb", fmt(ProcessStats.residentMegabytes(), 2)),
+            ]
+            fields.removeAll { $0.1.isEmpty }
+            print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+        } else {
+            let erleText = erle.map { "echo -\(fmt($0, 1)) dB" } ?? "echo -- (no far end)"
+            print("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1)) dBFS  out \(fmt(Double(now.outputLevel), 1)) dBFS  "
+                  + "spk \(fmt(Double(now.playbackLevel), 1)) dBFS  vad \(now.voiceActive ? "speech" : "  -   ") (\(fmt(voiced, 0))%)  "
+                  + "\(erleText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
+                  + "cpu \(fmt(cpuPct, 1))%")
+        }
+        fflush(stdout)
+        last = now
+        lastCPU = cpu
+        lastTime = time
+    }
+
+    /// Whole-run figures: what the README's demo ends with.
+    func summary(elapsed: Double) {
+        let now = engine.stats.snapshot()
+        let cpuPct = Double(ProcessStats.cpuNanoseconds() - firstCPU) / Double(max(monotonicNanoseconds() - firstTime, 1)) * 100
+        let erle = now.erleDB(since: first)
+        let allocs = now.steadyPeriodsMeasured > 0 ? Double(now.steadyAllocations) / Double(now.steadyPeriodsMeasured) : 0
+        if json {
+            print("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
+                  + "\"cpu_pct\":\(fmt(cpuPct, 2)),\"rss_mb\":\(fmt(ProcessStats.residentMegabytes(), 2)),"
+                  + "\"alloc_probe\":\(now.allocationProbeActive),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
+                  + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
+                  + "\"drift_corrections\":\(now.driftCorrections),\"fec\":\(now.fecRecovered),\"plc\":\(now.concealedFrames),\"lost\":\(now.packetsLost)}")
+        } else {
+            print("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo reduction over far-end speech \(erle.map { fmt($0, 1) + " dB" } ?? "n/a"); "
+                  + "cpu \(fmt(cpuPct, 1))% of one core; rss \(fmt(ProcessStats.residentMegabytes(), 1)) MB; xruns \(now.captureXruns)/\(now.playbackXruns); "
+                  + (now.allocationProbeActive ? "steady-state allocations \(fmt(allocs, 3))/period" : "allocation probe not loaded"))
+        }
+        fflush(stdout)
+    }
+}
+
+/// Fixed-point formatting without Foundation.
+func fmt(_ value: Double, _ decimals: Int) -> String {
+    guard value.isFinite else { return "null" }
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let rounded = (value * scale).rounded() / scale
+    var text = String(rounded)
+    if let dot = text.firstIndex(of: ".") {
+        let fraction = text[text.index(after: dot)...]
+        if fraction.count < decimals { text += String(repeating: "0", count: decimals - fraction.count) }
+        if decimals == 0 { text = String(text[..<dot]) }
+    } else if decimals > 0 { text += "." + String(repeating: "0", count: decimals) }
+    return text
+}

@@ -1,0 +1,20 @@
+# Shared by the scripts: repo root, toolchain on PATH, build helpers.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ -d /opt/swift/usr/bin ] && case ":$PATH:" in *":/opt/swift/usr/bin:"*) ;; *) PATH="/opt/swift/usr/bin:$PATH" ;; esac
+export PATH
+
+# build_products CONFIG: builds roomd, roomctl and the plugins; prints the build directory.
+build_products() {
+  local config="$1"
+  (cd "$ROOT" && swift build -c "$config" >&2)
+  (cd "$ROOT" && swift build -c "$config" --show-bin-path)
+}
+
+# Speech for demos and benches: espeak-ng at the board rate, mono 16-bit.
+make_speech() { # make_speech OUT.wav RATE VOICE "text"
+  local out="$1" rate="$2" voice="$3" text="$4" tmp
+  tmp="$(mktemp --suffix=.wav)"
+  espeak-ng -v "$voice" -s 150 -w "$tmp" "$text"
+  sox "$tmp" -r "$rate" -c 1 -b 16 "$out" norm -3
+  rm -f "$tmp"
+}
