@@ -48,6 +48,8 @@ let package = Package(
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem"]),
+        // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
+        .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
 
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),

@@ -1,0 +1,101 @@
+import Glibc
+import RoomAudio
+import RoomSystem
+
+/// Times the per-period building blocks in isolation, on the sim board's shape (48 kHz, four
+/// mics, beamformer), so a regression shows up even when the engine as a whole still keeps up.
+/// Output: one JSON object per metric, the scripts/bench format.
+enum MicroBench {
+    static func main(_ args: [String]) -> Int32 {
+        let names = args.isEmpty ? ["apm", "opus"] : args
+        for name in names {
+            switch name {
+            case "apm": apm()
+            case "opus": opus()
+            default:
+                fputs("roombench: unknown bench \(name) (apm, opus)\n", stderr)
+                return 2
+            }
+        }
+        return 0
+    }
+
+    static func emit(_ bench: String, _ metric: String, _ value: Double, _ unit: String, _ extra: String = "") {
+        let v = (value * 1000).rounded() / 1000
+        print("{\"bench\":\"\(bench)\",\"metric\":\"\(metric)\",\"value\":\(v),\"unit\":\"\(unit)\"\(extra)}")
+    }
+
+    /// Speech-like test signal: a harmonic series with a slow syllable envelope, deterministic.
+    static func signal(_ n: Int, rate: Int, seed: Double) -> [Float] {
+        (0..<n).map { i in
+            let t = Double(i) / Double(rate)
+            let f0 = 120 + 30 * sin(2 * Double.pi * 0.7 * t + seed)
+            var s = 0.0
+            for h in 1...8 { s += sin(2 * Double.pi * f0 * Double(h) * t + seed * Double(h)) / Double(h) }
+            let envelope = 0.5 + 0.5 * sin(2 * Double.pi * 3 * t + seed)
+            return Float(0.1 * s * envelope)
+        }
+    }
+
+    static func apm() {
+        let rate = 48000, mics = 4, period = 480, blocks = 1500
+        let positions: [(Float, Float, Float)] = [(0.032, 0, 0), (0, 0.032, 0), (-0.032, 0, 0), (0, -0.032, 0)]
+        guard let processor = try? AudioProcessor(rate: rate, micChannels: mics, micPositions: positions, settings: ProcessingSettings()) else {
+            fputs("roombench: cannot create APM\n", stderr); return
+        }
+        let far = signal(period * blocks, rate: rate, seed: 0.3)
+        let near = signal(period * blocks, rate: rate, seed: 1.7)
+        let micBuf = UnsafeMutablePointer<Float>.allocate(capacity: period * mics)
+        let micPtrs = UnsafeMutablePointer<UnsafePointer<Float>?>.allocate(capacity: mics)
+        let out = UnsafeMutablePointer<Float>.allocate(capacity: period * mics)
+        let outPtrs = UnsafeMutablePointer<UnsafeMutablePointer<Float>?>.allocate(capacity: mics)
+        let render = UnsafeMutablePointer<Float>.allocate(capacity: period)
+        let renderPtrs = UnsafeMutablePointer<UnsafePointer<Float>?>.allocate(capacity: 1)
+        for m in 0..<mics { micPtrs[m] = UnsafePointer(micBuf + m * period); outPtrs[m] = out + m * period }
+        renderPtrs[0] = UnsafePointer(render)
+        var total: UInt64 = 0
+        for b in 0..<blocks {
+            for i in 0..<period {
+                let k = b * period + i
+                render[i] = far[k]
+                let echo = k >= 1920 ? 0.3 * far[k - 1920] : 0
+                for m in 0..<mics { micBuf[m * period + i] = echo + 0.2 * near[k] }
+            }
+            let t0 = threadCPUNanoseconds()
+            _ = processor.analyzeRender(renderPtrs)
+            _ = processor.processCapture(micPtrs, into: outPtrs, delayMilliseconds: 40)
+            if b >= 100 { total += threadCPUNanoseconds() - t0 }
+        }
+        emit("apm", "apm.us_per_10ms", Double(total) / Double(blocks - 100) / 1000, "us",
+             ",\"config\":\"48kHz 4 mics beamformer HPF AEC(extended,delay-agnostic) NS AGC VAD\"")
+    }
+
+    static func opus() {
+        let rate = 48000, frame = 480, frames = 3000
+        guard let encoder = try? OpusEncoderBox(rate: rate, settings: OpusSettings()),
+              let decoder = try? OpusDecoderBox(rate: rate) else { fputs("roombench: cannot create Opus\n", stderr); return }
+        let pcm = signal(frame * frames, rate: rate, seed: 0.9)
+        let packet = UnsafeMutablePointer<UInt8>.allocate(capacity: 1500)
+        let decoded = UnsafeMutablePointer<Float>.allocate(capacity: frame)
+        var encodeNs: UInt64 = 0, decodeNs: UInt64 = 0, plcNs: UInt64 = 0, bytes = 0
+        pcm.withUnsafeBufferPointer { all in
+            for f in 0..<frames {
+                let t0 = threadCPUNanoseconds()
+                let n = encoder.encode(all.baseAddress! + f * frame, into: packet, capacity: 1500)
+                let t1 = threadCPUNanoseconds()
+                if n > 0 { _ = decoder.decode(packet, length: n, into: decoded, frames: frame); bytes += n }
+                let t2 = threadCPUNanoseconds()
+                if f % 10 == 5 { _ = decoder.conceal(into: decoded, frames: frame) }
+                let t3 = threadCPUNanoseconds()
+                encodeNs += t1 - t0
+                decodeNs += t2 - t1
+                plcNs += t3 - t2
+            }
+        }
+        let settings = ",\"config\":\"48kHz mono VOIP 24kb/s complexity 5 FEC DTX 10ms\""
+        emit("opus", "opus.encode_us_per_frame", Double(encodeNs) / Double(frames) / 1000, "us", settings)
+        emit("opus", "opus.decode_us_per_frame", Double(decodeNs) / Double(frames) / 1000, "us", settings)
+        emit("opus", "opus.plc_us_per_frame", Double(plcNs) / Double(frames / 10) / 1000, "us", settings)
+        emit("opus", "opus.kbps", Double(bytes * 8) / (Double(frames) * 0.01) / 1000, "kb/s", settings)
+    }
+}
