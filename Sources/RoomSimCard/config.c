@@ -1,4 +1,5 @@
 /* Room file parsing: `key = value` lines, `#` comments. Every error names file, line, key. */
+#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -255,7 +256,9 @@ int rs_config_load(rs_config *c, const char *path)
         return -err;
     }
     parse_ctx ctx = { .file = path };
-    snprintf(c->path, sizeof c->path, "%s", path);
+    /* the canonical path names the room: every spelling of it opens the same room */
+    if (!realpath(path, c->path))
+        snprintf(c->path, sizeof c->path, "%s", path);
     const char *slash = strrchr(path, '/');
     if (slash)
         snprintf(ctx.dir, sizeof ctx.dir, "%.*s", (int)(slash - path), path);

@@ -23,6 +23,22 @@ enum { RS_IR_GENERATED, RS_IR_NONE, RS_IR_FILE };
 void rs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t rs_now_ns(void); /* CLOCK_MONOTONIC */
 
+/* splitmix64 finalizer: a counter-based, deterministic pseudo-random source. */
+static inline uint64_t rs_mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+/* Approximately Gaussian, unit variance (sum of four uniforms), from one 64-bit value. */
+static inline float rs_gauss(uint64_t r)
+{
+    float s = (float)(r & 0xFFFF) + (float)((r >> 16) & 0xFFFF) + (float)((r >> 32) & 0xFFFF)
+              + (float)(r >> 48);
+    return (s / 65536.0f - 2.0f) * 1.7320508f; /* var of sum of 4 U(0,1) = 1/3 */
+}
+
 /* ---- config.c ------------------------------------------------------------------------ */
 typedef struct rs_config {
     char path[PATH_MAX];      /* room file this came from; "" = built-in defaults */
@@ -85,7 +101,9 @@ typedef struct rs_output {
     char path[PATH_MAX];
 } rs_output;
 
-int rs_output_open(rs_output *out, const char *path, int format);
+int rs_output_open(rs_output *out, const char *path, int format); /* creates/truncates */
+/* After rs_output_close: appends to the file if it is still as we left it, else starts over. */
+int rs_output_reopen(rs_output *out);
 /* Sets the sample format; starts the file over when it differs from what it holds. */
 int rs_output_set_format(rs_output *out, unsigned channels, unsigned rate);
 int rs_output_write(rs_output *out, const int16_t *frames, size_t count);
@@ -136,20 +154,24 @@ const rs_config *rs_room_config(const rs_room *room);
 int rs_room_poll_faults(rs_room *room, int stream, int64_t now, int *xrun, double *skew_ppm);
 int rs_room_is_lost(rs_room *room, int64_t now);
 
-void rs_room_stream_setup(rs_room *room, int stream, const rs_stream_info *info);
-void rs_room_stream_started(rs_room *room, int stream, int64_t start_ns, double skew_ppm,
-                            uint64_t position);
+/* Records the setup; for playback also sets the output file format. */
+int rs_room_stream_setup(rs_room *room, int stream, const rs_stream_info *info);
+/* start_ns: this run; first_start_ns: first run since the stream was opened; position:
+ * input frame (capture) or speaker index (playback) of sample 0 of the run. */
+void rs_room_stream_started(rs_room *room, int stream, int64_t start_ns, int64_t first_start_ns,
+                            double skew_ppm, uint64_t position);
 void rs_room_stream_xrun(rs_room *room, int stream, int injected);
-/* First start of the stream's room since it was created (0 = none yet). */
-int64_t rs_room_first_start(rs_room *room, int stream);
 
 /* Playback side: the speaker signal. n is the stream's sample index. */
 int rs_room_playback_prepare(rs_room *room, unsigned rate);
-void rs_room_playback_start(rs_room *room, const rs_clock *clock);
+/* Returns the room-global speaker index of sample 0 of the run. */
+uint64_t rs_room_playback_start(rs_room *room, const rs_clock *clock);
 void rs_room_playback_clock(rs_room *room, const rs_clock *clock); /* after a skew change */
 void rs_room_playback_stop(rs_room *room);
-void rs_room_playback_write(rs_room *room, uint64_t n, const float *mono, size_t count);
-rs_output *rs_room_output(rs_room *room); /* NULL when playback is discarded */
+/* count frames of the stream from its sample index n: interleaved S16 for the output file,
+ * and their mono mix in -1..1 for the echo path. */
+void rs_room_playback_write(rs_room *room, uint64_t n, const int16_t *frames, unsigned channels,
+                            const float *mono, size_t count);
 
 /* Capture side: adds the echo of the speaker (per-mic delay and gain applied) to acc
  * (count frames x channels, in int16 units) for capture samples j0.. of a stream with

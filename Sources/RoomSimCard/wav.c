@@ -207,6 +207,26 @@ int rs_output_open(rs_output *o, const char *path, int format)
     return 0;
 }
 
+int rs_output_reopen(rs_output *o)
+{
+    if (o->f)
+        return 0;
+    int wav = o->wav;
+    unsigned channels = o->channels;
+    uint64_t frames = o->frames;
+    FILE *f = fopen(o->path, "r+be");
+    long end = (long)((wav ? 44 : 0) + frames * channels * 2);
+    if (f && fseek(f, 0, SEEK_END) == 0 && ftell(f) == end) {
+        o->f = f; /* continue where the last session stopped */
+        return 0;
+    }
+    if (f)
+        fclose(f);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", o->path);
+    return rs_output_open(o, path, wav ? RS_FILE_WAV : RS_FILE_RAW);
+}
+
 int rs_output_set_format(rs_output *o, unsigned channels, unsigned rate)
 {
     if (!o->f)
@@ -253,5 +273,5 @@ void rs_output_close(rs_output *o)
         return;
     rs_output_sync(o);
     fclose(o->f);
-    o->f = NULL;
+    o->f = NULL; /* path, format and frame count stay for rs_output_reopen */
 }

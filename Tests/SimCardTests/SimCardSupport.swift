@@ -1,0 +1,245 @@
+// Helpers for the roomsim tests: locating the plugin, room files, WAV files, PCM setup.
+// Only CAlsa + Glibc + XCTest (RoomCore/RoomSystem are deliberately not used here).
+import CAlsa
+import Glibc
+import XCTest
+
+enum SimCard {
+    static let pluginName = "libasound_module_pcm_roomsim.so"
+
+    /// The repository root, from this source file's path (Tests/SimCardTests/<file>).
+    static let repoRoot: String = {
+        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(3)
+        return parts.joined(separator: "/")
+    }()
+
+    /// The build directory: the directory of the running test executable (/proc/self/exe).
+    static let buildDir: String = {
+        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        guard n > 0 else { return "" }
+        let exe = String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var parts = exe.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast()
+        // swift test runs <build>/<Package>PackageTests.xctest; be tolerant of a bundle dir
+        var dir = parts.joined(separator: "/")
+        if dir.hasSuffix(".xctest") {
+            dir = String(dir[..<(dir.lastIndex(of: "/") ?? dir.endIndex)])
+        }
+        return dir
+    }()
+
+    /// Sets ALSA_PLUGIN_DIR / ALSA_CONFIG_PATH (before any ALSA call: alsa-lib caches the
+    /// plugin directory per process). Fails the test with a clear message when the plugin
+    /// was not built (`swift test` does not build dynamic library products by itself).
+    static func setUp(file: StaticString = #filePath, line: UInt = #line) throws {
+        let plugin = "\(buildDir)/\(pluginName)"
+        guard access(plugin, R_OK) == 0 else {
+            XCTFail("""
+                roomsim plugin not found at \(plugin). `swift test` does not build the dynamic \
+                library product: run `swift build --product asound_module_pcm_roomsim` \
+                (or `swift build`) first.
+                """, file: file, line: line)
+            throw XCTSkip("plugin missing")
+        }
+        setenv("ALSA_PLUGIN_DIR", buildDir, 1)
+        setenv("ALSA_CONFIG_PATH", "/usr/share/alsa/alsa.conf:\(repoRoot)/board/sim/asound.conf", 1)
+    }
+}
+
+/// A temporary directory with a room file; ROOMSIM_CONFIG points at it.
+final class Room {
+    let dir: String
+    var conf: String { "\(dir)/room.conf" }
+    var status: String { "\(dir)/status.txt" }
+    var control: String { "\(dir)/control" }
+
+    init(_ body: String) {
+        var template = Array("/tmp/roomsim-test-XXXXXX".utf8CString)
+        let p = mkdtemp(&template)!
+        dir = String(cString: p)
+        let text = "status = status.txt\n" + body + "\n"
+        writeFile(conf, Array(text.utf8))
+        setenv("ROOMSIM_CONFIG", conf, 1)
+    }
+
+    deinit {
+        if let d = opendir(dir) {
+            while let e = readdir(d) {
+                let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
+                    String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+                }
+                if name != "." && name != ".." { unlink("\(dir)/\(name)") }
+            }
+            closedir(d)
+        }
+        rmdir(dir)
+    }
+
+    /// `capture`/`playback`/`faults` line of the status file as key -> value.
+    func statusLine(_ name: String) -> [String: String] {
+        guard let text = readText(status) else { return [:] }
+        for line in text.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            guard words.first.map(String.init) == name else { continue }
+            var out: [String: String] = [:]
+            for w in words.dropFirst() {
+                if let eq = w.firstIndex(of: "=") {
+                    out[String(w[..<eq])] = String(w[w.index(after: eq)...])
+                }
+            }
+            return out
+        }
+        return [:]
+    }
+}
+
+func writeFile(_ path: String, _ bytes: [UInt8]) {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    precondition(fd >= 0, "cannot create \(path)")
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    close(fd)
+}
+
+func readBytes(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { break }
+        out += buf[0..<n]
+    }
+    return out
+}
+
+func readText(_ path: String) -> String? {
+    readBytes(path).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// A PCM16 WAV file image of interleaved samples.
+func wavBytes(channels: Int, rate: Int, samples: [Int16]) -> [UInt8] {
+    var b: [UInt8] = []
+    func u32(_ v: Int) { b += [UInt8(v & 255), UInt8(v >> 8 & 255), UInt8(v >> 16 & 255), UInt8(v >> 24 & 255)] }
+    func u16(_ v: Int) { b += [UInt8(v & 255), UInt8(v >> 8 & 255)] }
+    let data = samples.count * 2
+    b += Array("RIFF".utf8); u32(36 + data); b += Array("WAVEfmt ".utf8)
+    u32(16); u16(1); u16(channels); u32(rate); u32(rate * channels * 2); u16(channels * 2); u16(16)
+    b += Array("data".utf8); u32(data)
+    for s in samples { u16(Int(UInt16(bitPattern: s))) }
+    return b
+}
+
+/// Samples of a PCM16 WAV image (after a 44-byte canonical header, as roomsim writes it).
+func wavSamples(_ bytes: [UInt8]) -> (channels: Int, rate: Int, samples: [Int16])? {
+    guard bytes.count >= 44, Array(bytes[0..<4]) == Array("RIFF".utf8) else { return nil }
+    func u32(_ o: Int) -> Int { Int(bytes[o]) | Int(bytes[o + 1]) << 8 | Int(bytes[o + 2]) << 16 | Int(bytes[o + 3]) << 24 }
+    let channels = Int(bytes[22]) | Int(bytes[23]) << 8
+    let size = u32(40)
+    guard 44 + size <= bytes.count else { return nil }
+    var s: [Int16] = []
+    s.reserveCapacity(size / 2)
+    var i = 44
+    while i + 1 < 44 + size {
+        s.append(Int16(bitPattern: UInt16(bytes[i]) | UInt16(bytes[i + 1]) << 8))
+        i += 2
+    }
+    return (channels, u32(24), s)
+}
+
+func monotonicNs() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+}
+
+struct AlsaError: Error, CustomStringConvertible {
+    let what: String
+    let code: Int32
+    var description: String { "\(what): \(code) (\(String(cString: snd_strerror(code))))" }
+}
+
+/// An open, configured roomsim PCM (S16_LE or FLOAT_LE interleaved).
+final class PCM {
+    let handle: OpaquePointer
+    let channels: Int
+    let period: Int
+
+    static func open(_ stream: snd_pcm_stream_t) -> (PCM?, Int32) {
+        var h: OpaquePointer?
+        let rc = snd_pcm_open(&h, "roomsim", stream, 0)
+        guard rc == 0, let h else { return (nil, rc) }
+        return (PCM(handle: h), 0)
+    }
+
+    private init(handle: OpaquePointer) {
+        self.handle = handle
+        channels = 0
+        period = 0
+    }
+
+    init(_ stream: snd_pcm_stream_t, channels: Int, rate: Int = 48000, period: Int = 480,
+         periods: Int = 4, format: snd_pcm_format_t = SND_PCM_FORMAT_S16_LE) throws {
+        var h: OpaquePointer?
+        var rc = snd_pcm_open(&h, "roomsim", stream, 0)
+        guard rc == 0, let h else { throw AlsaError(what: "snd_pcm_open", code: rc) }
+        handle = h
+        self.channels = channels
+        self.period = period
+        rc = PCM.configure(h, channels: channels, rate: rate, period: period, periods: periods,
+                           format: format)
+        if rc < 0 {
+            snd_pcm_close(h)
+            throw AlsaError(what: "hw_params", code: rc)
+        }
+    }
+
+    /// Applies hw params; returns the first error.
+    static func configure(_ h: OpaquePointer, channels: Int, rate: Int, period: Int, periods: Int,
+                          format: snd_pcm_format_t) -> Int32 {
+        var hw: OpaquePointer?
+        snd_pcm_hw_params_malloc(&hw)
+        defer { snd_pcm_hw_params_free(hw) }
+        var rc = snd_pcm_hw_params_any(h, hw)
+        if rc >= 0 { rc = snd_pcm_hw_params_set_access(h, hw, SND_PCM_ACCESS_RW_INTERLEAVED) }
+        if rc >= 0 { rc = snd_pcm_hw_params_set_format(h, hw, format) }
+        if rc >= 0 { rc = snd_pcm_hw_params_set_channels(h, hw, UInt32(channels)) }
+        if rc >= 0 { rc = snd_pcm_hw_params_set_rate(h, hw, UInt32(rate), 0) }
+        var p = snd_pcm_uframes_t(period)
+        var dir: Int32 = 0
+        if rc >= 0 { rc = snd_pcm_hw_params_set_period_size_near(h, hw, &p, &dir) }
+        var b = snd_pcm_uframes_t(period * periods)
+        if rc >= 0 { rc = snd_pcm_hw_params_set_buffer_size_near(h, hw, &b) }
+        if rc >= 0 { rc = snd_pcm_hw_params(h, hw) }
+        return rc
+    }
+
+    func read(_ buf: inout [Int16], frames: Int, at offset: Int = 0) -> Int {
+        buf.withUnsafeMutableBufferPointer {
+            snd_pcm_readi(handle, $0.baseAddress! + offset * channels, snd_pcm_uframes_t(frames))
+        }
+    }
+
+    func write(_ buf: [Int16], frames: Int, at offset: Int = 0) -> Int {
+        buf.withUnsafeBufferPointer {
+            snd_pcm_writei(handle, $0.baseAddress! + offset * channels, snd_pcm_uframes_t(frames))
+        }
+    }
+
+    /// Reads exactly `frames` frames (blocking), failing on any error.
+    func readAll(_ frames: Int) throws -> [Int16] {
+        var buf = [Int16](repeating: 0, count: frames * channels)
+        var done = 0
+        while done < frames {
+            let n = read(&buf, frames: min(period, frames - done), at: done)
+            if n < 0 { throw AlsaError(what: "snd_pcm_readi", code: Int32(n)) }
+            done += n
+        }
+        return buf
+    }
+
+    func close() { snd_pcm_close(handle) }
+}

@@ -1,0 +1,373 @@
+// The roomsim simulated sound card driven through real ALSA calls (snd_pcm_open, hw_params,
+// readi, writei, poll). Each test writes its own room file and points ROOMSIM_CONFIG at it.
+import CAlsa
+import Glibc
+import XCTest
+
+final class SimCardTests: XCTestCase {
+    override func setUpWithError() throws {
+        try SimCard.setUp()
+    }
+
+    // MARK: 1. capture = input file
+
+    func testCaptureMatchesFourChannelWavSampleExactly() throws {
+        let frames = 12000 // 0.25 s
+        var pattern = [Int16](repeating: 0, count: frames * 4)
+        for i in 0..<frames {
+            for c in 0..<4 {
+                pattern[i * 4 + c] = Int16(truncatingIfNeeded: i &* 37 &+ c &* 9001 &- 20000)
+            }
+        }
+        let room = Room("input = in.wav\ninput_end = silence")
+        writeFile("\(room.dir)/in.wav", wavBytes(channels: 4, rate: 48000, samples: pattern))
+
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
+        defer { pcm.close() }
+        let got = try pcm.readAll(frames + 2400)
+        XCTAssertEqual(Array(got[0..<frames * 4]), pattern, "capture differs from the input file")
+        XCTAssertTrue(got[(frames * 4)...].allSatisfy { $0 == 0 }, "silence expected after the end")
+    }
+
+    func testMonoInputIsDuplicatedToEveryMicAndLoops() throws {
+        let frames = 4800
+        let mono = (0..<frames).map { Int16(truncatingIfNeeded: $0 * 5 + 1) }
+        let room = Room("input = mono.wav\ninput_end = loop")
+        writeFile("\(room.dir)/mono.wav", wavBytes(channels: 1, rate: 48000, samples: mono))
+
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 3)
+        defer { pcm.close() }
+        let got = try pcm.readAll(frames * 2 + 960)
+        for i in 0..<(frames * 2 + 960) {
+            for c in 0..<3 where got[i * 3 + c] != mono[i % frames] {
+                XCTFail("frame \(i) mic \(c): \(got[i * 3 + c]) != \(mono[i % frames])")
+                return
+            }
+        }
+    }
+
+    // MARK: 2. playback -> output file
+
+    func testPlaybackLandsInOutputFileSampleExactly() throws {
+        let room = Room("output = out.wav")
+        let frames = 9600
+        let stereo = (0..<frames * 2).map { Int16(truncatingIfNeeded: $0 &* 131 &- 7) }
+        let pcm = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 2)
+        var done = 0
+        while done < frames {
+            let n = pcm.write(stereo, frames: min(480, frames - done), at: done)
+            XCTAssertGreaterThan(n, 0, "snd_pcm_writei: \(n)")
+            if n <= 0 { break }
+            done += n
+        }
+        XCTAssertEqual(snd_pcm_drain(pcm.handle), 0)
+        pcm.close()
+
+        var wav = try XCTUnwrap(wavSamples(readBytes("\(room.dir)/out.wav") ?? []), "bad WAV written")
+        XCTAssertEqual(wav.channels, 2)
+        XCTAssertEqual(wav.rate, 48000)
+        XCTAssertEqual(wav.samples, stereo)
+
+        // a reopen of the room (as after a device loss) appends to the same file
+        let again = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 2)
+        XCTAssertEqual(again.write(stereo, frames: 960), 960)
+        XCTAssertEqual(snd_pcm_drain(again.handle), 0)
+        again.close()
+        wav = try XCTUnwrap(wavSamples(readBytes("\(room.dir)/out.wav") ?? []), "bad WAV written")
+        XCTAssertEqual(wav.samples, stereo + stereo[0..<1920])
+    }
+
+    // MARK: 3. pacing
+
+    func testTwoSecondsOfCaptureTakeTwoSeconds() throws {
+        let room = Room("")
+        defer { withExtendedLifetime(room) {} }
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
+        defer { pcm.close() }
+        let t0 = monotonicNs()
+        _ = try pcm.readAll(96000)
+        let elapsed = Double(monotonicNs() - t0) / 1e9
+        XCTAssertEqual(elapsed, 2.0, accuracy: 0.04, "2 s of capture took \(elapsed) s")
+    }
+
+    func testPollDrivenFullDuplexIsPacedByPeriods() throws {
+        let room = Room("")
+        defer { withExtendedLifetime(room) {} }
+        let cap = try PCM(SND_PCM_STREAM_CAPTURE, channels: 2)
+        let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
+        defer { cap.close(); play.close() }
+        XCTAssertEqual(snd_pcm_nonblock(cap.handle, 1), 0)
+        XCTAssertEqual(snd_pcm_nonblock(play.handle, 1), 0)
+        let silence = [Int16](repeating: 0, count: 480 * 2)
+        XCTAssertEqual(play.write(silence, frames: 960), 960) // prefill (starts playback)
+        XCTAssertEqual(snd_pcm_start(cap.handle), 0)
+
+        let n = Int(snd_pcm_poll_descriptors_count(cap.handle))
+        XCTAssertEqual(n, 1)
+        var pfd = [pollfd](repeating: pollfd(), count: n)
+        _ = snd_pcm_poll_descriptors(cap.handle, &pfd, UInt32(n))
+        var buf = [Int16](repeating: 0, count: 480 * 2 * 4)
+        var captured = 0, wakeups = 0
+        let t0 = monotonicNs()
+        while captured < 24000 { // 0.5 s
+            XCTAssertEqual(poll(&pfd, nfds_t(n), 1000), 1, "poll timed out")
+            var revents: UInt16 = 0
+            _ = snd_pcm_poll_descriptors_revents(cap.handle, &pfd, UInt32(n), &revents)
+            guard revents & UInt16(POLLIN) != 0 else { continue }
+            wakeups += 1
+            let got = cap.read(&buf, frames: 480 * 4)
+            XCTAssertGreaterThanOrEqual(got, 480, "a wakeup must bring a period")
+            if got < 0 { break }
+            captured += got
+            // keep the speaker fed: one period per captured period
+            var left = got
+            while left > 0 {
+                let w = play.write(silence, frames: min(left, 480))
+                XCTAssertGreaterThan(w, 0, "playback write: \(w)")
+                if w <= 0 { break }
+                left -= w
+            }
+        }
+        let elapsed = Double(monotonicNs() - t0) / 1e9
+        XCTAssertEqual(elapsed, 0.5, accuracy: 0.03)
+        XCTAssertEqual(wakeups, 50, accuracy: 3)
+    }
+
+    func testCaptureClockSkewChangesTheRate() throws {
+        let room = Room("capture_skew_ppm = 10000") // 1 % fast
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 1)
+        defer { pcm.close() }
+        let t0 = monotonicNs()
+        _ = try pcm.readAll(48000)
+        let elapsed = Double(monotonicNs() - t0) / 1e9
+        // 48000 frames at 48480 Hz take 0.9901 s (1.000 s without skew)
+        XCTAssertEqual(elapsed, 0.9901, accuracy: 0.004, "took \(elapsed) s")
+        XCTAssertEqual(room.statusLine("capture")["skew_ppm"], "10000")
+    }
+
+    // MARK: 4. xruns
+
+    func testInjectedXrunsAreReportedAndRecovered() throws {
+        // input: a ramp, so each capture sample tells which input frame it carries
+        let ramp = (0..<48000).map { Int16(truncatingIfNeeded: $0 / 2) }
+        let room = Room("""
+            input = ramp.wav
+            capture_xrun_at_ms = 300
+            playback_xrun_at_ms = 450
+            """)
+        writeFile("\(room.dir)/ramp.wav", wavBytes(channels: 1, rate: 48000, samples: ramp))
+        let cap = try PCM(SND_PCM_STREAM_CAPTURE, channels: 1)
+        let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
+        defer { cap.close(); play.close() }
+        let silence = [Int16](repeating: 0, count: 960)
+        XCTAssertEqual(play.write(silence, frames: 960), 960)
+
+        var buf = [Int16](repeating: 0, count: 480)
+        var capXruns = 0, playXruns = 0, last: Int16 = -1
+        var firstAfterXrun: Int16?
+        let t0 = monotonicNs()
+        for _ in 0..<80 { // 0.8 s
+            let n = cap.read(&buf, frames: 480)
+            if n == -Int(EPIPE) {
+                capXruns += 1
+                let ms = Double(monotonicNs() - t0) / 1e6
+                XCTAssertEqual(ms, 300, accuracy: 40, "capture xrun at \(ms) ms")
+                XCTAssertEqual(snd_pcm_recover(cap.handle, Int32(n), 1), 0)
+                XCTAssertEqual(play.write(silence, frames: 480), 480) // keep the speaker fed
+                continue
+            }
+            // (a read that the xrun cuts short returns the frames it got)
+            XCTAssertGreaterThan(n, 0, "readi: \(n)")
+            if n <= 0 { break }
+            if capXruns == 1 && firstAfterXrun == nil { firstAfterXrun = buf[0] }
+            // the samples continue: the ramp never goes back
+            XCTAssertGreaterThanOrEqual(buf[0], last)
+            last = buf[n - 1]
+            let w = play.write(silence, frames: n)
+            if w == -Int(EPIPE) {
+                playXruns += 1
+                XCTAssertEqual(snd_pcm_recover(play.handle, Int32(w), 1), 0)
+                XCTAssertEqual(play.write(silence, frames: 960), 960) // refill after prepare
+            } else {
+                XCTAssertEqual(w, n, "writei: \(w)")
+            }
+        }
+        XCTAssertEqual(capXruns, 1)
+        XCTAssertEqual(playXruns, 1)
+        XCTAssertEqual(snd_pcm_state(cap.handle), SND_PCM_STATE_RUNNING)
+        XCTAssertEqual(snd_pcm_state(play.handle), SND_PCM_STATE_RUNNING)
+        // the room kept sounding during the restart: the new run starts at the input frame
+        // for its start time, which the status file reports
+        let frame = Int(room.statusLine("capture")["input_frame"] ?? "") ?? -1
+        XCTAssertGreaterThan(frame, 14400 - 1) // >= 300 ms
+        XCTAssertEqual(firstAfterXrun, frame >= 0 ? ramp[frame] : nil)
+        let c = room.statusLine("capture"), p = room.statusLine("playback")
+        XCTAssertEqual(c["xruns_injected"], "1")
+        XCTAssertEqual(c["starts"], "2")
+        XCTAssertEqual(p["xruns_injected"], "1")
+        XCTAssertEqual(p["xruns"], "0", "no underrun besides the injected one")
+        XCTAssertEqual(p["starts"], "2")
+    }
+
+    func testControlFileInjectsAnXrunWhileRunning() throws {
+        let room = Room("control = control")
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 1)
+        defer { pcm.close() }
+        var buf = [Int16](repeating: 0, count: 480)
+        var sawXrun = -1, frames = 0
+        for i in 0..<40 { // 0.4 s
+            if i == 10 { writeFile(room.control, Array("xrun\n".utf8)) }
+            let n = pcm.read(&buf, frames: 480)
+            if n == -Int(EPIPE) {
+                sawXrun = i
+                XCTAssertEqual(snd_pcm_recover(pcm.handle, Int32(n), 1), 0)
+            } else {
+                XCTAssertGreaterThan(n, 0) // a read cut short by the xrun returns what it got
+                frames += max(n, 0)
+            }
+        }
+        XCTAssertTrue((10...13).contains(sawXrun), "xrun seen at read \(sawXrun)")
+        XCTAssertGreaterThan(frames, 30 * 480)
+        XCTAssertEqual(access(room.control, F_OK), -1, "the control file is consumed")
+        XCTAssertEqual(room.statusLine("faults")["control_commands"], "1")
+    }
+
+    // MARK: 5. device loss
+
+    func testLostDeviceFailsReopenUntilItIsBack() throws {
+        let room = Room("lose_at_ms = 200\nlose_for_ms = 400")
+        var pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 2)
+        var buf = [Int16](repeating: 0, count: 960)
+        var err = 0
+        for _ in 0..<60 {
+            let n = pcm.read(&buf, frames: 480)
+            if n < 0 { err = n; break }
+        }
+        XCTAssertEqual(err, -Int(ENODEV), "expected -ENODEV, got \(err)")
+        XCTAssertNotEqual(snd_pcm_recover(pcm.handle, Int32(err), 1), 0, "loss is not recoverable")
+        pcm.close()
+
+        let start = Int64(room.statusLine("capture")["first_start_ns"] ?? "") ?? 0
+        XCTAssertGreaterThan(start, 0)
+        var failures = 0
+        var reopened: PCM?
+        while reopened == nil && monotonicNs() - start < 2_000_000_000 {
+            let (p, rc) = PCM.open(SND_PCM_STREAM_CAPTURE)
+            if let p {
+                reopened = p
+            } else {
+                XCTAssertEqual(rc, -ENODEV)
+                failures += 1
+                usleep(20000)
+            }
+        }
+        let back = Double(monotonicNs() - start) / 1e6
+        XCTAssertGreaterThan(failures, 0, "reopening during the loss must fail")
+        XCTAssertEqual(back, 600, accuracy: 50, "device back after \(back) ms")
+        reopened?.close()
+
+        pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 2)
+        defer { pcm.close() }
+        XCTAssertEqual(try pcm.readAll(4800).count, 9600, "streaming resumes")
+        XCTAssertEqual(room.statusLine("faults")["losses"], "1")
+    }
+
+    // MARK: 6. echo path
+
+    func testImpulseArrivesAtConfiguredDelayOnEveryMic() throws {
+        let delays = [0, 5, 11, 3], gains = [1.0, 0.5, 0.25, 0.8]
+        let room = Room("""
+            echo = on
+            echo_delay_ms = 7.3
+            echo_gain_db = 0
+            ir = generated
+            ir_length_ms = 100
+            ir_drr_db = 30
+            mic_delays = 0 5 11 3
+            mic_gains = 1 0.5 0.25 0.8
+            """)
+        let cap = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
+        let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
+        defer { cap.close(); play.close() }
+
+        let impulseAt = 4800, total = 24000
+        var speaker = [Int16](repeating: 0, count: total + 960)
+        speaker[impulseAt] = 16000
+        XCTAssertEqual(snd_pcm_start(cap.handle), 0)
+        XCTAssertEqual(play.write(speaker, frames: 960), 960)
+        var written = 960
+        var mics = [Int16](repeating: 0, count: total * 4)
+        var got = 0
+        while got < total {
+            let n = cap.read(&mics, frames: 480, at: got)
+            XCTAssertEqual(n, 480)
+            if n <= 0 { break }
+            got += n
+            XCTAssertEqual(play.write(speaker, frames: 480, at: written), 480)
+            written += 480
+        }
+        let c = room.statusLine("capture"), p = room.statusLine("playback")
+        XCTAssertEqual(p["starts"], "1", "playback must not have restarted")
+        XCTAssertEqual(p["xruns"], "0")
+        let tc0 = Double(c["start_ns"] ?? "") ?? 0, tp0 = Double(p["start_ns"] ?? "") ?? 0
+        XCTAssertGreaterThan(tc0, 0)
+        XCTAssertGreaterThan(tp0, 0)
+        // capture sample j hears speaker sample round((tc0 + j/rate - delay - tp0) * rate)
+        let x = (tc0 - tp0 - 7.3e6) * 48000 / 1e9
+        for m in 0..<4 {
+            let expected = impulseAt + delays[m] - Int(x.rounded())
+            var peak = 0
+            for j in 0..<total where abs(Int(mics[j * 4 + m])) > abs(Int(mics[peak * 4 + m])) { peak = j }
+            XCTAssertEqual(peak, expected, "mic \(m): impulse at \(peak), expected \(expected)")
+            XCTAssertEqual(Double(mics[peak * 4 + m]), 16000 * gains[m], accuracy: 16000 * gains[m] * 0.02 + 2)
+            XCTAssertTrue((0..<max(0, expected - 1)).allSatisfy { mics[$0 * 4 + m] == 0 },
+                          "mic \(m) hears something before the echo arrives")
+        }
+    }
+
+    // MARK: 7. bad input
+
+    func testBadInputFailsCleanly() throws {
+        var room = Room("input = bad.wav")
+        writeFile("\(room.dir)/bad.wav", Array("RIFF\u{10}\0\0\0WAVEfmt \u{4}\0\0\0junk".utf8))
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_CAPTURE).1, -EINVAL, "malformed WAV")
+
+        writeFile("\(room.dir)/bad.wav", wavBytes(channels: 1, rate: 48000, samples: [1, 2])
+            .enumerated().map { $0.offset == 34 ? 24 : $0.element }) // 24-bit claimed
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_CAPTURE).1, -EINVAL, "24-bit WAV")
+
+        room = Room("input = missing.wav")
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_CAPTURE).1, -ENOENT, "missing input file")
+
+        room = Room("echo = on\nbogus_key = 3")
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_CAPTURE).1, -EINVAL, "unknown key")
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_PLAYBACK).1, -EINVAL, "unknown key")
+        room = Room("echo_delay_ms = soon")
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_PLAYBACK).1, -EINVAL, "bad value")
+
+        setenv("ROOMSIM_CONFIG", "\(room.dir)/no-such-room.conf", 1)
+        XCTAssertEqual(PCM.open(SND_PCM_STREAM_CAPTURE).1, -ENOENT, "missing room file")
+
+        room = Room("")
+        for (stream, channels, format, rate) in [
+            (SND_PCM_STREAM_CAPTURE, 9, SND_PCM_FORMAT_S16_LE, 48000),
+            (SND_PCM_STREAM_PLAYBACK, 3, SND_PCM_FORMAT_S16_LE, 48000),
+            (SND_PCM_STREAM_CAPTURE, 2, SND_PCM_FORMAT_S24_LE, 48000),
+            (SND_PCM_STREAM_CAPTURE, 2, SND_PCM_FORMAT_S16_LE, 4000),
+        ] {
+            let (pcm, rc) = PCM.open(stream)
+            let p = try XCTUnwrap(pcm, "open: \(rc)")
+            let err = PCM.configure(p.handle, channels: channels, rate: rate, period: 480,
+                                    periods: 4, format: format)
+            XCTAssertLessThan(err, 0, "\(channels) ch \(format) \(rate) Hz must be refused")
+            p.close()
+        }
+        // and the card still works afterwards, also in FLOAT_LE
+        let ok = try PCM(SND_PCM_STREAM_CAPTURE, channels: 8, format: SND_PCM_FORMAT_FLOAT_LE)
+        var f = [Float](repeating: 1, count: 480 * 8)
+        XCTAssertEqual(f.withUnsafeMutableBytes { snd_pcm_readi(ok.handle, $0.baseAddress, 480) }, 480)
+        XCTAssertTrue(f.allSatisfy { $0 == 0 })
+        ok.close()
+        _ = room
+    }
+}
