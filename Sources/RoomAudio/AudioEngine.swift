@@ -22,10 +22,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let events = SPSCRing<EngineEvent>(capacity: 256)
     /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
     public let processedAudio: SPSCRing<Int16>?
-    /// While false the far-end talker is silent (its position keeps running); lets the
-    /// double-talk bench compare runs with and without far-end speech.
-    public let farEndEnabled = Atomic<Bool>(true)
-    private let running = Atomic<Bool>(false)
+    /// Flags the daemon flips while the loop runs.
+    public let control = EngineControl()
     private var thread: NativeThread?
     // Confined to the audio thread once `start` has handed them over.
     private var loop: AudioLoop?
@@ -43,7 +41,7 @@ public final class AudioEngine: @unchecked Sendable {
         let loop: AudioLoop
         do {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
-                                 processedAudio: processedAudio, farEndEnabled: farEndEnabled, running: running)
+                                 processedAudio: processedAudio, control: control)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -54,11 +52,11 @@ public final class AudioEngine: @unchecked Sendable {
             throw EngineError("\(error)")
         }
         self.loop = loop
-        running.store(true, ordering: .releasing)
+        control.running.store(true, ordering: .releasing)
         do {
             thread = try NativeThread(name: "roomd-audio") { [loop] in loop.run() }
         } catch {
-            running.store(false, ordering: .releasing)
+            control.running.store(false, ordering: .releasing)
             throw EngineError(error.description)
         }
     }
@@ -66,13 +64,21 @@ public final class AudioEngine: @unchecked Sendable {
     /// Stops the loop after its current period and waits for the thread.
     public func stop() {
         guard let thread else { return }
-        running.store(false, ordering: .releasing)
+        control.running.store(false, ordering: .releasing)
         thread.join()
         self.thread = nil
         loop = nil
     }
 
-    public var isRunning: Bool { running.load(ordering: .acquiring) }
+    public var isRunning: Bool { control.running.load(ordering: .acquiring) }
+}
+
+/// Flags shared between the daemon and the audio thread.
+public final class EngineControl: Sendable {
+    /// Cleared to stop the loop after its current period.
+    public let running = Atomic<Bool>(false)
+    /// While false the far-end talker is silent (its position keeps running).
+    public let farEndEnabled = Atomic<Bool>(true)
 }
 
 /// The state the audio thread owns. Unchecked Sendable: it is created on the starting thread,
@@ -82,8 +88,7 @@ final class AudioLoop: @unchecked Sendable {
     private let stats: EngineStats
     private let events: SPSCRing<EngineEvent>
     private let processedAudio: SPSCRing<Int16>?
-    private let farEndEnabled: Atomic<Bool>
-    private let running: Atomic<Bool>
+    private let control: EngineControl
 
     private var capture: AlsaPCM?
     private var playback: AlsaPCM?
@@ -128,13 +133,12 @@ final class AudioLoop: @unchecked Sendable {
     private let warmupPeriods = 100
 
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
-         processedAudio: SPSCRing<Int16>?, farEndEnabled: Atomic<Bool>, running: Atomic<Bool>) throws {
+         processedAudio: SPSCRing<Int16>?, control: EngineControl) throws {
         config = c
         self.stats = stats
         self.events = events
         self.processedAudio = processedAudio
-        self.farEndEnabled = farEndEnabled
-        self.running = running
+        self.control = control
         period = c.periodFrames
         micCount = c.micChannels
         apm = try AudioProcessor(rate: c.rate, micChannels: c.micChannels, renderChannels: 1,
@@ -169,7 +173,7 @@ final class AudioLoop: @unchecked Sendable {
         encodeFrame.initialize(repeating: 0, count: frameSamples)
         decodedFrame.initialize(repeating: 0, count: frameSamples)
 
-        let periodSeconds = Float(c.periodMilliseconds) / 1000
+        let periodSeconds = Double(c.periodMilliseconds) / 1000
         inputMeter = LevelMeter(periodSeconds: periodSeconds)
         outputMeter = LevelMeter(periodSeconds: periodSeconds)
         playbackMeter = LevelMeter(periodSeconds: periodSeconds)
@@ -207,7 +211,7 @@ final class AudioLoop: @unchecked Sendable {
         var lastAllocations = probe.threadAllocations()
         let cpuStart = threadCPUNanoseconds()
 
-        while running.load(ordering: .relaxed) {
+        while control.running.load(ordering: .relaxed) {
             let got = capture?.read(captureInterleaved, frames: period) ?? -Int(EBADFD)
             if got < 0 {
                 handleCaptureError(Int32(got))
@@ -351,7 +355,7 @@ final class AudioLoop: @unchecked Sendable {
     private func renderSpeakerPeriod() {
         speaker.update(repeating: 0, count: period)
         if farEnd.count > 0 {
-            let on = farEndEnabled.load(ordering: .relaxed)
+            let on = control.farEndEnabled.load(ordering: .relaxed)
             for i in 0..<period {
                 if farEndPosition >= farEnd.count {
                     if !config.farEndLoops { break }
@@ -444,7 +448,7 @@ final class AudioLoop: @unchecked Sendable {
         playback = nil
         var backoff = 100
         var attempt = 0
-        while running.load(ordering: .relaxed) {
+        while control.running.load(ordering: .relaxed) {
             sleepMilliseconds(backoff)
             attempt += 1
             do {

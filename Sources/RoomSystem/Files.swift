@@ -65,6 +65,14 @@ public enum Files {
         path.hasPrefix("/") ? path : base + "/" + path
     }
 
+    /// The canonical absolute path of an existing file (symlinks resolved), or the input when
+    /// it cannot be resolved: log lines and environment variables must not depend on the cwd.
+    public static func absolute(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// The running executable's absolute path (from /proc/self/exe).
     public static func executablePath() -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

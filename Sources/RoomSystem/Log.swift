@@ -50,3 +50,25 @@ public enum Log {
     public static func info(_ m: String) { write(.info, m) }
     public static func debug(_ m: String) { write(.debug, m) }
 }
+
+/// Writes a line to standard error without the log prefix: command-line usage errors, which a
+/// person reads in a terminal rather than the journal. (The C `stderr` global is not
+/// concurrency-safe in Swift 6.)
+public func printError(_ text: String) { writeLine(text, to: 2) }
+
+/// Writes a line to standard output unbuffered, so status lines reach a pipe as they happen.
+public func printLine(_ text: String) { writeLine(text, to: 1) }
+
+private func writeLine(_ text: String, to fd: Int32) {
+    var line = text
+    if !line.hasSuffix("\n") { line += "\n" }
+    var bytes = Array(line.utf8)
+    bytes.withUnsafeMutableBytes { buffer in
+        var offset = 0
+        while offset < buffer.count {
+            let n = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if n < 0 { if errno == EINTR { continue }; return }
+            offset += n
+        }
+    }
+}

@@ -13,7 +13,7 @@ enum MicroBench {
             case "apm": apm()
             case "opus": opus()
             default:
-                fputs("roombench: unknown bench \(name) (apm, opus)\n", stderr)
+                printError("roombench: unknown bench \(name) (apm, opus)\n")
                 return 2
             }
         }
@@ -41,7 +41,7 @@ enum MicroBench {
         let rate = 48000, mics = 4, period = 480, blocks = 1500
         let positions: [(Float, Float, Float)] = [(0.032, 0, 0), (0, 0.032, 0), (-0.032, 0, 0), (0, -0.032, 0)]
         guard let processor = try? AudioProcessor(rate: rate, micChannels: mics, micPositions: positions, settings: ProcessingSettings()) else {
-            fputs("roombench: cannot create APM\n", stderr); return
+            printError("roombench: cannot create APM\n"); return
         }
         let far = signal(period * blocks, rate: rate, seed: 0.3)
         let near = signal(period * blocks, rate: rate, seed: 1.7)
@@ -73,7 +73,7 @@ enum MicroBench {
     static func opus() {
         let rate = 48000, frame = 480, frames = 3000
         guard let encoder = try? OpusEncoderBox(rate: rate, settings: OpusSettings()),
-              let decoder = try? OpusDecoderBox(rate: rate) else { fputs("roombench: cannot create Opus\n", stderr); return }
+              let decoder = try? OpusDecoderBox(rate: rate) else { printError("roombench: cannot create Opus\n"); return }
         let pcm = signal(frame * frames, rate: rate, seed: 0.9)
         let packet = UnsafeMutablePointer<UInt8>.allocate(capacity: 1500)
         let decoded = UnsafeMutablePointer<Float>.allocate(capacity: frame)

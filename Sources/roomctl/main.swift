@@ -1,4 +1,5 @@
 import Glibc
+import RoomSystem
 import RoomCore
 
 // The control CLI. The control socket arrives with issue 4; until then roomctl answers
@@ -17,5 +18,5 @@ if arguments.isEmpty || arguments.first == "--help" || arguments.first == "-h" {
     """)
     exit(0)
 }
-fputs("roomctl: \(arguments[0]): the control socket is not implemented yet (issue 4)\n", stderr)
+printError("roomctl: \(arguments[0]): the control socket is not implemented yet (issue 4)\n")
 exit(69)

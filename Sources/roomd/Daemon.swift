@@ -22,7 +22,7 @@ struct Daemon {
             Log.error("\(error)")
             return 78  // EX_CONFIG
         }
-        let boardDir = Files.directory(of: boardFile)
+        let boardDir = Files.directory(of: Files.absolute(boardFile))
         let alsaConfig = board.alsaConfig.map { Files.resolve($0, relativeTo: boardDir) }
         if let alsaConfig, !Files.exists(alsaConfig) {
             Log.error("\(boardFile): audio.alsa_config: \(alsaConfig) does not exist")
@@ -53,7 +53,8 @@ struct Daemon {
         }
         if let path = options.farEnd {
             do {
-                config.farEnd = try loadFarEnd(path, rate: board.rate)
+                let gain = Float(pow(10, options.farEndGainDB / 20))
+                config.farEnd = try loadFarEnd(path, rate: board.rate).map { $0 * gain }
             } catch {
                 Log.error("--far-end: \(error)")
                 return 66  // EX_NOINPUT

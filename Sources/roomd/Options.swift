@@ -7,6 +7,7 @@ struct Options {
     var loopbackLossPercent = 0
     var farEnd: String?
     var farEndOnce = false
+    var farEndGainDB = 0.0
     var record: String?
     var duration: Double?
     var statsInterval = 1.0
@@ -27,6 +28,7 @@ struct Options {
       --loopback-loss PCT    drop PCT % of loopback packets (FEC and concealment at work)
       --far-end FILE.wav     play FILE as a far-end talker (mono or first channel, board rate)
       --far-end-once         play the far-end file once instead of looping it
+      --far-end-gain-db DB   scale the far-end talker (default 0)
       --record FILE.wav      write the cleaned capture (what a room would hear) to FILE
       --duration SECONDS     stop after SECONDS (default: until SIGINT/SIGTERM)
       --stats-interval S     print a status line every S seconds (default 1; 0 = never)
@@ -66,6 +68,9 @@ struct Options {
             case "--loopback-loss":
                 guard let v = value(a), let n = Int(v), (0...100).contains(n) else { return .exit("roomd: --loopback-loss needs a percentage 0..100", 2) }
                 o.loopbackLossPercent = n
+            case "--far-end-gain-db":
+                guard let v = value(a), let d = Double(v), d.isFinite, d <= 20 else { return .exit("roomd: --far-end-gain-db needs a number of dB <= 20", 2) }
+                o.farEndGainDB = d
             case "--duration":
                 guard let v = value(a), let d = Double(v), d > 0, d.isFinite else { return .exit("roomd: --duration needs a positive number of seconds", 2) }
                 o.duration = d

@@ -52,15 +52,14 @@ final class StatusReporter {
                 ("cpu_pct", fmt(cpuPct, 2)), ("rss_mb", fmt(ProcessStats.residentMegabytes(), 2)),
             ]
             fields.removeAll { $0.1.isEmpty }
-            print("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+            printLine("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
         } else {
             let erleText = erle.map { "echo -\(fmt($0, 1)) dB" } ?? "echo -- (no far end)"
-            print("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1)) dBFS  out \(fmt(Double(now.outputLevel), 1)) dBFS  "
+            printLine("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1)) dBFS  out \(fmt(Double(now.outputLevel), 1)) dBFS  "
                   + "spk \(fmt(Double(now.playbackLevel), 1)) dBFS  vad \(now.voiceActive ? "speech" : "  -   ") (\(fmt(voiced, 0))%)  "
                   + "\(erleText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
                   + "cpu \(fmt(cpuPct, 1))%")
         }
-        fflush(stdout)
         last = now
         lastCPU = cpu
         lastTime = time
@@ -73,17 +72,16 @@ final class StatusReporter {
         let erle = now.erleDB(since: first)
         let allocs = now.steadyPeriodsMeasured > 0 ? Double(now.steadyAllocations) / Double(now.steadyPeriodsMeasured) : 0
         if json {
-            print("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
+            printLine("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
                   + "\"cpu_pct\":\(fmt(cpuPct, 2)),\"rss_mb\":\(fmt(ProcessStats.residentMegabytes(), 2)),"
                   + "\"alloc_probe\":\(now.allocationProbeActive),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
                   + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
                   + "\"drift_corrections\":\(now.driftCorrections),\"fec\":\(now.fecRecovered),\"plc\":\(now.concealedFrames),\"lost\":\(now.packetsLost)}")
         } else {
-            print("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo reduction over far-end speech \(erle.map { fmt($0, 1) + " dB" } ?? "n/a"); "
+            printLine("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo reduction over far-end speech \(erle.map { fmt($0, 1) + " dB" } ?? "n/a"); "
                   + "cpu \(fmt(cpuPct, 1))% of one core; rss \(fmt(ProcessStats.residentMegabytes(), 1)) MB; xruns \(now.captureXruns)/\(now.playbackXruns); "
                   + (now.allocationProbeActive ? "steady-state allocations \(fmt(allocs, 3))/period" : "allocation probe not loaded"))
         }
-        fflush(stdout)
     }
 }
 

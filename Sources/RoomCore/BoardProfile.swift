@@ -1,0 +1,98 @@
+/// What roomd needs to know about the hardware it runs on, read from `board/<name>/board.conf`.
+///
+/// One file per board keeps hardware facts (device names, channel counts, microphone
+/// geometry, GPIO lines) out of the code, so a new board is a new directory, not a rebuild.
+/// The format and every key are documented in docs/board-profiles.md.
+public struct BoardProfile: Sendable, Equatable {
+    // [board]
+    public var name: String
+    public var description: String?
+    /// False until someone has run roomd on the physical board; lets tools warn on untested profiles.
+    public var testedOnHardware: Bool
+
+    // [audio]
+    public var captureDevice: String
+    public var playbackDevice: String
+    public var rate: Int
+    public var captureChannels: Int
+    public var playbackChannels: Int
+    public var periodMilliseconds: Int
+    /// Extra ALSA configuration, relative to the profile's directory, exactly as written:
+    /// resolving it needs the file system, which is the caller's job.
+    public var alsaConfig: String?
+
+    // [array]
+    /// One position per capture channel, in channel order; empty when the board declares no array.
+    public var micPositions: [Point3]
+
+    // [gpio]
+    public var gpio: BoardGPIO
+
+    /// Beamforming needs at least two microphones at known positions.
+    public var hasArray: Bool { micPositions.count >= 2 }
+
+    /// Frames in one audio period, e.g. 480 at 48 kHz and 10 ms.
+    public var periodFrames: Int { rate * periodMilliseconds / 1000 }
+
+    public init(name: String, description: String? = nil, testedOnHardware: Bool = false,
+                captureDevice: String, playbackDevice: String,
+                rate: Int = BoardProfile.defaultRate, captureChannels: Int = 1, playbackChannels: Int = 1,
+                periodMilliseconds: Int = 10, alsaConfig: String? = nil,
+                micPositions: [Point3] = [], gpio: BoardGPIO = BoardGPIO()) {
+        self.name = name
+        self.description = description
+        self.testedOnHardware = testedOnHardware
+        self.captureDevice = captureDevice
+        self.playbackDevice = playbackDevice
+        self.rate = rate
+        self.captureChannels = captureChannels
+        self.playbackChannels = playbackChannels
+        self.periodMilliseconds = periodMilliseconds
+        self.alsaConfig = alsaConfig
+        self.micPositions = micPositions
+        self.gpio = gpio
+    }
+
+    /// The rates webrtc-audio-processing runs at natively; anything else would need resampling.
+    public static let supportedRates = [8000, 16000, 32000, 48000]
+    public static let defaultRate = 48000
+    public static let captureChannelRange = 1...8
+    public static let playbackChannelRange = 1...2
+    /// The APM works in 10 ms blocks; 20 ms is two blocks per period (lower CPU wake-up rate).
+    public static let supportedPeriods = [10, 20]
+    /// Microphone coordinates beyond a metre from the board origin are surely a unit mistake (mm for m).
+    public static let maxMicCoordinate = 1.0
+    /// Two microphones closer than this are the same point written twice.
+    public static let minMicSpacing = 0.001
+}
+
+/// Buttons and LEDs on GPIO lines of one chip. Every line is optional: a board may have
+/// only some of them, or none (then roomd runs without buttons).
+public struct BoardGPIO: Sendable, Equatable {
+    /// gpiochip name or label, as libgpiod opens it ("gpiochip0", or "sim" for the simulator).
+    public var chip: String?
+    public var muteButton: Int?
+    public var handButton: Int?
+    public var muteLED: Int?
+    public var handLED: Int?
+    public var stageLED: Int?
+    /// True when a pressed button reads 0 and an LED lights on 0 (pull-up wiring).
+    public var activeLow: Bool
+
+    public init(chip: String? = nil, muteButton: Int? = nil, handButton: Int? = nil,
+                muteLED: Int? = nil, handLED: Int? = nil, stageLED: Int? = nil, activeLow: Bool = false) {
+        self.chip = chip
+        self.muteButton = muteButton
+        self.handButton = handButton
+        self.muteLED = muteLED
+        self.handLED = handLED
+        self.stageLED = stageLED
+        self.activeLow = activeLow
+    }
+
+    /// Line offsets are checked against this range (libgpiod chips rarely exceed a few hundred lines).
+    public static let lineRange = 0...1023
+
+    /// True when any line is configured.
+    public var hasLines: Bool { [muteButton, handButton, muteLED, handLED, stageLED].contains { $0 != nil } }
+}

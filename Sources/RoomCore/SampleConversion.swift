@@ -1,0 +1,49 @@
+/// 16-bit ↔ float sample conversion, shared by the WAV codec and the audio loop so both
+/// agree on one scale.
+///
+/// The scale is 32768 both ways: every Int16 converts to a Float in [-1, 1) and back to the
+/// same Int16 exactly, so a file read and written again is unchanged. The price is that +1.0
+/// maps to 32767 (clipped by one step), which is inaudible.
+public enum SampleConversion {
+    public static let scale: Float = 32768
+
+    /// One sample to float in [-1, 1).
+    @inlinable
+    public static func float(fromInt16 sample: Int16) -> Float { Float(sample) / scale }
+
+    /// One sample to Int16, rounded, clipped to the Int16 range; NaN becomes 0 so a broken
+    /// computation produces silence instead of a trap or full-scale noise.
+    @inlinable
+    public static func int16(fromFloat sample: Float) -> Int16 {
+        let v = (sample * scale).rounded()
+        if v >= 32767 { return 32767 }
+        if v <= -32768 { return -32768 }
+        if v.isNaN { return 0 }
+        return Int16(v)
+    }
+
+    /// Converts `min(source.count, destination.count)` samples; returns how many it wrote.
+    @discardableResult
+    public static func toFloat(_ source: UnsafeBufferPointer<Int16>,
+                               into destination: UnsafeMutableBufferPointer<Float>) -> Int {
+        let n = min(source.count, destination.count)
+        for i in 0..<n { destination[i] = float(fromInt16: source[i]) }
+        return n
+    }
+
+    /// Converts `min(source.count, destination.count)` samples with clipping; returns how
+    /// many samples had to be clipped, so callers can count overloads without a second pass.
+    @discardableResult
+    public static func toInt16(_ source: UnsafeBufferPointer<Float>,
+                               into destination: UnsafeMutableBufferPointer<Int16>) -> Int {
+        let n = min(source.count, destination.count)
+        var clipped = 0
+        for i in 0..<n {
+            let x = source[i]
+            let v = (x * scale).rounded()
+            if !(v >= -32768 && v <= 32767) { clipped += 1 }
+            destination[i] = int16(fromFloat: x)
+        }
+        return clipped
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import RoomAudio
+import RoomCore
+import XCTest
+
+/// The engine through real ALSA calls on the simulated card, in real time.
+final class AudioEngineTests: XCTestCase {
+    override func setUp() {
+        XCTAssertTrue(SimCard.prepared, "libasound_module_pcm_roomsim.so missing from \(SimCard.buildDirectory): run `swift build` first (scripts/test does)")
+    }
+
+    private func erle(_ engine: AudioEngine, from: EngineSnapshot) -> Double? {
+        engine.stats.snapshot().erleDB(since: from)
+    }
+
+    /// Far-end speech through the simulated echo path: the AEC must remove most of it, and
+    /// switching the AEC off must make the difference visible (an AEC that silently does nothing
+    /// fails here).
+    func testEchoIsCancelledAndOnlyWithAECOn() throws {
+        let dir = SimCard.scratch("echo")
+        SimCard.useRoom(dir, [:])
+        var config = SimCard.simBoardConfiguration()
+        config.farEnd = SimCard.speechLike(seconds: 7, seed: 0.4)
+        config.processing.gainControl = false   // measure the canceller, not the AGC's gain
+
+        var results: [Bool: Double] = [:]
+        for aec in [true, false] {
+            config.processing.echoCancel = aec
+            let engine = try AudioEngine(configuration: config)
+            try engine.start()
+            Thread.sleep(forTimeInterval: 3)
+            let base = engine.stats.snapshot()
+            Thread.sleep(forTimeInterval: 3)
+            let value = erle(engine, from: base)
+            let periods = engine.stats.snapshot().periods
+            engine.stop()
+            XCTAssertGreaterThan(periods, 550, "engine must run in real time (10 ms periods)")
+            results[aec] = try XCTUnwrap(value, "far-end activity expected")
+        }
+        XCTAssertGreaterThan(results[true]!, 20, "echo reduction with AEC on (dB)")
+        XCTAssertGreaterThan(results[true]! - results[false]!, 10, "AEC on must beat AEC off clearly: \(results)")
+    }
+
+    /// Pacing: 3 s of engine time is 300 periods of 10 ms, within 2 %.
+    func testEngineIsPacedInRealTime() throws {
+        let dir = SimCard.scratch("pacing")
+        SimCard.useRoom(dir, ["echo": "off"])
+        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+        try engine.start()
+        Thread.sleep(forTimeInterval: 0.5)
+        let p0 = engine.stats.snapshot().periods
+        let t0 = Date()
+        Thread.sleep(forTimeInterval: 3)
+        let p1 = engine.stats.snapshot().periods
+        let elapsed = Date().timeIntervalSince(t0)
+        engine.stop()
+        let expected = elapsed * 100
+        XCTAssertEqual(Double(p1 - p0), expected, accuracy: expected * 0.02 + 2)
+    }
+
+    /// Loopback: speech at the mics comes out of the speaker after APM and Opus.
+    func testLoopbackCarriesTheMicrophoneToTheSpeaker() throws {
+        let dir = SimCard.scratch("loopback")
+        let speech = SimCard.speechLike(seconds: 4, seed: 1.1, level: 0.2)
+        SimCard.writeWAV(dir + "/mic.wav", speech)
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "silence", "echo": "off", "output": dir + "/speaker.wav"])
+        var config = SimCard.simBoardConfiguration()
+        config.loopback = true
+        let engine = try AudioEngine(configuration: config)
+        _ = try engine.run(seconds: 4.5)
+        let s = engine.stats.snapshot()
+        XCTAssertGreaterThan(s.packetsEncoded, 300)
+        XCTAssertGreaterThan(s.voicePeriods, 50, "VAD should see the speech")
+
+        let out = try SimCard.readWAV(dir + "/speaker.wav")
+        XCTAssertEqual(out.sampleRate, 48000)
+        // Compare 10 ms energy envelopes: the speaker's must follow the mic's (AGC and NS change
+        // the level, not the shape), at the best lag within 0..200 ms.
+        func envelope(_ x: [Float]) -> [Double] {
+            stride(from: 0, to: x.count - 480, by: 480).map { i in
+                var e = 0.0
+                for k in i..<(i + 480) { e += Double(x[k] * x[k]) }
+                return log10(e + 1e-9)
+            }
+        }
+        let a = envelope(speech)
+        let b = envelope(out.samples.map { Float($0) / 32768 })
+        var best = -1.0
+        for lag in 0...20 where lag + 300 < b.count {
+            let n = min(a.count, b.count - lag, 350)
+            let xa = Array(a[0..<n]), xb = Array(b[lag..<(lag + n)])
+            let ma = xa.reduce(0, +) / Double(n), mb = xb.reduce(0, +) / Double(n)
+            var num = 0.0, da = 0.0, db = 0.0
+            for i in 0..<n { num += (xa[i] - ma) * (xb[i] - mb); da += (xa[i] - ma) * (xa[i] - ma); db += (xb[i] - mb) * (xb[i] - mb) }
+            best = max(best, num / sqrt(da * db + 1e-12))
+        }
+        XCTAssertGreaterThan(best, 0.6, "speaker envelope must follow the mic envelope")
+    }
+
+    /// Simulated packet loss on the loopback channel: FEC rebuilds some frames, PLC the rest.
+    func testLossIsRepairedByFECAndConcealment() throws {
+        let dir = SimCard.scratch("fec")
+        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 3, seed: 2.0, level: 0.2))
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop", "echo": "off"])
+        var config = SimCard.simBoardConfiguration()
+        config.loopback = true
+        config.loopbackLossPercent = 20
+        let engine = try AudioEngine(configuration: config)
+        _ = try engine.run(seconds: 3)
+        let s = engine.stats.snapshot()
+        XCTAssertGreaterThan(s.packetsLost, 10)
+        XCTAssertGreaterThan(s.fecRecovered, 5, "lost frames followed by a packet are rebuilt from FEC")
+        XCTAssertLessThanOrEqual(s.fecRecovered + s.concealedFrames, s.packetsLost + 1)
+    }
+
+    /// An injected capture xrun is recovered without stopping the stream.
+    func testInjectedXrunIsRecovered() throws {
+        let dir = SimCard.scratch("xrun")
+        SimCard.useRoom(dir, ["echo": "off", "xrun_at_ms": "1000"])
+        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+        let events = try engine.run(seconds: 2.5)
+        let s = engine.stats.snapshot()
+        XCTAssertTrue(events.contains(.xrun(capture: true)) || events.contains(.xrun(capture: false)), "xrun event expected: \(events)")
+        XCTAssertGreaterThanOrEqual(s.captureXruns + s.playbackXruns, 1)
+        XCTAssertEqual(s.deviceLosses, 0)
+        XCTAssertGreaterThan(s.periods, 200, "the stream keeps running after the xrun")
+    }
+
+    /// A lost device is reported, reopened with back-off, and the stream resumes.
+    func testLostDeviceComesBack() throws {
+        let dir = SimCard.scratch("loss")
+        SimCard.useRoom(dir, ["echo": "off", "lose_at_ms": "800", "lose_for_ms": "700"])
+        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+        try engine.start()
+        Thread.sleep(forTimeInterval: 2.5)
+        let before = engine.stats.snapshot().periods
+        Thread.sleep(forTimeInterval: 0.5)
+        let after = engine.stats.snapshot().periods
+        engine.stop()
+        var events: [EngineEvent] = []
+        while let e = engine.events.pop() { events.append(e) }
+        XCTAssertTrue(events.contains { if case .deviceLost = $0 { return true }; return false }, "\(events)")
+        let restored = events.firstIndex { if case .deviceRestored = $0 { return true }; return false }
+        XCTAssertNotNil(restored, "device must come back: \(events)")
+        XCTAssertGreaterThan(after - before, 40, "periods flow again after the loss")
+    }
+
+    func testMissingDeviceIsAClearError() throws {
+        var config = SimCard.simBoardConfiguration()
+        config.captureDevice = "nosuchdevice"
+        let engine = try AudioEngine(configuration: config)
+        XCTAssertThrowsError(try engine.start()) { error in
+            XCTAssertTrue("\(error)".contains("nosuchdevice"), "\(error)")
+        }
+    }
+
+    func testUnsupportedSettingsNameTheField() {
+        var config = SimCard.simBoardConfiguration()
+        config.rate = 44100
+        XCTAssertThrowsError(try AudioEngine(configuration: config)) { XCTAssertTrue("\($0)".contains("audio.rate"), "\($0)") }
+        config = SimCard.simBoardConfiguration()
+        config.micChannels = 9
+        XCTAssertThrowsError(try AudioEngine(configuration: config)) { XCTAssertTrue("\($0)".contains("audio.capture_channels"), "\($0)") }
+        config = SimCard.simBoardConfiguration()
+        config.rate = 32000
+        XCTAssertThrowsError(try AudioEngine(configuration: config)) { XCTAssertTrue("\($0)".contains("Opus"), "\($0)") }
+    }
+}
