@@ -26,21 +26,41 @@ def read_wav(path):
         return w.getframerate(), data
 
 
-def aec(work):
-    status = [l for l in lines(f"{work}/echo.jsonl") if not l.get("summary")]
+# One 16-bit LSB of quantization noise per sample, (1/32768)^2 / 12: the residual can never be
+# smaller than what a 16-bit output can represent, so an output of digital silence does not
+# turn into an infinite ERLE.
+QUANTIZATION_ENERGY_PER_SAMPLE = (1 / 32768) ** 2 / 12
+PERIOD_SAMPLES = 480
+
+
+def echo_reduction(path):
+    """ERLE over far-end-active periods after the first 5 s of far-end speech, and over the first 1 s."""
+    status = [l for l in lines(path) if not l.get("summary")]
     base = next((l for l in status if l["far_end_periods"] >= 500), None)
     end = status[-1]
     if base is None or end["far_end_periods"] <= base["far_end_periods"]:
-        sys.exit("bench aec: not enough far-end activity to measure ERLE")
-    erle = 10 * math.log10((end["echo_in_energy"] - base["echo_in_energy"]) /
-                           max(end["echo_out_energy"] - base["echo_out_energy"], 1e-20))
-    first = status[0]
+        sys.exit(f"bench aec: not enough far-end activity in {path} to measure ERLE")
+
+    def ratio(a_in, a_out, periods):
+        floor = periods * PERIOD_SAMPLES * QUANTIZATION_ENERGY_PER_SAMPLE
+        return 10 * math.log10(a_in / max(a_out, floor))
+
+    settled = ratio(end["echo_in_energy"] - base["echo_in_energy"], end["echo_out_energy"] - base["echo_out_energy"],
+                    end["far_end_periods"] - base["far_end_periods"])
     early = next((l for l in status if l["far_end_periods"] >= 100), None)
-    emit("aec", "aec.erle_db", erle, "dB", board="sim",
-         window=f"far-end periods {base['far_end_periods']}..{end['far_end_periods']} (after 5 s of far-end speech)")
-    if early:
-        e0 = 10 * math.log10(early["echo_in_energy"] / max(early["echo_out_energy"], 1e-20))
-        emit("aec", "aec.erle_first_1s_db", e0, "dB", board="sim")
+    first = ratio(early["echo_in_energy"], early["echo_out_energy"], early["far_end_periods"]) if early else None
+    return settled, first, f"far-end periods {base['far_end_periods']}..{end['far_end_periods']}"
+
+
+def aec(work):
+    erle, first, window = echo_reduction(f"{work}/echo.jsonl")
+    emit("aec", "aec.erle_db", erle, "dB", board="sim", window=window + " (after 5 s of far-end speech)",
+         config="HPF + AEC (extended filter, delay-agnostic, high suppression); NS, AGC, beamformer off; mic 0 vs output")
+    if first is not None:
+        emit("aec", "aec.erle_first_1s_db", first, "dB", board="sim")
+    chain, _, window = echo_reduction(f"{work}/chain.jsonl")
+    emit("aec", "chain.echo_reduction_db", chain, "dB", board="sim", window=window,
+         config="full chain: HPF, beamformer, AEC, NS, AGC; residual floored at 16-bit quantization noise")
 
     # Double talk: how much of the near-end talker survives when the far end talks at once.
     # The same near-end input is cleaned once with far-end speech and once without; the
@@ -67,8 +87,8 @@ def engine(work):
     summary = next((l for l in all_lines if l.get("summary")), None)
     if summary is None:
         sys.exit("bench engine: roomd printed no summary")
-    if not summary["alloc_probe"]:
-        sys.exit("bench engine: the allocation probe was not loaded")
+    if not summary["alloc_probe"] or not summary["alloc_probe_verified"]:
+        sys.exit("bench engine: the allocation probe was not loaded or did not count a test malloc")
     if summary["steady_periods"] < 500:
         sys.exit("bench engine: too few steady-state periods measured")
     emit("engine", "engine.allocs_per_frame", summary["steady_allocs"] / summary["steady_periods"], "allocs",

@@ -206,6 +206,7 @@ final class AudioLoop: @unchecked Sendable {
         case .denied(let code, _): post(.realtimeDenied(code: code))
         }
         stats.allocationProbeActive.store(probe.isAvailable, ordering: .relaxed)
+        stats.allocationProbeVerified.store(probe.verify(), ordering: .relaxed)
         post(.started(rate: config.rate, micChannels: micCount, beamforming: apm.beamforming))
         if !startStreams() { recoverLostDevice(capture: false, code: -EIO) }
         var lastAllocations = probe.threadAllocations()
@@ -227,6 +228,8 @@ final class AudioLoop: @unchecked Sendable {
             if calmPeriods > warmupPeriods {
                 stats.steadyAllocations.wrappingAdd(Int(now &- lastAllocations), ordering: .relaxed)
                 stats.steadyPeriodsMeasured.wrappingAdd(1, ordering: .relaxed)
+            } else {
+                stats.unsteadyAllocations.wrappingAdd(Int(now &- lastAllocations), ordering: .relaxed)
             }
             lastAllocations = now
             stats.periods.wrappingAdd(1, ordering: .relaxed)

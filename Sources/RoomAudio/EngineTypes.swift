@@ -105,6 +105,10 @@ public final class EngineStats: Sendable {
     public let steadyAllocations = Atomic<Int>(0)
     public let steadyPeriodsMeasured = Atomic<Int>(0)
     public let allocationProbeActive = Atomic<Bool>(false)
+    /// The probe moved by exactly one for a deliberate malloc on the audio thread.
+    public let allocationProbeVerified = Atomic<Bool>(false)
+    /// Allocations outside steady state (start-up, recoveries): shows the probe sees the thread.
+    public let unsteadyAllocations = Atomic<Int>(0)
     /// CPU time of the audio thread, nanoseconds.
     public let threadCPUNanoseconds = Atomic<UInt64>(0)
     /// Smoothed levels in dBFS, stored as Float bit patterns.
@@ -144,6 +148,8 @@ public final class EngineStats: Sendable {
             steadyAllocations: steadyAllocations.load(ordering: .relaxed),
             steadyPeriodsMeasured: steadyPeriodsMeasured.load(ordering: .relaxed),
             allocationProbeActive: allocationProbeActive.load(ordering: .relaxed),
+            allocationProbeVerified: allocationProbeVerified.load(ordering: .relaxed),
+            unsteadyAllocations: unsteadyAllocations.load(ordering: .relaxed),
             threadCPUNanoseconds: threadCPUNanoseconds.load(ordering: .relaxed),
             inputLevel: inputLevel, outputLevel: outputLevel, playbackLevel: playbackLevel,
             echoInEnergy: Double(bitPattern: echoInEnergyBits.load(ordering: .relaxed)),
@@ -161,6 +167,8 @@ public struct EngineSnapshot: Sendable {
     public var packetsEncoded, packetsSuppressedByDTX, packetsLost, fecRecovered, concealedFrames, encodedBytes: Int
     public var steadyAllocations, steadyPeriodsMeasured: Int
     public var allocationProbeActive: Bool
+    public var allocationProbeVerified: Bool
+    public var unsteadyAllocations: Int
     public var threadCPUNanoseconds: UInt64
     public var inputLevel, outputLevel, playbackLevel: Float
     public var echoInEnergy, echoOutEnergy: Double

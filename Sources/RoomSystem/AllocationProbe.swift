@@ -17,6 +17,17 @@ public struct AllocationProbe: @unchecked Sendable {
 
     public var isAvailable: Bool { count != nil }
 
+    /// Proves the probe counts: one malloc on this thread must move the counter by exactly one.
+    /// A probe that silently counted nothing would make "0 allocations" meaningless.
+    public func verify() -> Bool {
+        guard count != nil else { return false }
+        let before = threadAllocations()
+        let p = malloc(64)
+        let after = threadAllocations()
+        free(p)
+        return after == before + 1
+    }
+
     /// Allocations made so far by the calling thread, or 0 without the probe.
     @inline(__always)
     public func threadAllocations() -> UInt { count?() ?? 0 }

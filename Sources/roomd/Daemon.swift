@@ -56,7 +56,7 @@ struct Daemon {
                 let gain = Float(pow(10, options.farEndGainDB / 20))
                 config.farEnd = try loadFarEnd(path, rate: board.rate).map { $0 * gain }
             } catch {
-                Log.error("--far-end: \(error)")
+                Log.error("--far-end \(path): \(error)")
                 return 66  // EX_NOINPUT
             }
         }
@@ -116,7 +116,7 @@ struct Daemon {
     private func loadFarEnd(_ path: String, rate: Int) throws -> [Float] {
         let audio = try WAVFile.decode(bytes: Files.read(path))
         guard audio.sampleRate == rate else {
-            throw EngineError("\(path): sample rate \(audio.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
+            throw EngineError("sample rate \(audio.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
         }
         var mono: [Float] = []
         mono.reserveCapacity(audio.frames)

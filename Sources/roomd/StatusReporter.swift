@@ -74,13 +74,13 @@ final class StatusReporter {
         if json {
             printLine("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
                   + "\"cpu_pct\":\(fmt(cpuPct, 2)),\"rss_mb\":\(fmt(ProcessStats.residentMegabytes(), 2)),"
-                  + "\"alloc_probe\":\(now.allocationProbeActive),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
+                  + "\"alloc_probe\":\(now.allocationProbeActive),\"alloc_probe_verified\":\(now.allocationProbeVerified),\"unsteady_allocs\":\(now.unsteadyAllocations),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
                   + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
                   + "\"drift_corrections\":\(now.driftCorrections),\"fec\":\(now.fecRecovered),\"plc\":\(now.concealedFrames),\"lost\":\(now.packetsLost)}")
         } else {
             printLine("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo reduction over far-end speech \(erle.map { fmt($0, 1) + " dB" } ?? "n/a"); "
                   + "cpu \(fmt(cpuPct, 1))% of one core; rss \(fmt(ProcessStats.residentMegabytes(), 1)) MB; xruns \(now.captureXruns)/\(now.playbackXruns); "
-                  + (now.allocationProbeActive ? "steady-state allocations \(fmt(allocs, 3))/period" : "allocation probe not loaded"))
+                  + (now.allocationProbeActive ? "steady-state allocations \(fmt(allocs, 3))/period over \(now.steadyPeriodsMeasured) periods (probe \(now.allocationProbeVerified ? "verified" : "NOT verified"), \(now.unsteadyAllocations) during start-up/recovery)" : "allocation probe not loaded"))
         }
     }
 }

@@ -1,0 +1,102 @@
+import Foundation
+import RoomCore
+import XCTest
+
+/// roomd as a process, the way systemd, the rig and the benches run it.
+final class RoomdProcessTests: XCTestCase {
+    struct Result { let status: Int32; let stdout: String; let stderr: String }
+
+    private func roomd(_ args: [String], env: [String: String] = [:]) throws -> Result {
+        let exe = SimCard.buildDirectory + "/roomd"
+        guard FileManager.default.isExecutableFile(atPath: exe) else {
+            throw XCTSkip("roomd not built at \(exe): run `swift build` first (scripts/test does)")
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        var environment = ProcessInfo.processInfo.environment
+        // roomd sets the ALSA variables itself from the board profile.
+        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
+        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
+        for (k, v) in env { environment[k] = v }
+        p.environment = environment
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    private var board: String { SimCard.repoRoot + "/board/sim" }
+
+    func testVersionAndHelp() throws {
+        let v = try roomd(["--version"])
+        XCTAssertEqual(v.status, 0)
+        XCTAssertEqual(v.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "roomd \(roomdVersion)")
+        let h = try roomd(["--help"])
+        XCTAssertEqual(h.status, 0)
+        XCTAssertTrue(h.stdout.contains("--board"))
+        let bad = try roomd(["--frobnicate"])
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.stderr.contains("--frobnicate"))
+    }
+
+    /// The audio loop allocates nothing in steady state, counted by the preloaded probe, and
+    /// the probe itself is proven to count (it must see a deliberate malloc).
+    func testSteadyStateAllocatesNothing() throws {
+        let dir = SimCard.scratch("allocs")
+        SimCard.writeWAV(dir + "/far.wav", SimCard.speechLike(seconds: 4, seed: 0.7))
+        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 4, seed: 2.2, level: 0.1))
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop"])
+        let r = try roomd(["--board", board, "--loopback", "--loopback-loss", "10", "--far-end", dir + "/far.wav",
+                           "--duration", "4", "--json", "--stats-interval", "0"],
+                          env: ["LD_PRELOAD": SimCard.buildDirectory + "/libroomallocprobe.so",
+                                "ROOMSIM_CONFIG": dir + "/room.conf"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let line = try XCTUnwrap(r.stdout.split(separator: "\n").last { $0.contains("\"summary\"") })
+        let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        XCTAssertEqual(summary["alloc_probe"] as? Bool, true)
+        XCTAssertEqual(summary["alloc_probe_verified"] as? Bool, true, "the probe must count a test malloc")
+        XCTAssertGreaterThan(summary["steady_periods"] as? Int ?? 0, 200)
+        XCTAssertEqual(summary["steady_allocs"] as? Int, 0, "heap allocations in the steady-state audio loop")
+    }
+
+    func testBoardFileWithAWrongFieldNamesIt() throws {
+        let dir = SimCard.scratch("badboard")
+        let text = try String(contentsOfFile: board + "/board.conf", encoding: .utf8)
+            .replacingOccurrences(of: "rate = 48000", with: "rate = 44100")
+        try text.write(toFile: dir + "/board.conf", atomically: true, encoding: .utf8)
+        let r = try roomd(["--board", dir, "--duration", "1"])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("audio.rate"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("board.conf:"), "names the file and line: \(r.stderr)")
+    }
+
+    func testMissingBoardFileIsAClearError() throws {
+        let r = try roomd(["--board", "/nonexistent/board"])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("/nonexistent/board/board.conf"), r.stderr)
+    }
+
+    func testMalformedFarEndWAVIsAClearError() throws {
+        let dir = SimCard.scratch("badwav")
+        try Data("RIFF\u{10}\0\0\0WAVEjunk".utf8).write(to: URL(fileURLWithPath: dir + "/bad.wav"))
+        let r = try roomd(["--board", board, "--far-end", dir + "/bad.wav", "--duration", "1"])
+        XCTAssertEqual(r.status, 66)
+        XCTAssertTrue(r.stderr.contains("--far-end") && r.stderr.contains("bad.wav"), r.stderr)
+    }
+
+    func testMissingAudioDeviceIsAClearError() throws {
+        let dir = SimCard.scratch("nodevice")
+        let text = try String(contentsOfFile: board + "/board.conf", encoding: .utf8)
+            .replacingOccurrences(of: "capture_device = roomsim", with: "capture_device = hw:CARD=NoSuchCard")
+            .replacingOccurrences(of: "alsa_config = asound.conf", with: "")
+        try text.write(toFile: dir + "/board.conf", atomically: true, encoding: .utf8)
+        let r = try roomd(["--board", dir, "--duration", "1"])
+        XCTAssertEqual(r.status, 69)
+        XCTAssertTrue(r.stderr.contains("hw:CARD=NoSuchCard"), r.stderr)
+    }
+}
