@@ -41,7 +41,7 @@ void rs_config_defaults(rs_config *c)
     c->ir_drr_db = 6.0;
     c->ir_seed = 1;
     for (int i = 0; i < RS_MAX_MICS; i++)
-        c->mic_gain[i] = 1.0;
+        c->mic_gain[i] = c->input_mic_gain[i] = 1.0;
     c->noise_dbfs = -70.0;
     c->noise_seed = 1;
     c->xrun_at_ms[RS_PLAYBACK] = c->xrun_at_ms[RS_CAPTURE] = -1.0;
@@ -164,6 +164,30 @@ static const char *parse_list(const char *v, double min, double max, double *out
     return NULL;
 }
 
+/* Per-mic delays (`ms` = in ms, else in samples): missing entries are 0. */
+static const char *parse_delays(const char *v, int ms, double *delay, int *in_ms)
+{
+    int n = 0;
+    double vals[RS_MAX_MICS] = { 0 };
+    const char *err = parse_list(v, 0, ms ? 1000 : 192000, vals, &n);
+    if (err) return err;
+    memcpy(delay, vals, sizeof vals);
+    *in_ms = ms;
+    return NULL;
+}
+
+/* Per-mic linear gains: missing entries repeat the last given gain. */
+static const char *parse_gains(const char *v, double *gain)
+{
+    int n = 0;
+    double vals[RS_MAX_MICS] = { 0 };
+    const char *err = parse_list(v, 0, 100, vals, &n);
+    if (err) return err;
+    for (int i = 0; i < RS_MAX_MICS; i++)
+        gain[i] = i < n ? vals[i] : vals[n - 1];
+    return NULL;
+}
+
 /* ---- the key table ------------------------------------------------------------------- */
 
 static const char *apply(const parse_ctx *ctx, rs_config *c, const char *k, const char *v)
@@ -192,24 +216,18 @@ static const char *apply(const parse_ctx *ctx, rs_config *c, const char *k, cons
     if (!strcmp(k, "ir_rt60_ms")) return parse_number(v, 1, 20000, &c->ir_rt60_ms);
     if (!strcmp(k, "ir_drr_db")) return parse_number(v, -40, 80, &c->ir_drr_db);
     if (!strcmp(k, "ir_seed")) return parse_uint(v, 0, UINT_MAX, &c->ir_seed);
-    if (!strcmp(k, "mic_delays") || !strcmp(k, "mic_delays_ms")) {
-        /* missing entries are 0 */
-        int ms = strcmp(k, "mic_delays_ms") == 0, n = 0;
-        double vals[RS_MAX_MICS] = { 0 };
-        const char *err = parse_list(v, 0, ms ? 1000 : 192000, vals, &n);
+    if (!strcmp(k, "mic_delays") || !strcmp(k, "mic_delays_ms"))
+        return parse_delays(v, !strcmp(k, "mic_delays_ms"), c->mic_delay, &c->mic_delay_in_ms);
+    if (!strcmp(k, "mic_gains")) return parse_gains(v, c->mic_gain);
+    if (!strcmp(k, "input_mic_delays") || !strcmp(k, "input_mic_delays_ms") ||
+        !strcmp(k, "input_mic_gains")) {
+        const char *err = !strcmp(k, "input_mic_gains")
+                              ? parse_gains(v, c->input_mic_gain)
+                              : parse_delays(v, !strcmp(k, "input_mic_delays_ms"),
+                                             c->input_mic_delay, &c->input_mic_delay_in_ms);
         if (err) return err;
-        memcpy(c->mic_delay, vals, sizeof vals);
-        c->mic_delay_in_ms = ms;
-        return NULL;
-    }
-    if (!strcmp(k, "mic_gains")) {
-        /* missing entries repeat the last given gain */
-        int n = 0;
-        double vals[RS_MAX_MICS] = { 0 };
-        const char *err = parse_list(v, 0, 100, vals, &n);
-        if (err) return err;
-        for (int i = 0; i < RS_MAX_MICS; i++)
-            c->mic_gain[i] = i < n ? vals[i] : vals[n - 1];
+        c->input_mic_line = ctx->line;
+        snprintf(c->input_mic_key, sizeof c->input_mic_key, "%s", k);
         return NULL;
     }
     if (!strcmp(k, "noise_dbfs")) {

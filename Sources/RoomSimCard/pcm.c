@@ -45,6 +45,9 @@ typedef struct rs_pcm {
     rs_input in;
     uint64_t input_base;      /* input frame of sample 0 of the current run */
     float noise_amp;          /* in int16 units; 0 = off */
+    int in_shaped;            /* mono input with per-mic delays/gains (input_mic_*) */
+    int64_t in_delay[ROOMSIM_MAX_CAPTURE_CHANNELS]; /* in samples of the stream's rate */
+    float in_gain[ROOMSIM_MAX_CAPTURE_CHANNELS];
 
     float acc[CHUNK * ROOMSIM_MAX_CAPTURE_CHANNELS];
     int16_t s16[CHUNK * ROOMSIM_MAX_CAPTURE_CHANNELS];
@@ -264,6 +267,21 @@ static int rs_poll_revents(snd_pcm_ioplug_t *io, struct pollfd *pfd, unsigned in
     return 0;
 }
 
+/* Input frame idx as a float sample of file channel ch: 0 before the start, and after the
+ * end unless the input loops. */
+static inline float input_at(const rs_pcm *p, int64_t idx, unsigned ch)
+{
+    if (idx < 0 || p->in.frames == 0)
+        return 0.0f;
+    uint64_t u = (uint64_t)idx;
+    if (u >= p->in.frames) {
+        if (!p->cfg->input_loop)
+            return 0.0f;
+        u %= p->in.frames;
+    }
+    return rs_input_sample(&p->in, u, ch);
+}
+
 static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_t *areas,
                                           snd_pcm_uframes_t offset, snd_pcm_uframes_t size)
 {
@@ -272,18 +290,16 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;
         float *acc = p->acc;
-        /* the input file */
+        /* the input file; a mono one may reach each mic with its own delay and gain */
         for (size_t f = 0; f < n; f++) {
-            uint64_t src = p->input_base + j0 + done + f;
-            int have = p->in.frames > 0;
-            if (have && src >= p->in.frames) {
-                if (p->cfg->input_loop)
-                    src %= p->in.frames;
-                else
-                    have = 0;
+            int64_t src = (int64_t)(p->input_base + j0 + done + f);
+            if (p->in_shaped) {
+                for (unsigned c = 0; c < ch; c++)
+                    acc[f * ch + c] = input_at(p, src - p->in_delay[c], 0) * p->in_gain[c];
+            } else {
+                for (unsigned c = 0; c < ch; c++)
+                    acc[f * ch + c] = input_at(p, src, p->in.channels ? c % p->in.channels : 0);
             }
-            for (unsigned c = 0; c < ch; c++)
-                acc[f * ch + c] = have ? rs_input_sample(&p->in, src, c % p->in.channels) : 0.0f;
         }
         /* the noise floor: a deterministic function of (seed, mic, input frame) */
         if (p->noise_amp > 0) {
@@ -374,6 +390,19 @@ static int rs_hw_params(snd_pcm_ioplug_t *io, snd_pcm_hw_params_t *params)
     p->buffer = io->buffer_size;
     p->stop_threshold = p->buffer;
     p->avail_min = p->period;
+    if (p->stream == RS_CAPTURE) {
+        /* input_mic_*: only a mono input gets them (checked at open) */
+        const rs_config *c = p->cfg;
+        p->in_shaped = 0;
+        for (unsigned m = 0; m < ROOMSIM_MAX_CAPTURE_CHANNELS; m++) {
+            double d = c->input_mic_delay_in_ms ? c->input_mic_delay[m] * p->rate / 1000.0
+                                                : c->input_mic_delay[m];
+            p->in_delay[m] = p->in.channels == 1 ? llround(d) : 0;
+            p->in_gain[m] = p->in.channels == 1 ? (float)c->input_mic_gain[m] : 1.0f;
+            if (m < p->channels && (p->in_delay[m] != 0 || p->in_gain[m] != 1.0f))
+                p->in_shaped = 1;
+        }
+    }
     if (p->stream == RS_CAPTURE && p->in.rate && p->in.rate != p->rate)
         rs_log("%s: file rate %u Hz, stream rate %u Hz: samples are used as they are",
                p->cfg->input, p->in.rate, p->rate);
@@ -553,6 +582,15 @@ SND_PCM_PLUGIN_DEFINE_FUNC(roomsim)
         rc = rs_input_open(&p->in, p->cfg->input, p->cfg->input_format, p->cfg->input_channels);
         if (rc < 0)
             goto fail;
+        if (p->in.channels > 1 && p->cfg->input_mic_line > 0) {
+            /* a multi-channel file already holds what each mic hears */
+            rs_log("%s:%d: key '%s': only for a mono input, but %s has %u channels "
+                   "(remove the key or use a mono input)",
+                   p->cfg->path, p->cfg->input_mic_line, p->cfg->input_mic_key, p->cfg->input,
+                   p->in.channels);
+            rc = -EINVAL;
+            goto fail;
+        }
     }
     if (p->cfg->noise)
         p->noise_amp = (float)(32768.0 * pow(10.0, p->cfg->noise_dbfs / 20.0));

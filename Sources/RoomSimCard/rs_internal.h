@@ -58,6 +58,12 @@ typedef struct rs_config {
     double mic_delay[RS_MAX_MICS]; /* in samples (or ms when mic_delay_ms is set) */
     int mic_delay_in_ms;
     double mic_gain[RS_MAX_MICS];  /* linear */
+    /* A mono input duplicated to the mics: per-mic delay and gain (the talker's direction). */
+    double input_mic_delay[RS_MAX_MICS]; /* in capture samples (or ms when ..._in_ms) */
+    int input_mic_delay_in_ms;
+    double input_mic_gain[RS_MAX_MICS];  /* linear */
+    int input_mic_line;       /* line of the last input_mic_* key, 0 = none given */
+    char input_mic_key[32];   /* and its name (they are refused with a multi-channel input) */
     int noise;                /* noise floor on/off */
     double noise_dbfs;
     unsigned noise_seed;

@@ -150,6 +150,23 @@ func wavSamples(_ bytes: [UInt8]) -> (channels: Int, rate: Int, samples: [Int16]
     return (channels, u32(24), s)
 }
 
+/// Runs body with stderr redirected to a file; returns body's result and what it wrote there.
+func capturingStderr<T>(_ body: () throws -> T) rethrows -> (T, String) {
+    var template = Array("/tmp/roomsim-stderr-XXXXXX".utf8CString)
+    let fd = mkstemp(&template)
+    precondition(fd >= 0, "mkstemp")
+    let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    defer { unlink(path) }
+    fflush(nil)
+    let saved = dup(2)
+    dup2(fd, 2)
+    close(fd)
+    defer { fflush(nil); dup2(saved, 2); close(saved) }
+    let result = try body()
+    fflush(nil)
+    return (result, readText(path) ?? "")
+}
+
 func monotonicNs() -> Int64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)

@@ -46,6 +46,118 @@ final class SimCardTests: XCTestCase {
         }
     }
 
+    /// Mic m at capture frame j hears input frame j - d[m] (0 before the start) times g[m],
+    /// as the int16 the plugin computes (lrintf of the float product, clipped).
+    private func expectedShaped(_ mono: [Int16], loop: Bool, delay: Int, gain: Float,
+                                frame j: Int) -> Int16 {
+        let i = j - delay
+        guard i >= 0, loop || i < mono.count else { return 0 }
+        let v = (Float(mono[i % mono.count]) * gain).rounded(.toNearestOrEven)
+        return Int16(max(-32768, min(32767, v)))
+    }
+
+    func testMonoInputGetsPerMicDelayAndGainAcrossTheLoop() throws {
+        let frames = 4800
+        let mono = (0..<frames).map { Int16(truncatingIfNeeded: $0 &* 7919 &+ 3) } // busy signal
+        let delays = [4, 9, 4, 0, 250], gains: [Float] = [1, 0.5, 0.7, 2, 0.25]
+        let room = Room("""
+            input = mono.wav
+            input_end = loop
+            input_mic_delays = 4 9, 4 0 250
+            input_mic_gains = 1 0.5 0.7 2 0.25
+            """)
+        writeFile("\(room.dir)/mono.wav", wavBytes(channels: 1, rate: 48000, samples: mono))
+
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 5)
+        defer { pcm.close() }
+        let total = frames * 2 + 960 // two loop wraps
+        let got = try pcm.readAll(total)
+        var mismatches = 0
+        for j in 0..<total {
+            for m in 0..<5 {
+                let want = expectedShaped(mono, loop: true, delay: delays[m], gain: gains[m], frame: j)
+                if got[j * 5 + m] != want {
+                    mismatches += 1
+                    if mismatches <= 5 { XCTFail("frame \(j) mic \(m): \(got[j * 5 + m]) != \(want)") }
+                }
+            }
+        }
+        XCTAssertEqual(mismatches, 0)
+        // spot checks: the start (silence until the delay has passed) and the loop wrap
+        XCTAssertEqual(Array((0..<10).map { got[$0 * 5 + 1] }), [Int16](repeating: 0, count: 9) + [(Float(mono[0]) * 0.5).roundedInt16])
+        XCTAssertEqual(got[(frames + 8) * 5 + 1], (Float(mono[frames - 1]) * 0.5).roundedInt16)
+        XCTAssertEqual(got[(frames + 9) * 5 + 1], (Float(mono[0]) * 0.5).roundedInt16)
+        XCTAssertEqual(got[(frames + 3) * 5 + 0], mono[frames - 1])
+        XCTAssertEqual(got[(frames + 4) * 5 + 0], mono[0])
+        XCTAssertEqual(got[frames * 5 + 3], (Float(mono[0]) * 2).roundedInt16)
+    }
+
+    func testMonoInputDelaysInMsEndInSilence() throws {
+        let frames = 2400
+        let mono = (0..<frames).map { Int16(truncatingIfNeeded: 1000 + $0 * 3) }
+        let room = Room("""
+            input = mono.wav
+            input_end = silence
+            input_mic_delays = 7 7
+            input_mic_delays_ms = 0.5 0 1   # the later key wins: 24, 0, 48 samples at 48 kHz
+            input_mic_gains = 0.5           # missing gains repeat the last one
+            """)
+        writeFile("\(room.dir)/mono.wav", wavBytes(channels: 1, rate: 48000, samples: mono))
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
+        defer { pcm.close() }
+        let total = frames + 480
+        let got = try pcm.readAll(total)
+        let delays = [24, 0, 48, 0]
+        for j in 0..<total {
+            for m in 0..<4 {
+                let want = expectedShaped(mono, loop: false, delay: delays[m], gain: 0.5, frame: j)
+                if got[j * 4 + m] != want {
+                    XCTFail("frame \(j) mic \(m): \(got[j * 4 + m]) != \(want)")
+                    return
+                }
+            }
+        }
+        // the tail of the delayed mic outlasts the file by its delay
+        XCTAssertEqual(got[(frames + 47) * 4 + 2], (Float(mono[frames - 1]) * 0.5).roundedInt16)
+        XCTAssertEqual(got[(frames + 48) * 4 + 2], 0)
+    }
+
+    func testBadInputMicKeysAreRefusedAtOpen() throws {
+        let mono = wavBytes(channels: 1, rate: 48000, samples: [1, 2, 3])
+        for (line, key) in [
+            ("input_mic_delays = 0 -1", "input_mic_delays"),          // negative delay
+            ("input_mic_delays = 1 2 3 4 5 6 7 8 9", "input_mic_delays"), // too many values
+            ("input_mic_delays = soon", "input_mic_delays"),
+            ("input_mic_delays = 200000", "input_mic_delays"),        // > 192000 samples
+            ("input_mic_delays_ms = -0.5", "input_mic_delays_ms"),
+            ("input_mic_delays_ms = 1001", "input_mic_delays_ms"),
+            ("input_mic_gains = 1 inf", "input_mic_gains"),           // non-finite
+            ("input_mic_gains = nan", "input_mic_gains"),
+            ("input_mic_gains = 1 -1", "input_mic_gains"),            // negative
+            ("input_mic_gains = ", "input_mic_gains"),                // empty
+        ] {
+            let room = Room("input = mono.wav\n\(line)")
+            writeFile("\(room.dir)/mono.wav", mono)
+            let (rc, err) = capturingStderr { PCM.open(SND_PCM_STREAM_CAPTURE).1 }
+            XCTAssertEqual(rc, -EINVAL, "'\(line)' must be refused")
+            // room.conf line 1 is `status = ...`, line 2 `input = ...`
+            XCTAssertTrue(err.contains("\(room.conf):3: key '\(key)': bad value"),
+                          "'\(line)': message \(err)")
+        }
+
+        // with a multi-channel input the keys are refused (the file already holds each mic)
+        let room = Room("input = four.wav\ninput_mic_gains = 1 1 1 0.5\necho = off")
+        writeFile("\(room.dir)/four.wav", wavBytes(channels: 4, rate: 48000, samples: [1, 2, 3, 4]))
+        let (rc, err) = capturingStderr { PCM.open(SND_PCM_STREAM_CAPTURE).1 }
+        XCTAssertEqual(rc, -EINVAL, "input_mic_gains with a 4-channel input must be refused")
+        XCTAssertTrue(err.contains(":3: key 'input_mic_gains': only for a mono input"), err)
+        XCTAssertTrue(err.contains("has 4 channels"), err)
+        // playback does not read the input: it opens
+        let (play, prc) = PCM.open(SND_PCM_STREAM_PLAYBACK)
+        XCTAssertEqual(prc, 0)
+        play?.close()
+    }
+
     // MARK: 2. playback -> output file
 
     func testPlaybackLandsInOutputFileSampleExactly() throws {
@@ -370,4 +482,8 @@ final class SimCardTests: XCTestCase {
         ok.close()
         _ = room
     }
+}
+
+private extension Float {
+    var roundedInt16: Int16 { Int16(max(-32768, min(32767, rounded(.toNearestOrEven)))) }
 }
