@@ -24,6 +24,9 @@ public final class AudioEngine: @unchecked Sendable {
     public let processedAudio: SPSCRing<Int16>?
     /// Flags the daemon flips while the loop runs.
     public let control = EngineControl()
+    /// What the speaker plays: per-stream gains and on/off are set from any thread (volume
+    /// commands), mixing happens on the audio thread. Slots: `MixerSlot`.
+    public let mixer: StreamMixer
     private var thread: NativeThread?
     // Confined to the audio thread once `start` has handed them over.
     private var loop: AudioLoop?
@@ -32,6 +35,9 @@ public final class AudioEngine: @unchecked Sendable {
         try configuration.validate()
         self.configuration = configuration
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
+        mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
+        mixer.setActive(!configuration.farEnd.isEmpty, slot: MixerSlot.farEnd)
+        mixer.setActive(configuration.loopback, slot: MixerSlot.loopback)
     }
 
     /// Opens the devices and the processing chain on the calling thread, so that a missing
@@ -41,7 +47,7 @@ public final class AudioEngine: @unchecked Sendable {
         let loop: AudioLoop
         do {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
-                                 processedAudio: processedAudio, control: control)
+                                 processedAudio: processedAudio, control: control, mixer: mixer)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -77,8 +83,16 @@ public final class AudioEngine: @unchecked Sendable {
 public final class EngineControl: Sendable {
     /// Cleared to stop the loop after its current period.
     public let running = Atomic<Bool>(false)
-    /// While false the far-end talker is silent (its position keeps running).
-    public let farEndEnabled = Atomic<Bool>(true)
+}
+
+/// The speaker mixer's stream slots. Remote participants will take the slots from `firstRemote` on.
+public enum MixerSlot {
+    /// A far-end talker played from a file (demo, benches, the rig).
+    public static let farEnd = 0
+    /// The local loopback of the cleaned, Opus-coded capture.
+    public static let loopback = 1
+    public static let firstRemote = 2
+    public static let count = 8
 }
 
 /// The state the audio thread owns. Unchecked Sendable: it is created on the starting thread,
@@ -89,6 +103,10 @@ final class AudioLoop: @unchecked Sendable {
     private let events: SPSCRing<EngineEvent>
     private let processedAudio: SPSCRing<Int16>?
     private let control: EngineControl
+    private let mixer: StreamMixer
+    /// One period per mixer slot, and the table of pointers `StreamMixer.mix` reads.
+    private let slotAudio: UnsafeMutablePointer<Float>
+    private let slotPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
 
     private var capture: AlsaPCM?
     private var playback: AlsaPCM?
@@ -123,7 +141,6 @@ final class AudioLoop: @unchecked Sendable {
     private var inputMeter: LevelMeter
     private var outputMeter: LevelMeter
     private var playbackMeter: LevelMeter
-    private var limiter: Limiter
     private var echoIn = 0.0
     private var echoOut = 0.0
 
@@ -133,12 +150,13 @@ final class AudioLoop: @unchecked Sendable {
     private let warmupPeriods = 100
 
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
-         processedAudio: SPSCRing<Int16>?, control: EngineControl) throws {
+         processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer) throws {
         config = c
         self.stats = stats
         self.events = events
         self.processedAudio = processedAudio
         self.control = control
+        self.mixer = mixer
         period = c.periodFrames
         micCount = c.micChannels
         apm = try AudioProcessor(rate: c.rate, micChannels: c.micChannels, renderChannels: 1,
@@ -162,6 +180,10 @@ final class AudioLoop: @unchecked Sendable {
         recordBlock = .allocate(capacity: period)
         encodeFrame = .allocate(capacity: frameSamples)
         decodedFrame = .allocate(capacity: frameSamples)
+        slotAudio = .allocate(capacity: MixerSlot.count * period)
+        slotAudio.initialize(repeating: 0, count: MixerSlot.count * period)
+        slotPointers = .allocate(capacity: MixerSlot.count)
+        slotPointers.initialize(repeating: nil, count: MixerSlot.count)
         farEnd = .allocate(capacity: c.farEnd.count)
         _ = farEnd.initialize(from: c.farEnd)
         for p in [captureInterleaved] { p.initialize(repeating: 0, count: period * micCount) }
@@ -177,7 +199,6 @@ final class AudioLoop: @unchecked Sendable {
         inputMeter = LevelMeter(periodSeconds: periodSeconds)
         outputMeter = LevelMeter(periodSeconds: periodSeconds)
         playbackMeter = LevelMeter(periodSeconds: periodSeconds)
-        limiter = Limiter(sampleRate: c.rate)
 
         try openDevices()
     }
@@ -187,6 +208,7 @@ final class AudioLoop: @unchecked Sendable {
         cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate()
         speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
         encodeFrame.deallocate(); decodedFrame.deallocate(); farEnd.deallocate()
+        slotAudio.deallocate(); slotPointers.deallocate()
     }
 
     private func openDevices() throws(AudioDeviceError) {
@@ -353,22 +375,24 @@ final class AudioLoop: @unchecked Sendable {
         decodedAvailable = frameSamples
     }
 
-    /// What the speaker plays this period: the far-end talker and the loopback stream, summed
-    /// and limited. The same samples are the APM's far-end reference.
+    /// What the speaker plays this period: each source fills its mixer slot (far-end talker,
+    /// loopback stream), the mixer applies gains and the limiter. The same samples are the
+    /// APM's far-end reference.
     private func renderSpeakerPeriod() {
-        speaker.update(repeating: 0, count: period)
         if farEnd.count > 0 {
-            let on = control.farEndEnabled.load(ordering: .relaxed)
+            let slot = slotAudio + MixerSlot.farEnd * period
             for i in 0..<period {
                 if farEndPosition >= farEnd.count {
-                    if !config.farEndLoops { break }
+                    guard config.farEndLoops else { slot[i] = 0; continue }
                     farEndPosition = 0
                 }
-                if on { speaker[i] += farEnd[farEndPosition] }
+                slot[i] = farEnd[farEndPosition]
                 farEndPosition += 1
             }
+            slotPointers[MixerSlot.farEnd] = UnsafePointer(slot)
         }
         if config.loopback {
+            let slot = slotAudio + MixerSlot.loopback * period
             var filled = 0
             while filled < period {
                 if decodedRead == decodedAvailable {
@@ -376,12 +400,15 @@ final class AudioLoop: @unchecked Sendable {
                     decodeDueFrame()
                 }
                 let n = min(period - filled, decodedAvailable - decodedRead)
-                for i in 0..<n { speaker[filled + i] += decodedFrame[decodedRead + i] }
+                (slot + filled).update(from: decodedFrame + decodedRead, count: n)
                 decodedRead += n
                 filled += n
             }
+            if filled < period { (slot + filled).update(repeating: 0, count: period - filled) }
+            slotPointers[MixerSlot.loopback] = UnsafePointer(slot)
         }
-        limiter.process(UnsafeMutableBufferPointer(start: speaker, count: period))
+        mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
+                  into: UnsafeMutableBufferPointer(start: speaker, count: period))
         playbackMeter.process(UnsafeBufferPointer(start: UnsafePointer(speaker), count: period))
     }
 

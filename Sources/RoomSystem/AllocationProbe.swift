@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Reads the per-thread heap-allocation counter of libroomallocprobe.so when it is preloaded
 /// (scripts/bench does that). Looked up once with dlsym; calling it allocates nothing.
@@ -17,12 +18,16 @@ public struct AllocationProbe: @unchecked Sendable {
 
     public var isAvailable: Bool { count != nil }
 
+    private static let sink = Atomic<Int>(0)
+
     /// Proves the probe counts: one malloc on this thread must move the counter by exactly one.
     /// A probe that silently counted nothing would make "0 allocations" meaningless.
     public func verify() -> Bool {
         guard count != nil else { return false }
         let before = threadAllocations()
         let p = malloc(64)
+        // Publishing the pointer keeps the optimizer from deleting the malloc/free pair.
+        Self.sink.store(Int(bitPattern: p), ordering: .relaxed)
         let after = threadAllocations()
         free(p)
         return after == before + 1

@@ -53,8 +53,7 @@ struct Daemon {
         }
         if let path = options.farEnd {
             do {
-                let gain = Float(pow(10, options.farEndGainDB / 20))
-                config.farEnd = try loadFarEnd(path, rate: board.rate).map { $0 * gain }
+                config.farEnd = try loadFarEnd(path, rate: board.rate)
             } catch {
                 Log.error("--far-end \(path): \(error)")
                 return 66  // EX_NOINPUT
@@ -64,6 +63,7 @@ struct Daemon {
         let engine: AudioEngine
         do {
             engine = try AudioEngine(configuration: config)
+            engine.mixer.setGain(dB: Float(options.farEndGainDB), slot: MixerSlot.farEnd)
             try engine.start()
         } catch {
             Log.error("\(boardFile): \(error)")
