@@ -1,0 +1,137 @@
+import RoomCore
+
+/// Deterministic PRNG (MediaRNG) so every simulated stream is reproducible.
+struct MediaRNG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}
+
+/// One simulated datagram as the receiver sees it.
+struct MediaSimPacket {
+    var frame: Int          // sender frame index (what the payload says)
+    var sequence: UInt16
+    var timestamp: UInt32
+    var arrival: Int64      // receiver clock, samples
+    var order: Int          // tie-break: emission order
+}
+
+/// Builds a sender's packet stream with impairments. Times in samples at 48 kHz.
+struct MediaStreamBuilder {
+    var frames = 500
+    var frameSamples = 480
+    var firstSequence: UInt16 = 1000
+    var firstTimestamp: UInt32 = 123_456
+    /// Network delay every packet has.
+    var baseDelay: Int64 = 1440            // 30 ms
+    /// Sender clock error: positive = sender runs fast.
+    var driftPPM: Double = 0
+    /// Extra delay per frame (jitter), samples; nil = none.
+    var jitter: ((Int, inout MediaRNG) -> Int64)?
+    /// Frames the sender does not send at all (DTX): sequence stays contiguous.
+    var dtxFrames: Set<Int> = []
+    /// Frames sent but lost in the network.
+    var lostFrames: Set<Int> = []
+
+    /// Returns the packets sorted by arrival, and the sequence numbers per sent frame.
+    func build(rng: inout MediaRNG) -> [MediaSimPacket] {
+        var out: [MediaSimPacket] = []
+        var seq = firstSequence
+        let period = Double(frameSamples) / (1 + driftPPM * 1e-6)
+        for k in 0 ..< frames {
+            if dtxFrames.contains(k) { continue }
+            let send = Int64((Double(k) * period).rounded())
+            let extra = jitter?(k, &rng) ?? 0
+            let p = MediaSimPacket(
+                frame: k, sequence: seq,
+                timestamp: firstTimestamp &+ UInt32(truncatingIfNeeded: k * frameSamples),
+                arrival: send + baseDelay + extra, order: out.count)
+            seq &+= 1
+            if lostFrames.contains(k) { continue }
+            out.append(p)
+        }
+        return out
+    }
+}
+
+func sortByArrival(_ packets: [MediaSimPacket]) -> [MediaSimPacket] {
+    packets.sorted { ($0.arrival, $0.order) < ($1.arrival, $1.order) }
+}
+
+/// What the receiver played, frame by frame.
+struct MediaPlayoutLog {
+    enum Event: Equatable {
+        case decode(frame: Int)
+        case fec(nextFrame: Int)
+        case conceal
+        case silence
+    }
+    var events: [Event] = []
+    var callTimes: [Int64] = []
+    /// Receiver time at which each sender frame was decoded.
+    var decodeTime: [Int: Int64] = [:]
+    var insertResults: [JitterBufferInsertResult] = []
+    /// Statistics sampled after every call.
+    var samples: [JitterBufferStatistics] = []
+
+    var decodedFrames: [Int] {
+        events.compactMap { if case .decode(let f) = $0 { return f } else { return nil } }
+    }
+    func count(_ predicate: (Event) -> Bool) -> Int { events.filter(predicate).count }
+}
+
+func frameNumber(_ payload: UnsafeRawBufferPointer) -> Int {
+    precondition(payload.count == 4)
+    return Int(payload.loadUnaligned(as: UInt32.self))
+}
+
+/// Feeds `packets` (sorted by arrival) to `buffer` and calls `nextFrame` every frame from
+/// `start` until `end`, like the audio thread would. Stops early once the stream's last
+/// frame has been decoded (so the tail after the stream does not add concealment), unless
+/// `playPastEnd`.
+func runPlayout(
+    _ buffer: JitterBuffer, packets: [MediaSimPacket], start: Int64 = 0, end: Int64,
+    period: Int64 = 480, callPhase: Int64 = 7, playPastEnd: Bool = false
+) -> MediaPlayoutLog {
+    var log = MediaPlayoutLog()
+    var next = 0
+    var now = start + callPhase
+    let lastFrame = packets.map(\.frame).max() ?? -1
+    while now < end {
+        if !playPastEnd, log.decodeTime[lastFrame] != nil { break }
+        while next < packets.count, packets[next].arrival <= now {
+            let p = packets[next]
+            var value = UInt32(p.frame)
+            let r = withUnsafeBytes(of: &value) { raw in
+                buffer.insert(sequenceNumber: p.sequence, timestamp: p.timestamp, arrivalSamples: p.arrival, payload: raw)
+            }
+            log.insertResults.append(r)
+            next += 1
+        }
+        let decision = buffer.nextFrame(nowSamples: now)
+        switch decision {
+        case .decode(let packet):
+            let f = frameNumber(packet.payload)
+            log.events.append(.decode(frame: f))
+            log.decodeTime[f] = now
+        case .decodeFEC(let packet):
+            log.events.append(.fec(nextFrame: frameNumber(packet.payload)))
+        case .conceal:
+            log.events.append(.conceal)
+        case .silence:
+            log.events.append(.silence)
+        }
+        log.callTimes.append(now)
+        log.samples.append(buffer.statistics)
+        now += period
+    }
+    return log
+}
