@@ -172,4 +172,34 @@ final class AudioEngineTests: XCTestCase {
         config.rate = 32000
         XCTAssertThrowsError(try AudioEngine(configuration: config)) { XCTAssertTrue("\($0)".contains("Opus"), "\($0)") }
     }
+
+    /// 20 ms Opus frames: half as many packets, loopback still carries audio.
+    func testTwentyMillisecondFrames() throws {
+        let dir = SimCard.scratch("opus20")
+        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 2, seed: 0.5, level: 0.2))
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop", "echo": "off"])
+        var config = SimCard.simBoardConfiguration()
+        config.loopback = true
+        config.opus.frameMilliseconds = 20
+        let engine = try AudioEngine(configuration: config)
+        _ = try engine.run(seconds: 2)
+        let s = engine.stats.snapshot()
+        XCTAssertEqual(Double(s.packetsEncoded), Double(s.periods) / 2, accuracy: 3)
+        XCTAssertGreaterThan(engine.stats.playbackLevel, -60, "decoded loopback reaches the speaker")
+    }
+
+    /// Capture and playback clocks 1 % apart: the playback fill stays in its band by
+    /// dropping/repeating whole periods, counted, without xruns.
+    func testClockSkewIsAbsorbedWithoutXruns() throws {
+        let dir = SimCard.scratch("skew")
+        SimCard.useRoom(dir, ["echo": "off", "capture_skew_ppm": "10000"])
+        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+        _ = try engine.run(seconds: 4.5)
+        let s = engine.stats.snapshot()
+        // 1 % is 10 ms (one period) a second; the band absorbs the first 20 ms, so the first
+        // correction comes after about 2.5 s and one more each second after that.
+        XCTAssertGreaterThanOrEqual(s.driftCorrections, 1, "skew must show up as corrections")
+        XCTAssertLessThanOrEqual(s.driftCorrections, 4)
+        XCTAssertEqual(s.captureXruns + s.playbackXruns, 0)
+    }
 }
