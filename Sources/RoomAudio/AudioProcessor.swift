@@ -8,7 +8,7 @@ public struct ProcessingSettings: Sendable, Equatable {
     public var extendedFilter = true
     public var delayAgnostic = true
     /// 0 low, 1 moderate, 2 high.
-    public var echoSuppression: Int32 = 2
+    public var echoSuppression: Int32 = 1
     public var noiseSuppress = true
     /// 0 low … 3 very high.
     public var noiseLevel: Int32 = 2

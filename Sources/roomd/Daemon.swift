@@ -51,6 +51,7 @@ struct Daemon {
             default: config.processing.beamform = on
             }
         }
+        if let level = options.aecSuppression { config.processing.echoSuppression = level }
         if let path = options.farEnd {
             do {
                 config.farEnd = try loadFarEnd(path, rate: board.rate)

@@ -15,6 +15,7 @@ struct Options {
     var logLevel = "info"
     var opusFrameMilliseconds = 10
     var processing: [String: Bool] = [:]
+    var aecSuppression: Int32?
 
     static let usage = """
     usage: roomd [options]
@@ -35,6 +36,7 @@ struct Options {
       --json                 status lines as JSON objects
       --opus-frame MS        Opus frame length, 10 or 20 (default 10)
       --disable FEATURE      switch off aec, ns, agc, vad, hpf or beamformer (repeatable)
+      --aec-suppression L    echo suppression: low, moderate or high (default moderate)
       --log-level LEVEL      error, warning, notice, info or debug (default info)
       --version              print the version and exit
       --help                 print this help and exit
@@ -80,6 +82,11 @@ struct Options {
             case "--opus-frame":
                 guard let v = value(a), let n = Int(v), n == 10 || n == 20 else { return .exit("roomd: --opus-frame must be 10 or 20", 2) }
                 o.opusFrameMilliseconds = n
+            case "--aec-suppression":
+                guard let v = value(a), let level = ["low": Int32(0), "moderate": 1, "high": 2][v] else {
+                    return .exit("roomd: --aec-suppression takes low, moderate or high", 2)
+                }
+                o.aecSuppression = level
             case "--disable":
                 guard let v = value(a), ["aec", "ns", "agc", "vad", "hpf", "beamformer"].contains(v) else {
                     return .exit("roomd: --disable takes aec, ns, agc, vad, hpf or beamformer", 2)
