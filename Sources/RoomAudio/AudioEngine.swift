@@ -17,7 +17,7 @@ import Synchronization
 /// reopened with back-off, and both are reported as events.
 public final class AudioEngine: @unchecked Sendable {
     public let configuration: EngineConfiguration
-    public let stats = EngineStats()
+    public let stats: EngineStats
     /// Audio thread → daemon. Drained by the event loop.
     public let events = SPSCRing<EngineEvent>(capacity: 256)
     /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
@@ -34,6 +34,7 @@ public final class AudioEngine: @unchecked Sendable {
     public init(configuration: EngineConfiguration) throws(EngineError) {
         try configuration.validate()
         self.configuration = configuration
+        stats = EngineStats(periodFrames: configuration.periodFrames)
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
         mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
         mixer.setActive(!configuration.farEnd.isEmpty, slot: MixerSlot.farEnd)

@@ -124,7 +124,10 @@ public final class EngineStats: Sendable {
     /// AEC's own delay estimate, milliseconds (-1 unknown).
     public let aecDelayMilliseconds = Atomic<Int>(-1)
 
-    public init() {}
+    /// Samples per period, so energies can be compared with the 16-bit quantization floor.
+    public let periodFrames: Int
+
+    public init(periodFrames: Int) { self.periodFrames = periodFrames }
 
     public var inputLevel: Float { Float(bitPattern: inputLevelBits.load(ordering: .relaxed)) }
     public var outputLevel: Float { Float(bitPattern: outputLevelBits.load(ordering: .relaxed)) }
@@ -155,7 +158,8 @@ public final class EngineStats: Sendable {
             echoInEnergy: Double(bitPattern: echoInEnergyBits.load(ordering: .relaxed)),
             echoOutEnergy: Double(bitPattern: echoOutEnergyBits.load(ordering: .relaxed)),
             farEndActivePeriods: farEndActivePeriods.load(ordering: .relaxed),
-            aecDelayMilliseconds: aecDelayMilliseconds.load(ordering: .relaxed))
+            aecDelayMilliseconds: aecDelayMilliseconds.load(ordering: .relaxed),
+            periodFrames: periodFrames)
     }
 }
 
@@ -174,14 +178,21 @@ public struct EngineSnapshot: Sendable {
     public var echoInEnergy, echoOutEnergy: Double
     public var farEndActivePeriods: Int
     public var aecDelayMilliseconds: Int
+    public var periodFrames: Int
 
     /// Echo return loss enhancement between two snapshots, over far-end-active periods:
-    /// 10·log10(mic energy / cleaned energy). Nil when no far-end activity happened in between.
+    /// 10·log10(mic energy / cleaned energy). The cleaned energy is floored at 16-bit
+    /// quantization noise (one LSB², /12, per sample): the chain outputs digital silence when
+    /// only echo comes in, and "infinitely many dB" would say nothing. Nil when no far-end
+    /// activity happened in between. Meaningful only while the near end is silent.
     public func erleDB(since earlier: EngineSnapshot) -> Double? {
         let inE = echoInEnergy - earlier.echoInEnergy
         let outE = echoOutEnergy - earlier.echoOutEnergy
-        guard farEndActivePeriods > earlier.farEndActivePeriods, inE > 0 else { return nil }
-        return 10 * log10Safe(inE / max(outE, 1e-20))
+        let periods = farEndActivePeriods - earlier.farEndActivePeriods
+        guard periods > 0, inE > 0 else { return nil }
+        let lsb = 1.0 / 32768
+        let floor = Double(periods * periodFrames) * lsb * lsb / 12
+        return 10 * log10Safe(inE / max(outE, floor))
     }
 }
 

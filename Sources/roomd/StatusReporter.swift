@@ -13,12 +13,18 @@ final class StatusReporter {
     private let firstCPU: UInt64
     private let firstTime: UInt64
     private let first: EngineSnapshot
+    /// Echo energies summed over the intervals with far-end speech and no near-end voice, for
+    /// the summary's ERLE (double talk would make the ratio meaningless).
+    private var echoOnlyBase: EngineSnapshot
+    private var echoOnly: EngineSnapshot
 
     init(json: Bool, engine: AudioEngine) {
         self.json = json
         self.engine = engine
         last = engine.stats.snapshot()
         first = last
+        echoOnlyBase = last
+        echoOnly = last
         lastCPU = ProcessStats.cpuNanoseconds()
         firstCPU = lastCPU
         lastTime = monotonicNanoseconds()
@@ -32,6 +38,12 @@ final class StatusReporter {
         let cpuPct = time > lastTime ? Double(cpu - lastCPU) / Double(time - lastTime) * 100 : 0
         let erle = now.erleDB(since: last)
         let voiced = now.periods > last.periods ? Double(now.voicePeriods - last.voicePeriods) / Double(now.periods - last.periods) * 100 : 0
+        let echoOnlyInterval = erle != nil && voiced <= 2
+        if echoOnlyInterval {
+            echoOnly.echoInEnergy += now.echoInEnergy - last.echoInEnergy
+            echoOnly.echoOutEnergy += now.echoOutEnergy - last.echoOutEnergy
+            echoOnly.farEndActivePeriods += now.farEndActivePeriods - last.farEndActivePeriods
+        }
         if json {
             var fields: [(String, String)] = [
                 ("t", fmt(elapsed, 2)), ("periods", "\(now.periods)"),
@@ -54,10 +66,13 @@ final class StatusReporter {
             fields.removeAll { $0.1.isEmpty }
             printLine("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
         } else {
-            let erleText = erle.map { "echo -\(fmt($0, 1)) dB" } ?? "echo -- (no far end)"
-            printLine("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1)) dBFS  out \(fmt(Double(now.outputLevel), 1)) dBFS  "
-                  + "spk \(fmt(Double(now.playbackLevel), 1)) dBFS  vad \(now.voiceActive ? "speech" : "  -   ") (\(fmt(voiced, 0))%)  "
-                  + "\(erleText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
+            // The ratio is ERLE only while the near end is silent; during double talk the
+            // near-end speech is in both energies, so say so instead of printing a number.
+            let echoText: String
+            if let erle { echoText = echoOnlyInterval ? "echo removed \(fmt(erle, 1)) dB" : "echo: double talk" } else { echoText = "echo: no far end" }
+            printLine("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1))  out \(fmt(Double(now.outputLevel), 1))  "
+                  + "spk \(fmt(Double(now.playbackLevel), 1)) dBFS  voice \(fmt(voiced, 0))%  "
+                  + "\(echoText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
                   + "cpu \(fmt(cpuPct, 1))%")
         }
         last = now
@@ -69,7 +84,7 @@ final class StatusReporter {
     func summary(elapsed: Double) {
         let now = engine.stats.snapshot()
         let cpuPct = Double(ProcessStats.cpuNanoseconds() - firstCPU) / Double(max(monotonicNanoseconds() - firstTime, 1)) * 100
-        let erle = now.erleDB(since: first)
+        let erle = echoOnly.erleDB(since: echoOnlyBase)
         let allocs = now.steadyPeriodsMeasured > 0 ? Double(now.steadyAllocations) / Double(now.steadyPeriodsMeasured) : 0
         if json {
             printLine("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
@@ -78,7 +93,7 @@ final class StatusReporter {
                   + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
                   + "\"drift_corrections\":\(now.driftCorrections),\"fec\":\(now.fecRecovered),\"plc\":\(now.concealedFrames),\"lost\":\(now.packetsLost)}")
         } else {
-            printLine("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo reduction over far-end speech \(erle.map { fmt($0, 1) + " dB" } ?? "n/a"); "
+            printLine("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo removed \(erle.map { fmt($0, 1) + " dB" } ?? "n/a") (over the seconds with only far-end speech); "
                   + "cpu \(fmt(cpuPct, 1))% of one core; rss \(fmt(ProcessStats.residentMegabytes(), 1)) MB; xruns \(now.captureXruns)/\(now.playbackXruns); "
                   + (now.allocationProbeActive ? "steady-state allocations \(fmt(allocs, 3))/period over \(now.steadyPeriodsMeasured) periods (probe \(now.allocationProbeVerified ? "verified" : "NOT verified"), \(now.unsteadyAllocations) during start-up/recovery)" : "allocation probe not loaded"))
         }
