@@ -46,12 +46,16 @@ let package = Package(
         .target(name: "RoomCore"),
         .target(name: "RoomSystem"),
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
+        // Signalling messages, framing and tokens, shared by roomd and roomserver.
+        .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
 
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
+        .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem"]),
+        .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
     ],

@@ -1,0 +1,6 @@
+import RoomProtocol
+import XCTest
+
+final class ProtocolVersionTests: XCTestCase {
+    func testVersionIsPositive() { XCTAssertGreaterThan(roomProtocolVersion, 0) }
+}
