@@ -187,7 +187,7 @@ final class AudioLoop: @unchecked Sendable {
         slotPointers.initialize(repeating: nil, count: MixerSlot.count)
         farEnd = .allocate(capacity: c.farEnd.count)
         _ = farEnd.initialize(from: c.farEnd)
-        for p in [captureInterleaved] { p.initialize(repeating: 0, count: period * micCount) }
+        captureInterleaved.initialize(repeating: 0, count: period * micCount)
         mics.initialize(repeating: 0, count: period * micCount)
         cleaned.initialize(repeating: 0, count: period * micCount)
         speaker.initialize(repeating: 0, count: period)
@@ -278,6 +278,7 @@ final class AudioLoop: @unchecked Sendable {
         } catch {
             return false
         }
+        mixer.reset()
         calmPeriods = 0
         return true
     }
