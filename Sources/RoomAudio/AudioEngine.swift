@@ -20,6 +20,10 @@ public final class AudioEngine: @unchecked Sendable {
     public let stats: EngineStats
     /// Audio thread → daemon. Drained by the event loop.
     public let events = SPSCRing<EngineEvent>(capacity: 256)
+    /// Encoded frames to send (audio thread → network thread), unless in loopback mode.
+    public let outgoingMedia = SPSCRing<MediaPacket>(capacity: 64)
+    /// Received frames (network thread → audio thread), drained every period.
+    public let incomingMedia = SPSCRing<MediaPacket>(capacity: 256)
     /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
     public let processedAudio: SPSCRing<Int16>?
     /// Flags the daemon flips while the loop runs.
@@ -38,7 +42,7 @@ public final class AudioEngine: @unchecked Sendable {
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
         mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
         mixer.setActive(!configuration.farEnd.isEmpty, slot: MixerSlot.farEnd)
-        mixer.setActive(configuration.loopback, slot: MixerSlot.loopback)
+        for i in 0..<MixerSlot.remoteCount { mixer.setActive(true, slot: MixerSlot.firstRemote + i) }
     }
 
     /// Opens the devices and the processing chain on the calling thread, so that a missing
@@ -48,7 +52,8 @@ public final class AudioEngine: @unchecked Sendable {
         let loop: AudioLoop
         do {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
-                                 processedAudio: processedAudio, control: control, mixer: mixer)
+                                 processedAudio: processedAudio, control: control, mixer: mixer,
+                                 outgoing: outgoingMedia, incoming: incomingMedia)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -86,14 +91,15 @@ public final class EngineControl: Sendable {
     public let running = Atomic<Bool>(false)
 }
 
-/// The speaker mixer's stream slots. Remote participants will take the slots from `firstRemote` on.
+/// The speaker mixer's stream slots.
 public enum MixerSlot {
     /// A far-end talker played from a file (demo, benches, the rig).
     public static let farEnd = 0
-    /// The local loopback of the cleaned, Opus-coded capture.
-    public static let loopback = 1
-    public static let firstRemote = 2
-    public static let count = 8
+    /// Remote streams (and, in loopback mode, our own stream) take the slots from here on.
+    public static let firstRemote = 1
+    /// The server forwards the loudest three speakers; one spare slot covers a change of speaker.
+    public static let remoteCount = 4
+    public static let count = firstRemote + remoteCount
 }
 
 /// The state the audio thread owns. Unchecked Sendable: it is created on the starting thread,
@@ -113,8 +119,13 @@ final class AudioLoop: @unchecked Sendable {
     private var playback: AlsaPCM?
     private let apm: AudioProcessor
     private let encoder: OpusEncoderBox
-    private let decoder: OpusDecoderBox
-    private let channel: LoopbackChannel
+    private let remotes: RemoteStreams
+    private let outgoing: SPSCRing<MediaPacket>
+    private let incoming: SPSCRing<MediaPacket>
+    /// The frame being built for sending; its header fields advance frame by frame.
+    private var packet = MediaPacket()
+    private let rtpTicksPerFrame: UInt32
+    private var lossRandom: UInt64 = 0x9E37_79B9_7F4A_7C15
     private var gate = VoiceActivityGate()
     private let probe = AllocationProbe()
 
@@ -133,9 +144,6 @@ final class AudioLoop: @unchecked Sendable {
     private let recordBlock: UnsafeMutablePointer<Int16>
     private let encodeFrame: UnsafeMutablePointer<Float>
     private var encodeFill = 0
-    private let decodedFrame: UnsafeMutablePointer<Float>
-    private var decodedRead = 0
-    private var decodedAvailable = 0
     private let farEnd: UnsafeMutableBufferPointer<Float>
     private var farEndPosition = 0
 
@@ -151,7 +159,8 @@ final class AudioLoop: @unchecked Sendable {
     private let warmupPeriods = 100
 
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
-         processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer) throws {
+         processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
+         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>) throws {
         config = c
         self.stats = stats
         self.events = events
@@ -163,9 +172,13 @@ final class AudioLoop: @unchecked Sendable {
         apm = try AudioProcessor(rate: c.rate, micChannels: c.micChannels, renderChannels: 1,
                                  micPositions: c.micPositions, settings: c.processing)
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
-        decoder = try OpusDecoderBox(rate: c.rate)
         frameSamples = encoder.frameSamples
-        channel = LoopbackChannel(delayFrames: c.loopbackDelayPackets, lossPercent: c.loopbackLossPercent)
+        remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
+                                    frameMilliseconds: c.opus.frameMilliseconds)
+        self.outgoing = outgoing
+        self.incoming = incoming
+        rtpTicksPerFrame = UInt32(48 * c.opus.frameMilliseconds)
+        packet.ssrc = c.ssrc
 
         captureInterleaved = .allocate(capacity: period * micCount)
         mics = .allocate(capacity: period * micCount)
@@ -180,7 +193,6 @@ final class AudioLoop: @unchecked Sendable {
         speakerInterleaved = .allocate(capacity: period * c.playbackChannels)
         recordBlock = .allocate(capacity: period)
         encodeFrame = .allocate(capacity: frameSamples)
-        decodedFrame = .allocate(capacity: frameSamples)
         slotAudio = .allocate(capacity: MixerSlot.count * period)
         slotAudio.initialize(repeating: 0, count: MixerSlot.count * period)
         slotPointers = .allocate(capacity: MixerSlot.count)
@@ -194,7 +206,6 @@ final class AudioLoop: @unchecked Sendable {
         speakerInterleaved.initialize(repeating: 0, count: period * c.playbackChannels)
         recordBlock.initialize(repeating: 0, count: period)
         encodeFrame.initialize(repeating: 0, count: frameSamples)
-        decodedFrame.initialize(repeating: 0, count: frameSamples)
 
         let periodSeconds = Double(c.periodMilliseconds) / 1000
         inputMeter = LevelMeter(periodSeconds: periodSeconds)
@@ -208,7 +219,7 @@ final class AudioLoop: @unchecked Sendable {
         captureInterleaved.deallocate(); mics.deallocate(); micPointers.deallocate()
         cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate()
         speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
-        encodeFrame.deallocate(); decodedFrame.deallocate(); farEnd.deallocate()
+        encodeFrame.deallocate(); farEnd.deallocate()
         slotAudio.deallocate(); slotPointers.deallocate()
     }
 
@@ -330,7 +341,8 @@ final class AudioLoop: @unchecked Sendable {
     }
 
     /// Accumulates the cleaned channel into Opus frames; each finished frame goes through the
-    /// voice-activity gate and Opus DTX into the loopback channel (the network, later).
+    /// voice-activity gate and Opus DTX, then to the network ring (or, in loopback mode, through
+    /// a simulated lossy network straight back to our own receive side).
     private func encodeCleaned(voice: Bool) {
         var offset = 0
         while offset < period {
@@ -340,46 +352,57 @@ final class AudioLoop: @unchecked Sendable {
             offset += n
             guard encodeFill == frameSamples else { continue }
             encodeFill = 0
-            let length = encoder.encode(encodeFrame, into: channel.nextPacketBuffer, capacity: LoopbackChannel.maxPacket)
+            let length = withUnsafeMutableBytes(of: &packet.payload) { raw in
+                encoder.encode(encodeFrame, into: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: MediaPacket.maxPayload)
+            }
             let send = gate.shouldSend(voice: voice) && length > 2 && !encoder.inDTX
-            if length > 0 {
-                stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed)
-                if send { stats.encodedBytes.wrappingAdd(length, ordering: .relaxed) } else { stats.packetsSuppressedByDTX.wrappingAdd(1, ordering: .relaxed) }
+            if length > 0 { stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed) }
+            if length > 0 && send {
+                packet.length = UInt16(length)
+                packet.voiceActivity = voice
+                packet.audioLevel = audioLevel(encodeFrame, count: frameSamples)
+                stats.encodedBytes.wrappingAdd(length, ordering: .relaxed)
+                if config.loopback {
+                    loopBack()
+                } else if !outgoing.push(packet) {
+                    stats.packetsDroppedOutgoing.wrappingAdd(1, ordering: .relaxed)
+                }
+                packet.sequenceNumber &+= 1
+            } else if length > 0 {
+                stats.packetsSuppressedByDTX.wrappingAdd(1, ordering: .relaxed)
             }
-            if config.loopback {
-                if !channel.commit(length: send ? length : 0) { stats.packetsLost.wrappingAdd(1, ordering: .relaxed) }
-            }
+            // The RTP clock runs on through suppressed frames: the receiver sees a DTX gap.
+            packet.timestamp &+= rtpTicksPerFrame
         }
     }
 
-    /// Decodes the loopback channel's due frame: the packet itself, its FEC copy carried by the
-    /// next packet when it was lost, or concealment when there is nothing to decode.
-    private func decodeDueFrame() {
-        let due = channel.due()
-        var produced = 0
-        switch due.slot {
-        case .packet(let length):
-            produced = decoder.decode(due.data, length: length, into: decodedFrame, frames: frameSamples)
-        case .lost:
-            if case .packet(let nextLength) = due.next {
-                produced = decoder.decodeFEC(from: due.nextData, length: nextLength, into: decodedFrame, frames: frameSamples)
-                stats.fecRecovered.wrappingAdd(1, ordering: .relaxed)
-            } else {
-                produced = decoder.conceal(into: decodedFrame, frames: frameSamples)
-                stats.concealedFrames.wrappingAdd(1, ordering: .relaxed)
+    /// Loopback mode: the frame "arrives" now, unless the simulated network drops it.
+    private func loopBack() {
+        if config.loopbackLossPercent > 0 {
+            lossRandom ^= lossRandom << 13
+            lossRandom ^= lossRandom >> 7
+            lossRandom ^= lossRandom << 17
+            if Int(lossRandom % 100) < config.loopbackLossPercent {
+                stats.packetsLost.wrappingAdd(1, ordering: .relaxed)
+                return
             }
-        case .silent:
-            produced = decoder.conceal(into: decodedFrame, frames: frameSamples)
         }
-        channel.popDue()
-        if produced != frameSamples { decodedFrame.update(repeating: 0, count: frameSamples) }
-        decodedRead = 0
-        decodedAvailable = frameSamples
+        var arrived = packet
+        arrived.arrivalSamples = mediaClockSamples(nanoseconds: monotonicNanoseconds())
+        remotes.insert(arrived)
+    }
+
+    /// RFC 6464 level of a frame: -dBov of its RMS, 0 (loudest) … 127 (silence).
+    private func audioLevel(_ frame: UnsafePointer<Float>, count: Int) -> UInt8 {
+        var energy: Float = 0
+        for i in 0..<count { energy += frame[i] * frame[i] }
+        let dbov = dBFS(fromLinear: (energy / Float(count)).squareRoot(), floor: -127)
+        return UInt8(max(0, min(127, -dbov.rounded())))
     }
 
     /// What the speaker plays this period: each source fills its mixer slot (far-end talker,
-    /// loopback stream), the mixer applies gains and the limiter. The same samples are the
-    /// APM's far-end reference.
+    /// remote streams through their jitter buffers and decoders), the mixer applies gains and
+    /// the limiter. The same samples are the APM's far-end reference.
     private func renderSpeakerPeriod() {
         if farEnd.count > 0 {
             let slot = slotAudio + MixerSlot.farEnd * period
@@ -393,22 +416,15 @@ final class AudioLoop: @unchecked Sendable {
             }
             slotPointers[MixerSlot.farEnd] = UnsafePointer(slot)
         }
-        if config.loopback {
-            let slot = slotAudio + MixerSlot.loopback * period
-            var filled = 0
-            while filled < period {
-                if decodedRead == decodedAvailable {
-                    guard channel.hasDueFrame else { break }
-                    decodeDueFrame()
-                }
-                let n = min(period - filled, decodedAvailable - decodedRead)
-                (slot + filled).update(from: decodedFrame + decodedRead, count: n)
-                decodedRead += n
-                filled += n
-            }
-            if filled < period { (slot + filled).update(repeating: 0, count: period - filled) }
-            slotPointers[MixerSlot.loopback] = UnsafePointer(slot)
-        }
+        let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
+        while let received = incoming.pop() { remotes.insert(received) }
+        remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now)
+        let t = remotes.totals
+        stats.fecRecovered.store(t.fecRecovered, ordering: .relaxed)
+        stats.concealedFrames.store(t.concealed, ordering: .relaxed)
+        stats.receivedLost.store(t.lost, ordering: .relaxed)
+        stats.receivedLate.store(t.late, ordering: .relaxed)
+        stats.jitterBufferDelayMs.store(Int(t.currentDelayMs), ordering: .relaxed)
         mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
                   into: UnsafeMutableBufferPointer(start: speaker, count: period))
         playbackMeter.process(UnsafeBufferPointer(start: UnsafePointer(speaker), count: period))

@@ -19,8 +19,8 @@ public struct EngineConfiguration: Sendable {
     public var opus = OpusSettings()
     /// Local loopback: what the mics hear, cleaned and Opus-coded, comes out of the speaker.
     public var loopback = false
-    /// Packets the loopback channel holds back, so FEC can rebuild a lost one from its successor.
-    public var loopbackDelayPackets = 2
+    /// RTP SSRC of what this engine sends (the room server assigns it).
+    public var ssrc: UInt32 = 0x524F_4F4D
     /// Simulated loss on the loopback channel, percent (deterministic pseudo-random).
     public var loopbackLossPercent = 0
     /// A far-end talker: mono samples at `rate` played to the speaker as a remote participant would be.
@@ -97,7 +97,14 @@ public final class EngineStats: Sendable {
     public let voiceActive = Atomic<Bool>(false)
     public let packetsEncoded = Atomic<Int>(0)
     public let packetsSuppressedByDTX = Atomic<Int>(0)
+    /// Loopback mode: frames the simulated network dropped.
     public let packetsLost = Atomic<Int>(0)
+    /// Frames the network thread did not take in time (its ring was full).
+    public let packetsDroppedOutgoing = Atomic<Int>(0)
+    /// Receive side, summed over the remote streams' jitter buffers.
+    public let receivedLost = Atomic<Int>(0)
+    public let receivedLate = Atomic<Int>(0)
+    public let jitterBufferDelayMs = Atomic<Int>(0)
     public let fecRecovered = Atomic<Int>(0)
     public let concealedFrames = Atomic<Int>(0)
     public let encodedBytes = Atomic<Int>(0)
@@ -145,6 +152,9 @@ public final class EngineStats: Sendable {
             packetsEncoded: packetsEncoded.load(ordering: .relaxed),
             packetsSuppressedByDTX: packetsSuppressedByDTX.load(ordering: .relaxed),
             packetsLost: packetsLost.load(ordering: .relaxed),
+            receivedLost: receivedLost.load(ordering: .relaxed),
+            receivedLate: receivedLate.load(ordering: .relaxed),
+            jitterBufferDelayMs: jitterBufferDelayMs.load(ordering: .relaxed),
             fecRecovered: fecRecovered.load(ordering: .relaxed),
             concealedFrames: concealedFrames.load(ordering: .relaxed),
             encodedBytes: encodedBytes.load(ordering: .relaxed),
@@ -168,7 +178,9 @@ public struct EngineSnapshot: Sendable {
     public var periods, captureXruns, playbackXruns, deviceLosses, driftCorrections: Int
     public var voicePeriods: Int
     public var voiceActive: Bool
-    public var packetsEncoded, packetsSuppressedByDTX, packetsLost, fecRecovered, concealedFrames, encodedBytes: Int
+    public var packetsEncoded, packetsSuppressedByDTX, packetsLost: Int
+    public var receivedLost, receivedLate, jitterBufferDelayMs: Int
+    public var fecRecovered, concealedFrames, encodedBytes: Int
     public var steadyAllocations, steadyPeriodsMeasured: Int
     public var allocationProbeActive: Bool
     public var allocationProbeVerified: Bool

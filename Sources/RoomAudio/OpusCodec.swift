@@ -64,6 +64,7 @@ public final class OpusEncoderBox {
 
 public final class OpusDecoderBox {
     private let decoder: OpaquePointer
+    var decoderHandle: OpaquePointer { decoder }
     public let rate: Int
 
     public init(rate: Int) throws(OpusError) {
@@ -93,4 +94,9 @@ public final class OpusDecoderBox {
     public func conceal(into pcm: UnsafeMutablePointer<Float>, frames: Int) -> Int {
         Int(opus_decode_float(decoder, nil, 0, pcm, Int32(frames), 0))
     }
+}
+
+extension OpusDecoderBox {
+    /// Forgets the previous stream's state when a slot is given to a new sender.
+    public func reset() -> Int32 { copus_decoder_reset(decoderHandle) }
 }

@@ -1,0 +1,126 @@
+import RoomCore
+
+/// The remote participants the speaker plays, on the audio thread: one jitter buffer and one
+/// Opus decoder per stream, found by SSRC. The server forwards only the loudest few streams,
+/// so a handful of slots is enough; a new SSRC takes a free slot or the one idle longest.
+/// Everything is allocated at init; `insert` and `render` allocate nothing.
+final class RemoteStreams {
+    private struct Stream {
+        var ssrc: UInt32 = 0
+        var inUse = false
+        var lastArrival: Int64 = 0
+        var decodedRead = 0
+        var decodedAvailable = 0
+    }
+
+    let count: Int
+    private let period: Int
+    private let frameSamples: Int          // decoded samples per packet at the engine rate
+    private var streams: [Stream]          // fixed size, mutated in place (no reallocation)
+    private let buffers: [JitterBuffer]
+    private let decoders: [OpusDecoderBox]
+    private let decoded: UnsafeMutablePointer<Float>   // count × frameSamples
+    /// A slot unused this long may be taken by a new SSRC.
+    private let idleSamples: Int64 = 48_000 * 2
+
+    /// Sum of every stream's statistics, refreshed each period for the stats snapshot.
+    private(set) var totals = JitterBufferStatistics()
+
+    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int) throws(OpusError) {
+        self.count = count
+        period = periodFrames
+        frameSamples = rate * frameMilliseconds / 1000
+        streams = Array(repeating: Stream(), count: count)
+        var jb = JitterBufferConfiguration(frameDurationMs: frameMilliseconds)
+        jb.maxPayloadBytes = MediaPacket.maxPayload
+        buffers = (0..<count).map { _ in JitterBuffer(configuration: jb) }
+        var made: [OpusDecoderBox] = []
+        for _ in 0..<count { made.append(try OpusDecoderBox(rate: rate)) }
+        decoders = made
+        decoded = .allocate(capacity: count * frameSamples)
+        decoded.initialize(repeating: 0, count: count * frameSamples)
+    }
+
+    deinit { decoded.deallocate() }
+
+    /// Files a received packet with its stream; a stream that is new takes a slot.
+    func insert(_ packet: MediaPacket) {
+        guard let index = slot(for: packet.ssrc, at: packet.arrivalSamples) else { return }
+        streams[index].lastArrival = packet.arrivalSamples
+        _ = packet.withPayload { payload in
+            buffers[index].insert(sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
+                                  arrivalSamples: packet.arrivalSamples, payload: payload)
+        }
+    }
+
+    private func slot(for ssrc: UInt32, at now: Int64) -> Int? {
+        var free: Int?
+        var oldest: Int?
+        for i in 0..<count {
+            if streams[i].inUse {
+                if streams[i].ssrc == ssrc { return i }
+                if now - streams[i].lastArrival > idleSamples, oldest.map({ streams[i].lastArrival < streams[$0].lastArrival }) ?? true { oldest = i }
+            } else if free == nil {
+                free = i
+            }
+        }
+        guard let chosen = free ?? oldest else { return nil }
+        buffers[chosen].reset()
+        _ = decoders[chosen].reset()
+        streams[chosen] = Stream(ssrc: ssrc, inUse: true, lastArrival: now)
+        return chosen
+    }
+
+    /// Produces one period per stream into `slotAudio` (stream i at `slotAudio + i * period`)
+    /// and points `pointers[i]` at it, or sets nil for an unused slot.
+    func render(into slotAudio: UnsafeMutablePointer<Float>, pointers: UnsafeMutablePointer<UnsafePointer<Float>?>, now: Int64) {
+        var sum = JitterBufferStatistics()
+        for i in 0..<count {
+            guard streams[i].inUse else { pointers[i] = nil; continue }
+            let out = slotAudio + i * period
+            var filled = 0
+            while filled < period {
+                if streams[i].decodedRead == streams[i].decodedAvailable { decodeNext(i, now: now) }
+                let n = min(period - filled, streams[i].decodedAvailable - streams[i].decodedRead)
+                (out + filled).update(from: decoded + i * frameSamples + streams[i].decodedRead, count: n)
+                streams[i].decodedRead += n
+                filled += n
+            }
+            pointers[i] = UnsafePointer(out)
+            sum.add(buffers[i].statistics)
+        }
+        totals = sum
+    }
+
+    /// Asks the jitter buffer what to play and runs the decoder accordingly: a packet, its FEC
+    /// copy in the next packet, concealment, or silence.
+    private func decodeNext(_ i: Int, now: Int64) {
+        let out = decoded + i * frameSamples
+        var produced = 0
+        switch buffers[i].nextFrame(nowSamples: now) {
+        case .decode(let p):
+            produced = decoders[i].decode(p.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: p.payload.count, into: out, frames: frameSamples)
+        case .decodeFEC(let next):
+            produced = decoders[i].decodeFEC(from: next.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: next.payload.count, into: out, frames: frameSamples)
+        case .conceal:
+            produced = decoders[i].conceal(into: out, frames: frameSamples)
+        case .silence:
+            produced = 0
+        }
+        if produced != frameSamples { out.update(repeating: 0, count: frameSamples) }
+        streams[i].decodedRead = 0
+        streams[i].decodedAvailable = frameSamples
+    }
+}
+
+extension JitterBufferStatistics {
+    /// Adds another stream's counters (delays and jitter: the larger one, the worst stream).
+    mutating func add(_ o: JitterBufferStatistics) {
+        received += o.received; duplicates += o.duplicates; late += o.late; lost += o.lost
+        reordered += o.reordered; decoded += o.decoded; fecRecovered += o.fecRecovered
+        concealed += o.concealed; silence += o.silence; skipped += o.skipped; stretched += o.stretched
+        currentDelayMs = max(currentDelayMs, o.currentDelayMs)
+        targetDelayMs = max(targetDelayMs, o.targetDelayMs)
+        jitterMs = max(jitterMs, o.jitterMs)
+    }
+}
