@@ -23,8 +23,11 @@ public struct MediaPacket: BitwiseCopyable, Sendable {
 
     /// Runs `body` over the payload bytes actually used.
     @inline(__always)
-    public func withPayload<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
-        withUnsafeBytes(of: payload) { raw in body(UnsafeRawBufferPointer(rebasing: raw[0..<Int(length)])) }
+    public func withPayload<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        var copy = payload
+        return try withUnsafeBytes(of: &copy) { (raw) throws(E) -> R in
+            try body(UnsafeRawBufferPointer(rebasing: raw[0..<Int(length)]))
+        }
     }
 
     /// Copies `bytes` in (at most `maxPayload`); returns false, changing nothing, when too long.
