@@ -1,0 +1,242 @@
+import FoundationEssentials
+import RoomCore
+
+/// What a room token grants beyond listening.
+public enum TokenGrant: String, Sendable, Hashable {
+    /// May speak: needed to join as, or become, a streamer.
+    case publish
+    /// May approve, deny, invite, demote, mute and kick others.
+    case moderate
+}
+
+/// The claims of a room token (a JWT, RFC 7519). Times are seconds since the Unix epoch.
+public struct RoomTokenClaims: Sendable, Hashable, Codable {
+    /// The application (tenant) the token was issued for.
+    public var app: String
+    public var room: String
+    /// The user id; the same `sub` joining again replaces the older session.
+    public var sub: String
+    /// Display name shown to others.
+    public var name: String
+    /// RoomCore's grants, so the verified claims feed a `RoomJoinRequest` as they are.
+    public var grants: RoomGrants
+    public var exp: Int
+    public var nbf: Int
+    public var iat: Int
+
+    public init(
+        app: String, room: String, sub: String, name: String, grants: RoomGrants, exp: Int, nbf: Int, iat: Int
+    ) {
+        self.app = app
+        self.room = room
+        self.sub = sub
+        self.name = name
+        self.grants = grants
+        self.exp = exp
+        self.nbf = nbf
+        self.iat = iat
+    }
+
+    public func has(_ grant: TokenGrant) -> Bool {
+        switch grant {
+        case .publish: grants.publish
+        case .moderate: grants.moderate
+        }
+    }
+
+    enum CodingKeys: String, CodingKey { case app, room, sub, name, grants, exp, nbf, iat }
+    enum GrantKeys: String, CodingKey { case publish, moderate }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        app = try c.decode(String.self, forKey: .app)
+        room = try c.decode(String.self, forKey: .room)
+        sub = try c.decode(String.self, forKey: .sub)
+        if sub.isEmpty { throw c.fieldError(.sub, "empty") }
+        name = try c.decode(String.self, forKey: .name)
+        let g = try c.nestedContainer(keyedBy: GrantKeys.self, forKey: .grants)
+        grants = RoomGrants(
+            publish: try g.decode(Bool.self, forKey: .publish), moderate: try g.decode(Bool.self, forKey: .moderate))
+        exp = try c.int(.exp)
+        nbf = try c.int(.nbf)
+        iat = try c.int(.iat)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(app, forKey: .app)
+        try c.encode(room, forKey: .room)
+        try c.encode(sub, forKey: .sub)
+        try c.encode(name, forKey: .name)
+        var g = c.nestedContainer(keyedBy: GrantKeys.self, forKey: .grants)
+        try g.encode(grants.publish, forKey: .publish)
+        try g.encode(grants.moderate, forKey: .moderate)
+        try c.encode(exp, forKey: .exp)
+        try c.encode(nbf, forKey: .nbf)
+        try c.encode(iat, forKey: .iat)
+    }
+}
+
+/// Why a token was refused; each maps to its own wire error code (`code`) so a client can
+/// tell "get a new token" (expired) from "this will never work" (wrong room, bad signature).
+public enum TokenError: Error, Sendable, Equatable, CustomStringConvertible {
+    case malformed(String)
+    case unknownKey(String)
+    case badSignature
+    case expired(at: Int)
+    case notYetValid(until: Int)
+    case wrongRoom(expected: String, got: String)
+    case missingGrant(TokenGrant)
+
+    public var code: ErrorCode {
+        switch self {
+        case .malformed: .malformedToken
+        case .unknownKey: .unknownKey
+        case .badSignature: .badSignature
+        case .expired: .tokenExpired
+        case .notYetValid: .tokenNotYetValid
+        case .wrongRoom: .wrongRoom
+        case .missingGrant: .missingGrant
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .malformed(reason): "malformed token: \(reason)"
+        case let .unknownKey(kid): "unknown key id \"\(kid)\""
+        case .badSignature: "bad token signature"
+        case let .expired(at): "token expired at \(at)"
+        case let .notYetValid(until): "token not valid before \(until)"
+        case let .wrongRoom(expected, got): "token is for room \"\(got)\", not \"\(expected)\""
+        case let .missingGrant(grant): "token lacks the \(grant.rawValue) grant"
+        }
+    }
+}
+
+/// JWS header (RFC 7515 §4). Only what HS256 tokens need; anything else present is ignored
+/// except `crit`, which by RFC 7515 §4.1.11 we must refuse since we understand no extension.
+private struct TokenHeader: Codable {
+    var alg: String
+    var typ: String?
+    var kid: String?
+    var crit: [String]?
+}
+
+/// Mints room tokens: JWS compact serialisation, HS256 (HMAC-SHA256), the key id in `kid`
+/// so a server can hold several keys at once (rotation, several apps).
+public enum RoomToken {
+    public static let algorithm = "HS256"
+
+    public static func mint(claims: RoomTokenClaims, keyID: String, secret: [UInt8]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        // Encoding plain strings, bools and integers cannot fail.
+        let header = (try? encoder.encode(TokenHeader(alg: algorithm, typ: "JWT", kid: keyID))) ?? Data()
+        let payload = (try? encoder.encode(claims)) ?? Data()
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
+        let signature = HMACSHA256.mac(key: secret, message: Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+
+    /// The HS256 signature of a JWS signing input (`BASE64URL(header) '.' BASE64URL(payload)`),
+    /// exposed so it can be checked against published test vectors.
+    public static func signature(signingInput: String, secret: [UInt8]) -> [UInt8] {
+        HMACSHA256.mac(key: secret, message: Array(signingInput.utf8))
+    }
+}
+
+/// Verifies room tokens against a set of keys. Checks run in a fixed order — structure,
+/// key, signature, then the claims (time, room, grant) — so that nothing in an
+/// unauthenticated token is believed, not even to choose the error.
+public struct RoomTokenVerifier: Sendable {
+    /// Seconds of clock disagreement tolerated on `nbf` and `exp`. Boards without a
+    /// battery-backed clock may be a little off after NTP sync; 30 s is too short to matter
+    /// for expiry and long enough for skew between the minting backend and the server.
+    public static let defaultLeeway = 30
+    /// Longer strings are refused before any parsing (a token is a few hundred bytes).
+    public static let maxTokenLength = 4096
+
+    public let keys: [String: [UInt8]]
+    public let leeway: Int
+    private let clock: @Sendable () -> Int
+
+    /// Seconds since the epoch from the system's wall clock.
+    public static let systemClock: @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
+
+    /// `keys` maps key id (`kid`) to secret. `clock` returns seconds since the epoch; tests
+    /// pass a fixed one.
+    public init(
+        keys: [String: [UInt8]], leeway: Int = RoomTokenVerifier.defaultLeeway,
+        clock: @escaping @Sendable () -> Int = RoomTokenVerifier.systemClock
+    ) {
+        self.keys = keys
+        self.leeway = max(0, leeway)
+        self.clock = clock
+    }
+
+    /// The token's claims if it may join `room` in `wantsRole` (streamer needs publish) and,
+    /// when `wantsModerator`, moderate; otherwise the first reason it may not.
+    public func verify(
+        _ token: String, room: String, wantsRole: RoomRole, wantsModerator: Bool = false
+    ) throws(TokenError) -> RoomTokenClaims {
+        let claims = try verifySignatureAndTime(token)
+        guard claims.room == room else { throw .wrongRoom(expected: room, got: claims.room) }
+        if wantsRole == .streamer, !claims.grants.publish { throw .missingGrant(.publish) }
+        if wantsModerator, !claims.grants.moderate { throw .missingGrant(.moderate) }
+        return claims
+    }
+
+    /// Everything but the room and grant checks: for a `refresh_token`, whose room is then
+    /// compared with the session's.
+    public func verifySignatureAndTime(_ token: String) throws(TokenError) -> RoomTokenClaims {
+        guard token.utf8.count <= Self.maxTokenLength else {
+            throw .malformed("longer than \(Self.maxTokenLength) bytes")
+        }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("expected 3 dot-separated parts, found \(parts.count)") }
+        guard let headerBytes = Base64URL.decode(parts[0]) else { throw .malformed("header is not base64url") }
+        guard let payloadBytes = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
+        guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
+
+        let header: TokenHeader
+        do {
+            header = try JSONDecoder().decode(TokenHeader.self, from: Data(headerBytes))
+        } catch {
+            throw .malformed("header: \(Self.reason(error))")
+        }
+        // Only HS256: "none" and every other algorithm are refused, so a token cannot pick a
+        // weaker check than the one the server intends (RFC 8725 §3.1).
+        guard header.alg == RoomToken.algorithm else { throw .malformed("header alg \"\(header.alg)\" is not HS256") }
+        if let typ = header.typ, typ != "JWT" { throw .malformed("header typ \"\(typ)\" is not JWT") }
+        if header.crit != nil { throw .malformed("header has crit extensions") }
+        guard let kid = header.kid else { throw .malformed("header has no kid") }
+        guard let secret = keys[kid] else { throw .unknownKey(kid) }
+        guard signature.count == HMACSHA256.macSize else {
+            throw .malformed("signature is \(signature.count) bytes, not \(HMACSHA256.macSize)")
+        }
+
+        let signingInput = token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
+        let expected = HMACSHA256.mac(key: secret, message: Array(signingInput))
+        guard HMACSHA256.equal(expected, signature) else { throw .badSignature }
+
+        let claims: RoomTokenClaims
+        do {
+            claims = try JSONDecoder().decode(RoomTokenClaims.self, from: Data(payloadBytes))
+        } catch {
+            throw .malformed("claims: \(Self.reason(error))")
+        }
+        let now = clock()
+        if now + leeway < claims.nbf { throw .notYetValid(until: claims.nbf) }
+        if now - leeway >= claims.exp { throw .expired(at: claims.exp) }
+        return claims
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        switch SignalMessage.translate(error) {
+        case let .invalidField(field, reason): return "\(field): \(reason)"
+        case let .malformedJSON(reason): return reason
+        case let .unknownType(name): return name
+        }
+    }
+}
