@@ -1,0 +1,337 @@
+import Glibc
+
+/// The daemon's event loop: one epoll instance, a timer heap and an eventfd for cross-thread
+/// wake-ups. See docs/event-loop.md.
+///
+/// Threading contract: an `EventLoop` belongs to the thread that created it. Register, modify,
+/// schedule, cancel, `run`, `runOnce` and `stop` only from that thread; every callback (I/O,
+/// timer, posted closure) runs on it. The type is deliberately *not* `Sendable`, so the
+/// compiler refuses to hand it (or the non-`Sendable` callbacks it stores) to another thread.
+/// Other threads reach the loop only through `remote` (`post`, `wake`, `stop`), which is
+/// `Sendable`; the audio thread uses an `EventSignal` instead, which never locks or allocates.
+///
+/// Readiness is level-triggered: a handler that leaves data unread is called again on the next
+/// iteration. That lets handlers bound the work they do per wake-up (fairness between many
+/// connections; a flooding peer cannot starve the others) without the lost-wake-up bugs of
+/// edge-triggered mode, at the price of one `epoll_ctl` when write interest changes.
+public final class EventLoop {
+    /// What a registration wants to hear about.
+    public struct Interest: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        public static let readable = Interest(rawValue: 1)
+        public static let writable = Interest(rawValue: 2)
+    }
+
+    /// What happened on a file descriptor. `hangup` (EPOLLHUP: both directions closed) and
+    /// `error` are reported whatever the interest, as epoll does — and, level-triggered, on
+    /// every iteration: deregister (or close) a descriptor that hung up.
+    public struct IOEvents: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        public static let readable = IOEvents(rawValue: 1)
+        public static let writable = IOEvents(rawValue: 2)
+        public static let hangup = IOEvents(rawValue: 4)
+        public static let error = IOEvents(rawValue: 8)
+    }
+
+    /// A file descriptor's registration. Tokens are never reused, so an event still queued for
+    /// a descriptor that was closed (and whose number was reused) in the same iteration is
+    /// dropped instead of reaching the new owner.
+    public struct IORegistration: Hashable, Sendable {
+        public let fileDescriptor: Int32
+        let token: UInt64
+    }
+
+    public struct TimerID: Hashable, Sendable {
+        let raw: UInt64
+    }
+
+    private struct Registration {
+        let fd: Int32
+        var interest: Interest
+        let handler: (IOEvents) -> Void
+    }
+
+    private struct TimerEntry {
+        var deadline: UInt64
+        var seq: UInt64
+        var id: UInt64
+        func fires(before other: TimerEntry) -> Bool {
+            deadline != other.deadline ? deadline < other.deadline : seq < other.seq
+        }
+    }
+
+    private struct TimerState {
+        var deadline: UInt64
+        var seq: UInt64
+        let interval: UInt64 // 0: one-shot
+        let body: () -> Void
+    }
+
+    /// The cross-thread side: `post`, `wake`, `stop`. Keep a copy on other threads.
+    public let remote: EventLoopRemote
+
+    private let epollFD: Int32
+    private let eventBuffer: UnsafeMutableRawPointer
+    private let eventCapacity: Int
+    private var registrations: [UInt64: Registration] = [:]
+    private var nextToken: UInt64 = 1 // token 0 is the wake eventfd
+    private var heap: [TimerEntry] = []
+    private var timers: [UInt64: TimerState] = [:]
+    private var nextTimerID: UInt64 = 1
+    private var nextSeq: UInt64 = 0
+
+    /// - Parameter maxEventsPerWait: how many ready descriptors one `epoll_wait` returns; more
+    ///   are returned by the next iteration.
+    public init(maxEventsPerWait: Int = 256) throws(SystemError) {
+        let ep = LinuxAPI.epollCreate1(O_CLOEXEC)
+        if ep < 0 { throw .errno("epoll_create1") }
+        let wake = LinuxAPI.eventfd(0, O_NONBLOCK | O_CLOEXEC)
+        if wake < 0 { let e = errno; Glibc.close(ep); throw .errno("eventfd", e) }
+        epollFD = ep
+        remote = EventLoopRemote(wakeFD: wake)
+        eventCapacity = max(1, maxEventsPerWait)
+        eventBuffer = .allocate(byteCount: eventCapacity * LinuxAPI.epollEventSize, alignment: 8)
+        if Self.control(ep, LinuxAPI.EPOLL_CTL_ADD, wake, LinuxAPI.EPOLLIN, token: 0) != 0 {
+            let e = errno
+            Glibc.close(ep)
+            eventBuffer.deallocate()
+            throw .errno("epoll_ctl add eventfd", e)
+        }
+    }
+
+    deinit {
+        Glibc.close(epollFD)
+        eventBuffer.deallocate()
+    }
+
+    // MARK: File descriptors
+
+    /// Watches `fd`. The loop does not own the descriptor: deregister it before closing it.
+    /// The handler is kept until `deregister`; capture owners weakly to avoid a cycle.
+    public func register(
+        _ fd: Int32, interest: Interest, handler: @escaping (IOEvents) -> Void
+    ) throws(SystemError) -> IORegistration {
+        let token = nextToken
+        nextToken += 1
+        if Self.control(epollFD, LinuxAPI.EPOLL_CTL_ADD, fd, Self.epollMask(interest), token: token) != 0 {
+            throw .errno("epoll_ctl add fd \(fd)")
+        }
+        registrations[token] = Registration(fd: fd, interest: interest, handler: handler)
+        return IORegistration(fileDescriptor: fd, token: token)
+    }
+
+    /// Changes what a registration waits for (no system call when unchanged).
+    public func modify(_ registration: IORegistration, interest: Interest) throws(SystemError) {
+        guard var entry = registrations[registration.token] else { return }
+        if entry.interest == interest { return }
+        if Self.control(epollFD, LinuxAPI.EPOLL_CTL_MOD, entry.fd, Self.epollMask(interest),
+                        token: registration.token) != 0 {
+            throw .errno("epoll_ctl modify fd \(entry.fd)")
+        }
+        entry.interest = interest
+        registrations[registration.token] = entry
+    }
+
+    /// Stops watching; safe to call twice, and from inside any handler.
+    public func deregister(_ registration: IORegistration) {
+        guard let entry = registrations.removeValue(forKey: registration.token) else { return }
+        // Fails harmlessly (EBADF/ENOENT) when the descriptor is already closed.
+        _ = Self.control(epollFD, LinuxAPI.EPOLL_CTL_DEL, entry.fd, 0, token: registration.token)
+    }
+
+    public var registrationCount: Int { registrations.count }
+
+    // MARK: Timers
+
+    /// Runs `body` on the loop thread after `delay` (never early; the wait has millisecond
+    /// granularity, rounded up), then every `repeating` if given. A repeating timer that falls
+    /// behind skips the missed ticks rather than firing in a burst. Timers due at the same
+    /// time fire in the order they were scheduled. A zero delay runs `body` on the next
+    /// iteration, never re-entrantly.
+    @discardableResult
+    public func schedule(
+        after delay: Duration, repeating interval: Duration? = nil, _ body: @escaping () -> Void
+    ) -> TimerID {
+        let id = nextTimerID
+        nextTimerID += 1
+        let seq = nextSeq
+        nextSeq += 1
+        let every = interval.map { max(1, Self.nanoseconds($0)) } ?? 0
+        let deadline = monotonicNanoseconds() &+ Self.nanoseconds(delay)
+        timers[id] = TimerState(deadline: deadline, seq: seq, interval: every, body: body)
+        push(TimerEntry(deadline: deadline, seq: seq, id: id))
+        return TimerID(raw: id)
+    }
+
+    /// Cancels a timer; a no-op when it already fired (one-shot) or was cancelled. A repeating
+    /// timer may cancel itself from its own body.
+    public func cancel(_ timer: TimerID) {
+        guard timers.removeValue(forKey: timer.raw) != nil else { return }
+        // Cancelled entries stay in the heap until they surface; rebuild when they dominate
+        // (e.g. keep-alive timers re-armed on every packet).
+        if heap.count > 64 && heap.count > 2 * timers.count { rebuildHeap() }
+    }
+
+    public var timerCount: Int { timers.count }
+
+    // MARK: Running
+
+    /// Runs until `stop()` (from the loop thread) or `remote.stop()` (from any thread).
+    public func run() throws(SystemError) {
+        defer { remote.stopRequested.store(false, ordering: .relaxed) }
+        while !remote.stopRequested.load(ordering: .relaxed) {
+            _ = try runOnce(timeout: nil)
+        }
+    }
+
+    /// Makes `run()` return after the current iteration (or the next `run()` return at once).
+    public func stop() { remote.stop() }
+
+    /// Waits once for I/O (at most `timeout`; nil waits until something happens or a timer is
+    /// due), dispatches it, then fires due timers. Returns how many callbacks ran.
+    @discardableResult
+    public func runOnce(timeout: Duration? = nil) throws(SystemError) -> Int {
+        var waitMs: Int64 = timeout.map { Self.milliseconds(roundingUp: Self.nanoseconds($0)) } ?? -1
+        if let next = heap.first?.deadline {
+            let now = monotonicNanoseconds()
+            let untilTimer = next <= now ? 0 : Self.milliseconds(roundingUp: next - now)
+            waitMs = waitMs < 0 ? untilTimer : min(waitMs, untilTimer)
+        }
+        let n = LinuxAPI.epollWait(epollFD, eventBuffer, Int32(eventCapacity), Int32(min(waitMs, Int64(Int32.max))))
+        var handled = 0
+        if n < 0 {
+            if errno != EINTR { throw .errno("epoll_wait") }
+        } else {
+            for i in 0..<Int(n) {
+                let base = eventBuffer + i * LinuxAPI.epollEventSize
+                let mask = base.loadUnaligned(as: UInt32.self)
+                let token = base.loadUnaligned(fromByteOffset: LinuxAPI.epollDataOffset, as: UInt64.self)
+                if token == 0 {
+                    handled += drainPosted()
+                    continue
+                }
+                // Looked up per event: an earlier handler may have deregistered this one.
+                guard let entry = registrations[token] else { continue }
+                var events = IOEvents()
+                if mask & LinuxAPI.EPOLLIN != 0, entry.interest.contains(.readable) { events.insert(.readable) }
+                if mask & LinuxAPI.EPOLLOUT != 0, entry.interest.contains(.writable) { events.insert(.writable) }
+                if mask & LinuxAPI.EPOLLHUP != 0 { events.insert(.hangup) }
+                if mask & LinuxAPI.EPOLLERR != 0 { events.insert(.error) }
+                if events.isEmpty { continue }
+                entry.handler(events)
+                handled += 1
+            }
+        }
+        handled += fireDueTimers()
+        return handled
+    }
+
+    // MARK: Internals
+
+    private func drainPosted() -> Int {
+        var counter: UInt64 = 0
+        _ = Glibc.read(remote.wakeFD, &counter, 8)
+        let jobs = remote.takePosted()
+        for job in jobs { job() }
+        return jobs.count
+    }
+
+    private func fireDueTimers() -> Int {
+        guard let first = heap.first else { return 0 }
+        let now = monotonicNanoseconds()
+        if first.deadline > now { return 0 }
+        // Timers scheduled by the bodies below wait for the next iteration, so a zero-delay
+        // timer that re-arms itself cannot spin here forever.
+        let seqLimit = nextSeq
+        var postponed: [TimerEntry] = []
+        var fired = 0
+        while let top = heap.first, top.deadline <= now {
+            popMin()
+            guard var state = timers[top.id], state.seq == top.seq else { continue } // cancelled or stale
+            if top.seq >= seqLimit { postponed.append(top); continue }
+            if state.interval > 0 {
+                var next = state.deadline &+ state.interval
+                if next <= now { next = now &+ state.interval }
+                state.deadline = next
+                state.seq = nextSeq
+                nextSeq += 1
+                timers[top.id] = state
+                push(TimerEntry(deadline: next, seq: state.seq, id: top.id))
+            } else {
+                timers.removeValue(forKey: top.id)
+            }
+            state.body()
+            fired += 1
+        }
+        for entry in postponed { push(entry) }
+        return fired
+    }
+
+    private func push(_ entry: TimerEntry) {
+        heap.append(entry)
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            if !heap[child].fires(before: heap[parent]) { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private func popMin() {
+        let last = heap.removeLast()
+        if heap.isEmpty { return }
+        heap[0] = last
+        siftDown(0)
+    }
+
+    private func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            if left >= heap.count { return }
+            var best = left
+            if left + 1 < heap.count, heap[left + 1].fires(before: heap[left]) { best = left + 1 }
+            if !heap[best].fires(before: heap[parent]) { return }
+            heap.swapAt(best, parent)
+            parent = best
+        }
+    }
+
+    private func rebuildHeap() {
+        heap = timers.map { TimerEntry(deadline: $0.value.deadline, seq: $0.value.seq, id: $0.key) }
+        var i = heap.count / 2
+        while i > 0 { i -= 1; siftDown(i) }
+    }
+
+    private static func epollMask(_ interest: Interest) -> UInt32 {
+        // No EPOLLRDHUP: a peer's half-close shows up as readable + end of stream, and an
+        // always-asserted RDHUP would make a level-triggered loop spin on a registration that
+        // is only waiting to write.
+        var mask: UInt32 = 0
+        if interest.contains(.readable) { mask |= LinuxAPI.EPOLLIN }
+        if interest.contains(.writable) { mask |= LinuxAPI.EPOLLOUT }
+        return mask
+    }
+
+    private static func control(_ ep: Int32, _ op: Int32, _ fd: Int32, _ mask: UInt32, token: UInt64) -> Int32 {
+        withUnsafeTemporaryAllocation(byteCount: 16, alignment: 8) { event in
+            event.storeBytes(of: mask, toByteOffset: 0, as: UInt32.self)
+            event.storeBytes(of: token, toByteOffset: LinuxAPI.epollDataOffset, as: UInt64.self)
+            return LinuxAPI.epollCtl(ep, op, fd, event.baseAddress)
+        }
+    }
+
+    static func nanoseconds(_ d: Duration) -> UInt64 {
+        let (seconds, attoseconds) = d.components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        if seconds >= Int64(UInt64.max / 1_000_000_000) - 1 { return UInt64.max / 2 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+
+    private static func milliseconds(roundingUp ns: UInt64) -> Int64 {
+        Int64(min(ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1), UInt64(Int32.max)))
+    }
+}

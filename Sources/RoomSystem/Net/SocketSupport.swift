@@ -1,0 +1,51 @@
+import Glibc
+
+/// Small wrappers shared by the socket types. Every socket is non-blocking and close-on-exec.
+enum SocketSupport {
+    static func open(family: Int32, type: Int32, what: String) throws(SystemError) -> Int32 {
+        let fd = socket(family, type | LinuxAPI.socketFlags, 0)
+        if fd < 0 { throw .errno("socket (\(what))") }
+        return fd
+    }
+
+    static func domain(of address: SocketAddress) -> Int32 {
+        switch address.family {
+        case .ipv4: return AF_INET
+        case .ipv6: return AF_INET6
+        case .unix: return AF_UNIX
+        case .unspecified: return AF_UNSPEC
+        }
+    }
+
+    static func setOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32, _ what: String) throws(SystemError) {
+        var v = value
+        if setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<Int32>.size)) != 0 { throw .errno("setsockopt \(what)") }
+    }
+
+    static func bind(_ fd: Int32, _ address: SocketAddress) throws(SystemError) {
+        let rc = address.withSockAddr { Glibc.bind(fd, $0, $1) }
+        if rc != 0 { throw .errno("bind \(address)") }
+    }
+
+    static func localAddress(_ fd: Int32) -> SocketAddress {
+        var a = SocketAddress()
+        if a.fill({ getsockname(fd, $0, $1) }) != 0 { return SocketAddress() }
+        return a
+    }
+
+    static func peerAddress(_ fd: Int32) -> SocketAddress {
+        var a = SocketAddress()
+        if a.fill({ getpeername(fd, $0, $1) }) != 0 { return SocketAddress() }
+        return a
+    }
+
+    /// SO_ERROR: the outcome of a non-blocking connect, or a pending asynchronous error.
+    static func pendingError(_ fd: Int32) -> Int32 {
+        var code: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        if getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &len) != 0 { return errno }
+        return code
+    }
+
+    static func errorText(_ code: Int32) -> String { String(cString: strerror(code)) }
+}

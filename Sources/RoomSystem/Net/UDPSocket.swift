@@ -1,0 +1,100 @@
+import Glibc
+
+/// A non-blocking UDP socket (IPv4 or IPv6; IPv6 sockets are IPv6-only). Sending and
+/// receiving allocate nothing: the caller passes the buffer and the source address comes back
+/// inline in a `Datagram`. Loop-thread only once registered with `onReadable`.
+public final class UDPSocket {
+    public struct Datagram: Sendable {
+        /// Bytes stored in the buffer.
+        public let count: Int
+        public let source: SocketAddress
+        /// The datagram was larger than the buffer; the rest was discarded.
+        public let truncated: Bool
+    }
+
+    public private(set) var fileDescriptor: Int32
+    public let localAddress: SocketAddress
+    public var localPort: UInt16 { localAddress.port ?? 0 }
+    private var loop: EventLoop?
+    private var registration: EventLoop.IORegistration?
+
+    /// Binds to `address` (port 0: an ephemeral port, see `localPort`).
+    public init(bindingTo address: SocketAddress, reuseAddress: Bool = false) throws(SystemError) {
+        guard address.family == .ipv4 || address.family == .ipv6 else {
+            throw SystemError("UDP socket \(address): not an IP address")
+        }
+        let fd = try SocketSupport.open(family: SocketSupport.domain(of: address), type: Int32(SOCK_DGRAM.rawValue),
+                                        what: "udp \(address)")
+        do {
+            if reuseAddress { try SocketSupport.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
+            if address.family == .ipv6 {
+                try SocketSupport.setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "IPV6_V6ONLY")
+            }
+            try SocketSupport.bind(fd, address)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        fileDescriptor = fd
+        localAddress = SocketSupport.localAddress(fd)
+    }
+
+    deinit { close() }
+
+    /// Receives one datagram, or nil when none is waiting.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Datagram? {
+        var source = SocketAddress()
+        while true {
+            let n = source.fill { recvfrom(fileDescriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), $0, $1) }
+            if n >= 0 {
+                return Datagram(count: min(n, buffer.count), source: source, truncated: n > buffer.count)
+            }
+            let e = errno
+            // ECONNREFUSED: an ICMP error from an earlier send; it is consumed, go on.
+            if e == EINTR || e == ECONNREFUSED { continue }
+            if LinuxAPI.isWouldBlock(e) { return nil }
+            throw .errno("recvfrom on \(localAddress)", e)
+        }
+    }
+
+    /// Sends one datagram. Returns false when the socket buffer is full (the datagram is
+    /// dropped — media is loss-tolerant); throws for other errors (unreachable, too large).
+    @discardableResult
+    public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress) throws(SystemError) -> Bool {
+        while true {
+            let n = destination.withSockAddr { sendto(fileDescriptor, bytes.baseAddress, bytes.count, 0, $0, $1) }
+            if n >= 0 { return true }
+            let e = errno
+            if e == EINTR { continue }
+            if LinuxAPI.isWouldBlock(e) || e == ENOBUFS { return false }
+            throw .errno("sendto \(destination)", e)
+        }
+    }
+
+    @discardableResult
+    public func send(_ bytes: [UInt8], to destination: SocketAddress) throws(SystemError) -> Bool {
+        var result: Result<Bool, SystemError> = .success(false)
+        bytes.withUnsafeBytes { raw in result = Result { () throws(SystemError) -> Bool in try send(raw, to: destination) } }
+        return try result.get()
+    }
+
+    /// Calls `handler` on the loop thread whenever datagrams are waiting; it should `receive`
+    /// until nil (or a bounded number: level-triggered, it is called again). The loop holds
+    /// the socket weakly.
+    public func onReadable(loop: EventLoop, _ handler: @escaping (UDPSocket) -> Void) throws(SystemError) {
+        if let registration, let old = self.loop { old.deregister(registration) }
+        self.loop = loop
+        registration = try loop.register(fileDescriptor, interest: .readable) { [weak self] _ in
+            guard let self else { return }
+            handler(self)
+        }
+    }
+
+    public func close() {
+        guard fileDescriptor >= 0 else { return }
+        if let registration, let loop { loop.deregister(registration) }
+        registration = nil
+        Glibc.close(fileDescriptor)
+        fileDescriptor = -1
+    }
+}
