@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .executable(name: "roomd", targets: ["roomd"]),
         .executable(name: "roomctl", targets: ["roomctl"]),
+        .executable(name: "roomserver", targets: ["roomserver"]),
         // The simulated sound card: alsa-lib loads it by this exact file name
         // (libasound_module_pcm_roomsim.so) from ALSA_PLUGIN_DIR.
         .library(name: "asound_module_pcm_roomsim", type: .dynamic, targets: ["RoomSimCard"]),
@@ -48,7 +49,12 @@ let package = Package(
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio"]),
+        // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
+        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
+        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol"]),
+        .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
@@ -56,6 +62,8 @@ let package = Package(
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
         .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem"]),
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
+        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
     ],

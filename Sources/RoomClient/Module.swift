@@ -1,0 +1,2 @@
+// Joins rooms for roomd. See docs/protocol.md.
+enum RoomClientModule {}

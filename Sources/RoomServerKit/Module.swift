@@ -1,0 +1,2 @@
+// The room service. See docs/protocol.md and docs/room-semantics.md.
+enum RoomServerKitModule {}

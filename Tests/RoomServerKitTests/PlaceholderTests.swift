@@ -1,0 +1,2 @@
+import XCTest
+final class RoomServerKitPlaceholderTests: XCTestCase { func testModuleBuilds() { XCTAssertTrue(true) } }
