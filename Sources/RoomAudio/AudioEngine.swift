@@ -22,6 +22,9 @@ public final class AudioEngine: @unchecked Sendable {
     public let events = SPSCRing<EngineEvent>(capacity: 256)
     /// Encoded frames to send (audio thread → network thread), unless in loopback mode.
     public let outgoingMedia = SPSCRing<MediaPacket>(capacity: 64)
+    /// Woken after each frame pushed to `outgoingMedia` (the network thread's eventfd). Set it
+    /// before `start`; a write to an eventfd neither blocks nor allocates.
+    public var outgoingSignal: EventSignal?
     /// Received frames (network thread → audio thread), drained every period.
     public let incomingMedia = SPSCRing<MediaPacket>(capacity: 256)
     /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
@@ -53,7 +56,7 @@ public final class AudioEngine: @unchecked Sendable {
         do {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
-                                 outgoing: outgoingMedia, incoming: incomingMedia)
+                                 outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -121,6 +124,7 @@ final class AudioLoop: @unchecked Sendable {
     private let encoder: OpusEncoderBox
     private let remotes: RemoteStreams
     private let outgoing: SPSCRing<MediaPacket>
+    private let outgoingSignal: EventSignal?
     private let incoming: SPSCRing<MediaPacket>
     /// The frame being built for sending; its header fields advance frame by frame.
     private var packet = MediaPacket()
@@ -160,7 +164,7 @@ final class AudioLoop: @unchecked Sendable {
 
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
-         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>) throws {
+         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?) throws {
         config = c
         self.stats = stats
         self.events = events
@@ -177,6 +181,7 @@ final class AudioLoop: @unchecked Sendable {
                                     frameMilliseconds: c.opus.frameMilliseconds)
         self.outgoing = outgoing
         self.incoming = incoming
+        self.outgoingSignal = outgoingSignal
         rtpTicksPerFrame = UInt32(48 * c.opus.frameMilliseconds)
         packet.ssrc = c.ssrc
 
@@ -364,7 +369,9 @@ final class AudioLoop: @unchecked Sendable {
                 stats.encodedBytes.wrappingAdd(length, ordering: .relaxed)
                 if config.loopback {
                     loopBack()
-                } else if !outgoing.push(packet) {
+                } else if outgoing.push(packet) {
+                    outgoingSignal?.signal()
+                } else {
                     stats.packetsDroppedOutgoing.wrappingAdd(1, ordering: .relaxed)
                 }
                 packet.sequenceNumber &+= 1
