@@ -17,35 +17,3 @@ public enum ProcessStats {
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 }
-
-/// Blocks SIGINT/SIGTERM/SIGHUP for the process and lets the main loop poll for them, so no
-/// asynchronous signal handler (and no global mutable state) is needed.
-public struct SignalWaiter: Sendable {
-    public enum Received: Sendable { case interrupt, terminate, hangup }
-
-    public init() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
-        sigaddset(&set, SIGHUP)
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-    }
-
-    /// Waits up to `milliseconds` for a blocked signal.
-    public func wait(milliseconds: Int) -> Received? {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
-        sigaddset(&set, SIGHUP)
-        var timeout = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
-        let sig = sigtimedwait(&set, nil, &timeout)
-        switch sig {
-        case SIGINT: return .interrupt
-        case SIGTERM: return .terminate
-        case SIGHUP: return .hangup
-        default: return nil
-        }
-    }
-}

@@ -12,7 +12,25 @@ struct Daemon {
             Log.error("--log-level: unknown level \"\(options.logLevel)\" (error, warning, notice, info, debug)")
             return 2
         }
-        let signals = SignalWaiter()   // before any thread starts, so all inherit the mask
+        let loop: EventLoop
+        let signals: SignalSource
+        do {
+            loop = try EventLoop()
+            // Before any thread starts, so every thread inherits the blocked mask and the
+            // signals arrive only through the signalfd.
+            signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
+                if signal == SIGHUP {
+                    Log.notice("SIGHUP: nothing to reload yet")
+                } else {
+                    Log.notice("stopping on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
+                    loop.stop()
+                }
+            }
+        } catch {
+            Log.error("\(error)")
+            return 71  // EX_OSERR
+        }
+        defer { signals.close() }
 
         let board: BoardProfile
         let boardFile: String
@@ -74,27 +92,30 @@ struct Daemon {
         let reporter = StatusReporter(json: options.json, engine: engine)
         var recorded: [Int16] = []
         let started = monotonicNanoseconds()
-        var nextReport = options.statsInterval > 0 ? options.statsInterval : Double.infinity
-        var exitCode: Int32 = 0
-        while true {
-            let elapsed = Double(monotonicNanoseconds() - started) / 1e9
-            if let d = options.duration, elapsed >= d { break }
-            if let signal = signals.wait(milliseconds: 50) {
-                if signal == .hangup { Log.notice("SIGHUP: nothing to reload yet"); continue }
-                Log.notice("stopping on \(signal == .interrupt ? "SIGINT" : "SIGTERM")")
-                break
-            }
+        func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
+        // The event loop owns everything but the audio: engine events and the recorder are
+        // drained every 50 ms, status lines on their own timer, signals through a signalfd.
+        _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
             drainEvents(engine)
             drainRecording(engine, into: &recorded)
-            if elapsed >= nextReport {
-                reporter.report(elapsed: elapsed)
-                nextReport += options.statsInterval
-            }
+        }
+        if options.statsInterval > 0 {
+            let interval = Duration.milliseconds(Int64(options.statsInterval * 1000))
+            _ = loop.schedule(after: interval, repeating: interval) { reporter.report(elapsed: elapsed()) }
+        }
+        if let d = options.duration {
+            _ = loop.schedule(after: .milliseconds(Int64(d * 1000))) { loop.stop() }
+        }
+        do {
+            try loop.run()
+        } catch {
+            Log.error("event loop: \(error)")
         }
         engine.stop()
         drainEvents(engine)
         drainRecording(engine, into: &recorded)
-        reporter.summary(elapsed: Double(monotonicNanoseconds() - started) / 1e9)
+        reporter.summary(elapsed: elapsed())
+        var exitCode: Int32 = 0
         if let path = options.record {
             let audio = WAVAudio(sampleRate: board.rate, channels: 1, samples: recorded)
             do {

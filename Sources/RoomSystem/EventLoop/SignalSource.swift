@@ -26,8 +26,7 @@ public struct SignalMask: Sendable {
 /// state. The signals must be blocked in *every* thread, or the kernel delivers them to a
 /// thread that does not block them (default action: terminate) instead of queueing them for
 /// the signalfd. So create the source (which blocks them in the calling thread) on the main
-/// thread before starting other threads — they inherit the mask — or use `SignalWaiter`'s
-/// init, which does the same.
+/// thread before starting other threads — they inherit the mask.
 ///
 /// The signalfd sees signals pending for the process and for the thread that reads it (the
 /// loop thread); a thread-directed signal to another thread stays pending there.
