@@ -1,9 +1,147 @@
 import Glibc
 import RoomCore
+import RoomProtocol
+import RoomServerKit
 import RoomSystem
 
-// Wiring only. The service itself is being built (issue 3).
-let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "--version" { printLine("roomserver \(roomdVersion)"); exit(0) }
-printError("roomserver: not implemented yet (issue 3)")
-exit(69)
+// Wiring only: options, configuration, the loop on the main thread, signals.
+
+let usage = """
+usage: roomserver --config FILE [--log-level LEVEL]
+       roomserver mint-token --config FILE --key KID --room ROOM --user USER --name NAME
+                  [--publish] [--moderate] [--ttl SECONDS] [--not-before SECONDS]
+
+Runs the voice-room service (signalling over TCP, RTP forwarding over UDP) described by the
+configuration file (docs/roomserver.md). SIGINT or SIGTERM closes every room with reason
+room_closed and exits 0.
+
+  --config FILE          configuration file (see docs/roomserver.conf.example)
+  --log-level LEVEL      override server.log_level: error, warning, notice, info or debug
+  --version              print the version and exit
+  --help                 print this help and exit
+
+mint-token prints a development token signed with key KID of the configuration:
+  --publish              grant publish (may go on stage)
+  --moderate             grant moderate
+  --ttl SECONDS          lifetime (default 3600)
+  --not-before SECONDS   valid from now + SECONDS (default 0)
+"""
+
+func fail(_ text: String, status: Int32 = 64) -> Never {
+    printError("roomserver: \(text)")
+    exit(status)
+}
+
+func loadConfiguration(_ path: String?) -> RoomServerConfiguration {
+    guard let path else { fail("--config FILE is required\n\(usage)") }
+    do {
+        return try RoomServerConfiguration.load(path: path)
+    } catch {
+        fail("\(error)", status: 78)
+    }
+}
+
+struct Options {
+    var minting = false
+    var configPath: String?
+    var logLevel: String?
+    var keyID: String?, room: String?, user: String?, name: String?
+    var publish = false, moderate = false
+    var ttl = 3600, notBefore = 0
+
+    static func parse(_ all: [String]) -> Options {
+        var o = Options()
+        var arguments = all
+        o.minting = arguments.first == "mint-token"
+        if o.minting { arguments.removeFirst() }
+        var index = 0
+        func value(_ option: String) -> String {
+            index += 1
+            guard index < arguments.count else { fail("\(option) needs a value") }
+            return arguments[index]
+        }
+        func number(_ option: String) -> Int {
+            let text = value(option)
+            guard let n = Int(text) else { fail("\(option): \"\(text)\" is not a whole number") }
+            return n
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            switch argument {
+            case "--help", "-h": printLine(usage); exit(0)
+            case "--version": printLine("roomserver \(roomdVersion) (protocol \(roomProtocolVersion))"); exit(0)
+            case "--config": o.configPath = value(argument)
+            case "--log-level" where !o.minting: o.logLevel = value(argument)
+            case "--key" where o.minting: o.keyID = value(argument)
+            case "--room" where o.minting: o.room = value(argument)
+            case "--user" where o.minting: o.user = value(argument)
+            case "--name" where o.minting: o.name = value(argument)
+            case "--publish" where o.minting: o.publish = true
+            case "--moderate" where o.minting: o.moderate = true
+            case "--ttl" where o.minting: o.ttl = number(argument)
+            case "--not-before" where o.minting: o.notBefore = number(argument)
+            default: fail("unknown option \"\(argument)\"\n\(usage)")
+            }
+            index += 1
+        }
+        return o
+    }
+}
+
+let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+let configPath = options.configPath
+let configuration = loadConfiguration(configPath)
+
+if options.minting {
+    guard let keyID = options.keyID else { fail("mint-token: --key KID is required") }
+    guard let key = configuration.keys[keyID] else {
+        fail("mint-token: no key \"\(keyID)\" in \(configPath ?? "") (have: \(configuration.keys.keys.sorted().joined(separator: ", ")))")
+    }
+    guard let room = options.room, !room.isEmpty else { fail("mint-token: --room ROOM is required") }
+    guard let user = options.user, !user.isEmpty else { fail("mint-token: --user USER is required") }
+    guard options.ttl > 0 else { fail("mint-token: --ttl must be positive") }
+    let now = RoomTokenVerifier.systemClock()
+    let claims = RoomTokenClaims(
+        app: key.appID, room: room, sub: user, name: options.name ?? user,
+        grants: RoomGrants(publish: options.publish, moderate: options.moderate),
+        exp: now + options.notBefore + options.ttl, nbf: now + options.notBefore, iat: now)
+    printLine(RoomToken.mint(claims: claims, keyID: keyID, secret: key.secret))
+    exit(0)
+}
+
+if let logLevelOverride = options.logLevel {
+    guard let level = LogLevel(name: logLevelOverride) else { fail("--log-level: unknown level \"\(logLevelOverride)\"") }
+    Log.level = level
+} else {
+    Log.level = configuration.logLevel
+}
+if configuration.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
+
+let loop: EventLoop
+let server: RoomServer
+let signals: SignalSource
+do {
+    loop = try EventLoop()
+    server = RoomServer(configuration: configuration, loop: loop)
+    try server.start()
+    signals = try SignalSource(signals: [SIGINT, SIGTERM], loop: loop) { signal in
+        Log.notice("roomserver: signal \(signal): closing rooms")
+        _ = try? SystemdNotifier().stopping()
+        server.shutdown { loop.stop() }
+    }
+} catch {
+    Log.error("roomserver: \(error)")
+    exit(71)
+}
+Log.notice("roomserver \(roomdVersion) running (protocol \(roomProtocolVersion), \(configuration.keys.count) keys, policy \(configuration.room.policy.rawValue))")
+_ = try? SystemdNotifier().ready(status: "serving")
+do {
+    try loop.run()
+} catch {
+    Log.error("roomserver: event loop: \(error)")
+    exit(71)
+}
+let stats = server.statistics
+Log.notice("roomserver: stopped; \(stats.joins) joins, \(stats.packetsForwarded) packets forwarded, \(stats.dropped.total) datagrams dropped")
+withExtendedLifetime(signals) {}
+exit(0)

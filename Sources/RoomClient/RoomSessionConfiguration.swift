@@ -1,0 +1,73 @@
+import RoomCore
+import RoomProtocol
+import RoomSystem
+
+/// How a `RoomSession` joins and recovers (docs/room-client.md has the numbers and why).
+public struct RoomSessionConfiguration: Sendable {
+    /// Signalling addresses, tried in turn (failover). Numeric only (`SocketAddress(parsing:)`).
+    public var servers: [SocketAddress]
+    /// The JWT for the room; replace it with `RoomSession.refreshToken(_:)`.
+    public var token: String
+    /// The role asked for on the first join. Later joins ask for the role held last.
+    public var role: RoomRole
+    /// Sent in `hello.client`, e.g. "roomd/0.1.0".
+    public var clientName: String
+
+    public var backoff: RoomBackoff
+    /// Report `.failed` after this many failed attempts in a row …
+    public var failureThreshold: Int
+    /// … or after this long without a joined connection, whichever comes first.
+    public var failureTimeout: Duration
+    /// A TCP connect plus `hello` that gets no `welcome` within this time is a failed attempt.
+    public var handshakeTimeout: Duration
+
+    /// Signalling keepalive: a `ping` this often (protocol: 5 s).
+    public var pingInterval: Duration
+    /// Nothing received for this long → the connection is dead, reconnect (protocol: 15 s).
+    public var silenceTimeout: Duration
+    /// Binding datagram period once the media path answered (protocol: 5 s).
+    public var bindingInterval: Duration
+    /// Binding datagram period until the first answer (a lost first datagram costs this much).
+    public var bindingRetryInterval: Duration
+    /// No binding answer for this long → report the media path down (protocol: 15 s).
+    public var mediaSilenceTimeout: Duration
+
+    /// A `removed {room_closed}` is also what a server sends when it shuts down for a restart.
+    /// True (the default): rejoin with the usual back-off, so appliances come back by
+    /// themselves after a server restart. False: stop as for `kicked` (docs/protocol.md's
+    /// strict reading).
+    public var rejoinAfterRoomClosed: Bool
+    /// How long `leave()` waits for the server's `ok` before closing anyway.
+    public var leaveTimeout: Duration
+    /// Signalling frame limit; must match the server's.
+    public var maxFrameSize: Int
+
+    public init(
+        servers: [SocketAddress], token: String, role: RoomRole = .audience,
+        clientName: String = "roomd/\(roomdVersion)",
+        backoff: RoomBackoff = RoomBackoff(), failureThreshold: Int = 3, failureTimeout: Duration = .seconds(30),
+        handshakeTimeout: Duration = .seconds(10),
+        pingInterval: Duration = .seconds(5), silenceTimeout: Duration = .seconds(15),
+        bindingInterval: Duration = .seconds(5), bindingRetryInterval: Duration = .seconds(1),
+        mediaSilenceTimeout: Duration = .seconds(15),
+        rejoinAfterRoomClosed: Bool = true, leaveTimeout: Duration = .seconds(2),
+        maxFrameSize: Int = SignalFraming.defaultMaxFrameSize
+    ) {
+        self.servers = servers
+        self.token = token
+        self.role = role
+        self.clientName = clientName
+        self.backoff = backoff
+        self.failureThreshold = failureThreshold
+        self.failureTimeout = failureTimeout
+        self.handshakeTimeout = handshakeTimeout
+        self.pingInterval = pingInterval
+        self.silenceTimeout = silenceTimeout
+        self.bindingInterval = bindingInterval
+        self.bindingRetryInterval = bindingRetryInterval
+        self.mediaSilenceTimeout = mediaSilenceTimeout
+        self.rejoinAfterRoomClosed = rejoinAfterRoomClosed
+        self.leaveTimeout = leaveTimeout
+        self.maxFrameSize = maxFrameSize
+    }
+}

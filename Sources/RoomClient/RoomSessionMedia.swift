@@ -1,0 +1,173 @@
+import RoomCore
+import RoomProtocol
+import RoomSystem
+
+/// The UDP half of a session (docs/protocol.md section 6): one socket per joined connection,
+/// binding datagrams first and every few seconds, RTP out from the outgoing ring and RTP in
+/// to the incoming ring. Nothing here allocates per packet: packets are serialized into and
+/// received from two buffers allocated with the session.
+extension RoomSession {
+    /// Datagrams handled per wake-up (level-triggered: the rest comes next iteration).
+    static let datagramsPerWake = 64
+
+    func startMedia(_ welcome: SignalMessage.Welcome) {
+        closeMedia()
+        guard let server = serverAddress else { return }
+        ssrc = welcome.ssrc
+        mediaKey = welcome.mediaKey
+        do {
+            let destination = try SocketAddress(ip: server.host, port: welcome.udpPort)
+            let socket = try UDPSocket(bindingTo: server.family == .ipv6 ? .ipv6Any(port: 0) : .ipv4Any(port: 0))
+            try socket.onReadable(loop: loop) { [weak self] socket in self?.receiveDatagrams(socket) }
+            udp = socket
+            mediaDestination = destination
+        } catch {
+            Log.error("room: cannot open the media socket: \(error)")
+            return
+        }
+        let now = monotonicNanoseconds()
+        mediaStartNs = now
+        lastBindingAnswerNs = 0
+        sendBinding(now: now)
+    }
+
+    func closeMedia() {
+        udp?.close()
+        udp = nil
+        mediaDestination = nil
+        mediaKey = nil
+        if isMediaPathUp {
+            isMediaPathUp = false
+            emit(.mediaPathChanged(up: false))
+        }
+    }
+
+    func mediaTick(now: UInt64) {
+        guard udp != nil else { return }
+        let interval = lastBindingAnswerNs == 0 ? configuration.bindingRetryInterval : configuration.bindingInterval
+        if now &- lastBindingSentNs >= interval.nanosecondCount { sendBinding(now: now) }
+        let lastHeard = lastBindingAnswerNs == 0 ? mediaStartNs : lastBindingAnswerNs
+        if isMediaPathUp && now &- lastHeard >= configuration.mediaSilenceTimeout.nanosecondCount {
+            isMediaPathUp = false
+            Log.warning("room: media path silent for \(configuration.mediaSilenceTimeout)")
+            emit(.mediaPathChanged(up: false))
+        }
+    }
+
+    /// One binding datagram (authenticated with the media key, timestamp strictly growing).
+    func sendBinding(now: UInt64) {
+        guard let udp, let destination = mediaDestination, let key = mediaKey,
+              let me = joinInfo?.participantID else { return }
+        lastBindingSentNs = now
+        let timestamp = max(now / 1_000_000, lastBindingTimestampMs &+ 1)
+        lastBindingTimestampMs = timestamp
+        do {
+            let n = try BindingDatagram(participantID: me, timestampMs: timestamp).write(into: sendBuffer, key: key)
+            if try udp.send(UnsafeRawBufferPointer(rebasing: sendBuffer[0 ..< n]), to: destination) {
+                statistics.bindingsSent += 1
+            }
+        } catch {
+            Log.warning("room: binding datagram to \(destination): \(error)")
+        }
+    }
+
+    /// Drains the outgoing ring (woken by `outgoingSignal`). Every packet is taken, so the
+    /// audio thread never finds the ring full; those that may not be sent are counted.
+    func drainOutgoing() {
+        let sending = isSendingMedia
+        let muted = (localParticipant?.muted ?? false) || isSelfMuted
+        let onStage = localParticipant?.stage == .onStage
+        while var packet = outgoing.pop() {
+            guard sending, let udp, let destination = mediaDestination else {
+                if phase != .joined || udp == nil {
+                    statistics.droppedNotConnected += 1
+                } else if !onStage {
+                    statistics.droppedNotOnStage += 1
+                } else if muted {
+                    statistics.droppedMuted += 1
+                } else {
+                    statistics.droppedNotConnected += 1
+                }
+                continue
+            }
+            // The engine numbers sequence and timestamp; keep them (the server forwards
+            // unchanged), and stamp the SSRC the server assigned.
+            packet.ssrc = ssrc
+            do {
+                let n = try packet.serializeRTP(into: sendBuffer)
+                if try udp.send(UnsafeRawBufferPointer(rebasing: sendBuffer[0 ..< n]), to: destination) {
+                    statistics.packetsSent += 1
+                } else {
+                    statistics.droppedSendFailed += 1
+                }
+            } catch {
+                statistics.droppedSendFailed += 1
+            }
+        }
+    }
+
+    func receiveDatagrams(_ socket: UDPSocket) {
+        for _ in 0 ..< Self.datagramsPerWake {
+            let datagram: UDPSocket.Datagram?
+            do {
+                datagram = try socket.receive(into: receiveBuffer)
+            } catch {
+                Log.warning("room: media socket: \(error)")
+                return
+            }
+            guard let datagram else { return }
+            guard datagram.source == mediaDestination else {
+                statistics.foreignDatagrams += 1
+                continue
+            }
+            let bytes = UnsafeRawBufferPointer(rebasing: receiveBuffer[0 ..< datagram.count])
+            if datagram.truncated || bytes.isEmpty {
+                statistics.garbageDatagrams += 1
+                continue
+            }
+            let first = bytes[0]
+            if first & 0xC0 == 0x80 {
+                receiveRTP(bytes)
+            } else if BindingDatagram.looksLikeBinding(bytes) {
+                receiveBinding(bytes)
+            } else {
+                statistics.garbageDatagrams += 1
+            }
+        }
+    }
+
+    private func receiveRTP(_ bytes: UnsafeRawBufferPointer) {
+        let arrival = mediaClockSamples(nanoseconds: monotonicNanoseconds())
+        let packet: MediaPacket
+        do {
+            packet = try MediaPacket(rtp: bytes, arrivalSamples: arrival)
+        } catch {
+            statistics.garbageDatagrams += 1
+            return
+        }
+        if incoming.push(packet) {
+            statistics.packetsReceived += 1
+        } else {
+            statistics.droppedIncomingRingFull += 1
+        }
+    }
+
+    private func receiveBinding(_ bytes: UnsafeRawBufferPointer) {
+        guard let key = mediaKey,
+              let answer = try? BindingDatagram.parse(bytes, key: key),
+              answer.participantID == BindingDatagram.serverParticipantID
+        else {
+            statistics.invalidBindingDatagrams += 1
+            return
+        }
+        let now = monotonicNanoseconds()
+        let nowMs = now / 1_000_000
+        statistics.bindingAnswers += 1
+        lastBindingAnswerNs = now
+        if answer.timestampMs <= nowMs { statistics.lastMediaRTTMs = Int(nowMs - answer.timestampMs) }
+        if !isMediaPathUp {
+            isMediaPathUp = true
+            emit(.mediaPathChanged(up: true))
+        }
+    }
+}

@@ -1,2 +1,0 @@
-// The room service. See docs/protocol.md and docs/room-semantics.md.
-enum RoomServerKitModule {}

@@ -1,0 +1,796 @@
+import FoundationEssentials
+import RoomCore
+import RoomProtocol
+import RoomSystem
+
+/// The room service: signalling over TCP (docs/protocol.md), one `RoomCore.Room` per room
+/// name, and selective forwarding of RTP over one UDP socket.
+///
+/// Lives on one `EventLoop` thread: create it, `start()` it and drop it on the thread that
+/// runs the loop (it is not `Sendable`, like the loop). All sockets, timers and rooms are
+/// driven by that loop; nothing here blocks.
+///
+/// ```swift
+/// let loop = try EventLoop()
+/// let server = try RoomServer(configuration: config, loop: loop)
+/// try server.start()
+/// try loop.run()
+/// ```
+public final class RoomServer {
+    /// Timing and limits; the defaults are protocol 1's numbers. Tests shorten them.
+    public struct Options {
+        /// A connection from which nothing arrived for this long is closed and its
+        /// participant removed with reason `timeout` (protocol: 15 s).
+        public var keepaliveTimeoutMs: Int64 = 15_000
+        /// How often rooms are ticked (active speakers, token warnings and expiry).
+        public var tickIntervalMs: Int64 = 250
+        /// More frames than this within one second cut the connection off.
+        public var maxRequestsPerSecond = 100
+        public var maxFrameSize = SignalFraming.defaultMaxFrameSize
+        /// Outgoing buffer per connection; a peer that lets it fill is cut off.
+        public var outgoingLimit = 1 << 20
+        /// No media is forwarded to an address silent for this long.
+        public var mediaIdleTimeoutMs: Int64 = 15_000
+        /// "error, then close": how long a refused peer gets to read the error.
+        public var closeFlushTimeoutMs: Int64 = 2_000
+        /// Seconds since the epoch, for token times.
+        public var wallClock: @Sendable () -> Int = RoomTokenVerifier.systemClock
+
+        public init() {}
+    }
+
+    public let configuration: RoomServerConfiguration
+    public let options: Options
+    public private(set) var statistics = RoomServerStatistics()
+
+    let loop: EventLoop
+    let verifier: RoomTokenVerifier
+    private var listeners: [TCPListener] = []
+    private var media: UDPSocket?
+    private var sessions: [ObjectIdentifier: Session] = [:]
+    private var rooms: [String: RoomState] = [:]
+    private var participants: [RoomParticipantID: Participant] = [:]
+    private var byAddress: [SocketAddress: Participant] = [:]
+    private var usedSSRCs: Set<UInt32> = []
+    private var nextParticipantID: RoomParticipantID = 1
+    private var lostQueue: [RoomParticipantID] = []
+    private var tickTimer: EventLoop.TimerID?
+    private var isShuttingDown = false
+
+    private let readBuffer: UnsafeMutableRawBufferPointer
+    private let datagramBuffer: UnsafeMutableRawBufferPointer
+    private let replyBuffer: UnsafeMutableRawBufferPointer
+
+    public init(configuration: RoomServerConfiguration, loop: EventLoop, options: Options = Options()) {
+        self.configuration = configuration
+        self.options = options
+        self.loop = loop
+        verifier = RoomTokenVerifier(
+            keys: configuration.keys.mapValues(\.secret), clock: options.wallClock)
+        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
+        datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
+        replyBuffer = .allocate(byteCount: 64, alignment: 8)
+    }
+
+    deinit {
+        if let tickTimer { loop.cancel(tickTimer) }
+        for s in sessions.values { s.connection.close() }
+        readBuffer.deallocate()
+        datagramBuffer.deallocate()
+        replyBuffer.deallocate()
+    }
+
+    // MARK: - Starting and stopping
+
+    /// Binds the signalling listeners and the media socket and starts the room tick.
+    public func start() throws(SystemError) {
+        for address in configuration.listen {
+            let listener = try TCPListener(address: address, loop: loop, outgoingLimit: options.outgoingLimit) {
+                [unowned self] connection in self.accept(connection)
+            }
+            listeners.append(listener)
+        }
+        let socket = try UDPSocket(bindingTo: configuration.media)
+        try socket.onReadable(loop: loop) { [unowned self] socket in self.mediaReadable(socket) }
+        media = socket
+        tickTimer = loop.schedule(
+            after: .milliseconds(options.tickIntervalMs), repeating: .milliseconds(options.tickIntervalMs)
+        ) { [weak self] in self?.tick() }
+        Log.info("roomserver: signalling on \(signallingAddresses.map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
+    }
+
+    /// The bound signalling addresses (port 0 in the configuration resolved).
+    public var signallingAddresses: [SocketAddress] { listeners.map(\.localAddress) }
+    /// The bound media address.
+    public var mediaAddress: SocketAddress? { media?.localAddress }
+
+    /// Rooms currently held (including empty ones kept for the reconnect grace period).
+    public var roomNames: [String] { rooms.keys.sorted() }
+    /// A copy of a room's state, for status and tests.
+    public func room(named name: String) -> Room? { rooms[name]?.room }
+    public var participantCount: Int { participants.count }
+    public var connectionCount: Int { sessions.count }
+
+    /// Stops listening, closes every room with reason `room_closed` and closes all
+    /// connections after their last frames are flushed; `completion` runs on the loop
+    /// once every connection is closed (or after `closeFlushTimeoutMs`).
+    public func shutdown(completion: @escaping () -> Void = {}) {
+        guard !isShuttingDown else { return }
+        isShuttingDown = true
+        for listener in listeners { listener.close() }
+        listeners = []
+        let now = nowMs()
+        for name in rooms.keys.sorted() {
+            guard let state = rooms[name] else { continue }
+            if let effects = try? state.room.handle(.close(by: nil), now: now) { execute(effects, in: state) }
+        }
+        rooms = [:]
+        for s in Array(sessions.values) { closeSession(s, flush: true) }
+        drainLost()
+        media?.close()
+        media = nil
+        if let tickTimer { loop.cancel(tickTimer) }
+        tickTimer = nil
+        let deadline = now + options.closeFlushTimeoutMs + 100
+        func poll() {
+            reapSessions()
+            if sessions.isEmpty || nowMs() >= deadline {
+                for s in sessions.values { s.connection.close() }
+                sessions = [:]
+                completion()
+            } else {
+                loop.schedule(after: .milliseconds(20)) { poll() }
+            }
+        }
+        poll()
+    }
+
+    // MARK: - Connections
+
+    final class Session {
+        let connection: StreamConnection
+        var decoder: FrameDecoder
+        var lastHeardMs: Int64
+        var participant: Participant?
+        var windowStartMs: Int64
+        var windowCount = 0
+        var closing = false
+
+        init(connection: StreamConnection, maxFrameSize: Int, now: Int64) {
+            self.connection = connection
+            decoder = FrameDecoder(maxFrameSize: maxFrameSize)
+            lastHeardMs = now
+            windowStartMs = now
+        }
+    }
+
+    final class Participant {
+        let id: RoomParticipantID
+        let room: RoomState
+        let ssrc: UInt32
+        let mediaKey: MediaKey
+        var claims: RoomTokenClaims
+        weak var session: Session?
+        var replayGuard = BindingReplayGuard()
+        var mediaAddress: SocketAddress?
+        var lastMediaMs: Int64 = 0
+        /// Last RFC 6464 level received, for `active_speakers`.
+        var level: UInt8 = 127
+        /// The reason text of a kick in progress, for `removed.message`.
+        var kickMessage: String?
+
+        init(id: RoomParticipantID, room: RoomState, ssrc: UInt32, mediaKey: MediaKey, claims: RoomTokenClaims) {
+            self.id = id
+            self.room = room
+            self.ssrc = ssrc
+            self.mediaKey = mediaKey
+            self.claims = claims
+        }
+    }
+
+    final class RoomState {
+        let name: String
+        var room: Room
+        /// Participants in join order, for the media fan-out.
+        var members: [Participant] = []
+        var emptySinceMs: Int64?
+
+        init(name: String, room: Room) {
+            self.name = name
+            self.room = room
+        }
+    }
+
+    private func nowMs() -> Int64 { Int64(monotonicNanoseconds() / 1_000_000) }
+
+    private func accept(_ connection: StreamConnection) {
+        if isShuttingDown { connection.close(); return }
+        statistics.connectionsAccepted += 1
+        let session = Session(connection: connection, maxFrameSize: options.maxFrameSize, now: nowMs())
+        sessions[ObjectIdentifier(connection)] = session
+        connection.handler = { [unowned self, weak session] _, event in
+            guard let session else { return }
+            switch event {
+            case .readable: self.readAvailable(session)
+            case let .closed(error): self.connectionEnded(session, why: "\(error)")
+            case .connected, .drained: break
+            }
+            self.drainLost()
+        }
+    }
+
+    private func readAvailable(_ s: Session) {
+        guard !s.closing else { return }
+        let result: StreamConnection.ReadResult
+        do {
+            result = try s.connection.read(into: readBuffer)
+        } catch {
+            connectionEnded(s, why: "\(error)")
+            return
+        }
+        switch result {
+        case .wouldBlock:
+            return
+        case .endOfStream:
+            connectionEnded(s, why: "closed by the peer")
+        case let .bytes(n):
+            s.lastHeardMs = nowMs()
+            var frames: [[UInt8]] = []
+            var framingError: FrameError?
+            do {
+                try s.decoder.feed(UnsafeRawBufferPointer(rebasing: readBuffer[0 ..< n]), into: &frames)
+            } catch {
+                framingError = error
+            }
+            for frame in frames {
+                if s.closing { return }
+                process(frame, from: s)
+            }
+            if let framingError, !s.closing {
+                statistics.framingErrors += 1
+                Log.info("roomserver: \(s.connection.peerAddress): \(framingError); closing")
+                refuse(s, .malformedMessage, framingError.description, requestID: nil, close: true)
+            }
+        }
+    }
+
+    /// The peer closed or reset the connection.
+    private func connectionEnded(_ s: Session, why: String) {
+        if let p = s.participant { Log.info("roomserver: participant \(p.id) connection lost: \(why)") }
+        closeSession(s, flush: false)
+    }
+
+    /// Closes a connection (after flushing what is queued, when `flush`). A participant
+    /// still attached is removed from its room with reason `timeout` (connection lost).
+    private func closeSession(_ s: Session, flush: Bool) {
+        guard !s.closing else { return }
+        s.closing = true
+        if let p = s.participant {
+            s.participant = nil
+            p.session = nil
+            lostQueue.append(p.id)
+        }
+        if flush {
+            s.connection.closeAfterFlush()
+            if s.connection.isOpen {
+                loop.schedule(after: .milliseconds(options.closeFlushTimeoutMs)) { [weak s] in s?.connection.close() }
+            }
+        } else {
+            s.connection.close()
+        }
+        if !s.connection.isOpen { sessions[ObjectIdentifier(s.connection)] = nil }
+    }
+
+    private func reapSessions() {
+        for (key, s) in sessions where s.closing && !s.connection.isOpen { sessions[key] = nil }
+    }
+
+    /// Removes participants whose connections were lost, outside any effect loop.
+    private func drainLost() {
+        while !lostQueue.isEmpty {
+            let id = lostQueue.removeFirst()
+            guard let p = participants[id] else { continue }
+            let effects: [RoomEffect]
+            do {
+                effects = try p.room.room.handle(.connectionLost(id), now: nowMs())
+            } catch {
+                // Closed room: drop the bookkeeping only.
+                detach(p)
+                continue
+            }
+            execute(effects, in: p.room)
+        }
+    }
+
+    // MARK: - Frames
+
+    private func process(_ payload: [UInt8], from s: Session) {
+        statistics.framesReceived += 1
+        let now = nowMs()
+        if now - s.windowStartMs >= 1000 {
+            s.windowStartMs = now
+            s.windowCount = 0
+        }
+        s.windowCount += 1
+        if s.windowCount > options.maxRequestsPerSecond {
+            statistics.floodDisconnects += 1
+            Log.warning("roomserver: \(s.connection.peerAddress): more than \(options.maxRequestsPerSecond) requests/s; cut off")
+            refuse(s, .rateLimited, "more than \(options.maxRequestsPerSecond) requests per second", requestID: nil, close: true)
+            return
+        }
+
+        let message: SignalMessage
+        do {
+            message = try SignalMessage.decode(payload)
+        } catch {
+            let peek = SignalMessage.peek(payload)
+            if s.participant == nil, peek.type == "hello", let version = peek.protocolVersion, version != roomProtocolVersion {
+                refuseVersion(s, version, requestID: peek.id)
+                return
+            }
+            statistics.badMessages += 1
+            refuse(s, error.code, error.description, requestID: peek.id, close: false)
+            return
+        }
+        if message.body.direction == .serverToClient {
+            refuse(s, .unexpectedMessage, "\"\(message.body.typeName)\" is sent by servers only", requestID: message.id, close: false)
+            return
+        }
+        if case let .hello(hello) = message.body {
+            if s.participant != nil {
+                refuse(s, .alreadyJoined, "this connection has joined already", requestID: message.id, close: false)
+            } else {
+                join(s, hello, requestID: message.id)
+            }
+            return
+        }
+        guard let p = s.participant else {
+            refuse(s, .notJoined, "send hello first", requestID: message.id, close: false)
+            return
+        }
+        request(message, from: p, session: s)
+    }
+
+    private func write(_ message: SignalMessage, to s: Session) {
+        let bytes: [UInt8]
+        do {
+            bytes = try FrameEncoder(maxFrameSize: options.maxFrameSize).encode(message)
+        } catch {
+            Log.error("roomserver: cannot encode \(message.body.typeName): \(error)")
+            return
+        }
+        write(bytes, to: s)
+    }
+
+    private func write(_ bytes: [UInt8], to s: Session) {
+        guard !s.closing else { return }
+        switch s.connection.write(bytes) {
+        case .accepted:
+            break
+        case .backpressure:
+            statistics.backpressureDisconnects += 1
+            Log.warning("roomserver: \(s.connection.peerAddress) does not read (\(s.connection.bufferedByteCount) bytes queued); cut off")
+            closeSession(s, flush: false)
+        case .closed:
+            closeSession(s, flush: false)
+        }
+    }
+
+    private func refuse(_ s: Session, _ code: ErrorCode, _ text: String, requestID: Int?, close: Bool) {
+        statistics.requestsRefused += 1
+        write(SignalMessage(.error(.init(code: code, message: text, requestID: requestID))), to: s)
+        if close { closeSession(s, flush: true) }
+    }
+
+    private func refuseVersion(_ s: Session, _ version: Int, requestID: Int?) {
+        statistics.joinsRefused += 1
+        refuse(s, .unsupportedVersion, "this server speaks protocol \(roomProtocolVersion), not \(version)",
+               requestID: requestID, close: true)
+    }
+
+    // MARK: - Join
+
+    private func join(_ s: Session, _ hello: SignalMessage.Hello, requestID: Int?) {
+        if hello.protocolVersion != roomProtocolVersion {
+            refuseVersion(s, hello.protocolVersion, requestID: requestID)
+            return
+        }
+        func refuseJoin(_ code: ErrorCode, _ text: String) {
+            statistics.joinsRefused += 1
+            Log.info("roomserver: \(s.connection.peerAddress): join refused: \(code): \(text)")
+            refuse(s, code, text, requestID: requestID, close: true)
+        }
+        let claims: RoomTokenClaims
+        do {
+            // The hello names no room: the token's own room is the one joined (its
+            // signature is checked before the claim is believed).
+            let room = try verifier.verifySignatureAndTime(hello.token).room
+            claims = try verifier.verify(hello.token, room: room, wantsRole: hello.role)
+            try checkApp(hello.token, claims)
+        } catch {
+            refuseJoin(error.code, error.description)
+            return
+        }
+        if isShuttingDown {
+            refuseJoin(.roomClosed, "the server is shutting down")
+            return
+        }
+        let state: RoomState
+        if let existing = rooms[claims.room] {
+            state = existing
+        } else {
+            do {
+                state = RoomState(name: claims.room, room: try Room(config: configuration.room))
+            } catch {
+                refuseJoin(.internalError, "room configuration: \(error)")
+                return
+            }
+            rooms[claims.room] = state
+            Log.info("roomserver: room \"\(claims.room)\" opened")
+        }
+        if state.room.count >= configuration.maxParticipants, state.room.participant(userID: claims.sub) == nil {
+            refuseJoin(.roomFull, "room \"\(claims.room)\" has \(configuration.maxParticipants) participants")
+            return
+        }
+
+        let id = nextParticipantID
+        nextParticipantID = nextParticipantID == UInt32.max ? 1 : nextParticipantID + 1
+        let now = nowMs()
+        let request = RoomJoinRequest(
+            participantID: id, userID: claims.sub, name: claims.name, grants: claims.grants,
+            desiredRole: hello.role, tokenExpiresAt: roomInstant(forExpiry: claims.exp, now: now),
+            previousParticipantID: hello.previousParticipantID)
+        let effects: [RoomEffect]
+        do {
+            effects = try state.room.handle(.join(request), now: now)
+        } catch {
+            refuseJoin(ErrorCode(error.code), error.message)
+            return
+        }
+        let p = Participant(id: id, room: state, ssrc: newSSRC(), mediaKey: .random(), claims: claims)
+        p.session = s
+        s.participant = p
+        participants[id] = p
+        usedSSRCs.insert(p.ssrc)
+        state.members.append(p)
+        state.emptySinceMs = nil
+        statistics.joins += 1
+        Log.info("roomserver: \(claims.sub) (\"\(claims.name)\") joined room \"\(claims.room)\" as participant \(id) from \(s.connection.peerAddress)")
+        execute(effects, in: state)
+    }
+
+    /// The key that signed the token must belong to the token's application.
+    private func checkApp(_ token: String, _ claims: RoomTokenClaims) throws(TokenError) {
+        guard let kid = Self.keyID(of: token), let key = configuration.keys[kid] else {
+            throw .malformed("header has no kid")
+        }
+        guard key.appID == claims.app else {
+            throw .unknownKey("\(kid) (it signs for application \"\(key.appID)\", not \"\(claims.app)\")")
+        }
+    }
+
+    private struct KeyIDHeader: Decodable { var kid: String? }
+
+    /// The `kid` of a token whose signature has been verified already.
+    static func keyID(of token: String) -> String? {
+        guard let first = token.split(separator: ".", maxSplits: 1).first,
+              let bytes = Base64URL.decode(first),
+              let header = try? JSONDecoder().decode(KeyIDHeader.self, from: Data(bytes))
+        else { return nil }
+        return header.kid
+    }
+
+    /// Token expiry (epoch seconds) on the rooms' monotonic millisecond clock. The verifier's
+    /// leeway applies here too, so a token accepted a few seconds after `exp` is not removed
+    /// at the very next tick.
+    private func roomInstant(forExpiry exp: Int, now: Int64) -> RoomInstant {
+        let seconds = Int64(exp) + Int64(verifier.leeway) - Int64(options.wallClock())
+        let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return seconds > 0 ? Int64.max / 2 : now }
+        return now + ms
+    }
+
+    private func newSSRC() -> UInt32 {
+        while true {
+            let ssrc = UInt32.random(in: 1 ... UInt32.max)
+            if !usedSSRCs.contains(ssrc) { return ssrc }
+        }
+    }
+
+    // MARK: - Requests
+
+    private func request(_ message: SignalMessage, from p: Participant, session s: Session) {
+        let state = p.room
+        let now = nowMs()
+        switch message.body {
+        case let .ping(t):
+            write(SignalMessage(.pong(t: t)), to: s)
+            return
+        case let .refreshToken(token):
+            let claims: RoomTokenClaims
+            do {
+                claims = try verifier.verify(token, room: state.name, wantsRole: .audience)
+                try checkApp(token, claims)
+            } catch {
+                refuse(s, error.code, error.description, requestID: message.id, close: false)
+                return
+            }
+            guard claims.sub == p.claims.sub else {
+                refuse(s, .invalidState, "the token is for user \"\(claims.sub)\", not \"\(p.claims.sub)\"",
+                       requestID: message.id, close: false)
+                return
+            }
+            let effects: [RoomEffect]
+            do {
+                effects = try state.room.handle(
+                    .refreshToken(p.id, expiresAt: roomInstant(forExpiry: claims.exp, now: now)), now: now)
+            } catch {
+                refuse(s, ErrorCode(error.code), error.message, requestID: message.id, close: false)
+                return
+            }
+            p.claims = claims
+            if let id = message.id { write(SignalMessage(.ok(requestID: id)), to: s) }
+            execute(effects, in: state)
+            return
+        default:
+            break
+        }
+        guard let command = message.body.roomCommand(from: p.id) else {
+            refuse(s, .unexpectedMessage, "\"\(message.body.typeName)\" is not a request", requestID: message.id, close: false)
+            return
+        }
+        var kicked: Participant?
+        if case let .kick(target, reason) = message.body, let t = participants[target], t.room === state {
+            kicked = t
+            t.kickMessage = reason
+        }
+        let effects: [RoomEffect]
+        do {
+            effects = try state.room.handle(command, now: now)
+        } catch {
+            kicked?.kickMessage = nil
+            refuse(s, ErrorCode(error.code), error.message, requestID: message.id, close: false)
+            return
+        }
+        if let id = message.id { write(SignalMessage(.ok(requestID: id)), to: s) }
+        execute(effects, in: state)
+    }
+
+    // MARK: - Effects
+
+    private func execute(_ effects: [RoomEffect], in state: RoomState) {
+        for effect in effects {
+            switch effect {
+            case let .send(event, recipients):
+                send(event, to: recipients, in: state)
+            case let .forwardMedia(id, on):
+                Log.debug("roomserver: room \"\(state.name)\": forwarding of participant \(id) \(on ? "on" : "off")")
+            case let .close(id, reason):
+                guard let p = participants[id] else { continue }
+                Log.info("roomserver: participant \(id) (\(p.claims.sub)) left room \"\(state.name)\": \(reason.rawValue)")
+                detach(p)
+            }
+        }
+        if state.room.isEmpty, state.emptySinceMs == nil { state.emptySinceMs = nowMs() }
+    }
+
+    /// Forgets a participant that is no longer in its room and closes its connection after
+    /// its last frames (the `removed` event) are flushed.
+    private func detach(_ p: Participant) {
+        participants[p.id] = nil
+        if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
+        p.mediaAddress = nil
+        usedSSRCs.remove(p.ssrc)
+        p.room.members.removeAll { $0 === p }
+        if let s = p.session {
+            s.participant = nil
+            p.session = nil
+            closeSession(s, flush: true)
+        }
+    }
+
+    private func info(_ info: RoomParticipantInfo) -> ParticipantInfo {
+        ParticipantInfo(info, ssrc: participants[info.id]?.ssrc)
+    }
+
+    private func send(_ event: RoomEvent, to recipients: [RoomParticipantID], in state: RoomState) {
+        func body(for id: RoomParticipantID) -> SignalMessage.Body? {
+            switch event {
+            case let .stateSync(snapshot):
+                guard let p = participants[id] else { return nil }
+                var attributes: [String: String] = [:]
+                for a in snapshot.attributes { attributes[a.key] = a.value }
+                return .welcome(.init(
+                    participantID: id, room: state.name, ssrc: p.ssrc, udpPort: media?.localPort ?? 0,
+                    mediaKey: p.mediaKey, policy: snapshot.policy, speakerLimit: snapshot.speakerLimit,
+                    participants: snapshot.participants.map(info), attributes: attributes,
+                    tokenExpiresAt: p.claims.exp))
+            case let .participantJoined(i): return .participantJoined(info(i))
+            case let .participantLeft(pid, reason): return .participantLeft(participantID: pid, reason: reason)
+            case let .participantUpdated(i): return .participantUpdated(info(i))
+            case let .stageRequest(pid): return .stageRequest(participantID: pid)
+            case let .invited(by): return .invited(by: by)
+            case let .activeSpeakers(ids):
+                return .activeSpeakers(.init(ids: ids, levels: ids.map { participants[$0]?.level ?? 127 }))
+            case let .message(from, payload, broadcast):
+                return .appMessage(.init(from: from, to: broadcast ? nil : id, data: String(decoding: payload, as: UTF8.self)))
+            case let .attributeChanged(key, value): return .attributeChanged(key: key, value: value)
+            case .tokenWillExpire:
+                guard let p = participants[id] else { return nil }
+                return .tokenWillExpire(expiresAt: p.claims.exp)
+            case let .removed(reason):
+                let message = participants[id]?.kickMessage ?? Self.removalText(reason)
+                return .removed(reason: reason, message: message)
+            }
+        }
+        let personal: Bool
+        switch event {
+        case .stateSync, .message, .tokenWillExpire, .removed: personal = true
+        default: personal = false
+        }
+        var shared: [UInt8]?
+        for id in recipients {
+            guard let s = participants[id]?.session else { continue }
+            if personal || shared == nil {
+                guard let b = body(for: id) else { continue }
+                do {
+                    let bytes = try FrameEncoder(maxFrameSize: options.maxFrameSize).encode(SignalMessage(b))
+                    if !personal { shared = bytes }
+                    write(bytes, to: s)
+                } catch {
+                    Log.error("roomserver: cannot encode \(b.typeName) for participant \(id): \(error)")
+                }
+            } else if let shared {
+                write(shared, to: s)
+            }
+        }
+    }
+
+    static func removalText(_ reason: RoomLeaveReason) -> String {
+        switch reason {
+        case .kicked: "removed by a moderator"
+        case .replaced: "the same user joined from another connection"
+        case .tokenExpired: "the token expired"
+        case .roomClosed: "the room was closed"
+        case .left: "left"
+        case .timeout: "connection lost"
+        }
+    }
+
+    // MARK: - Tick
+
+    private func tick() {
+        let now = nowMs()
+        for s in Array(sessions.values) where !s.closing && now - s.lastHeardMs > options.keepaliveTimeoutMs {
+            statistics.keepaliveTimeouts += 1
+            Log.info("roomserver: \(s.connection.peerAddress): silent for \(options.keepaliveTimeoutMs) ms; closing")
+            closeSession(s, flush: false)
+        }
+        reapSessions()
+        drainLost()
+        for name in rooms.keys.sorted() {
+            guard let state = rooms[name] else { continue }
+            let effects = state.room.tick(now: now)
+            if !effects.isEmpty { execute(effects, in: state) }
+            drainLost()
+            if state.room.isEmpty {
+                let since = state.emptySinceMs ?? now
+                state.emptySinceMs = since
+                if now - since > state.room.config.reconnectGraceMs {
+                    rooms[name] = nil
+                    Log.info("roomserver: room \"\(name)\" closed (empty)")
+                }
+            }
+        }
+    }
+
+    // MARK: - Media
+
+    private func mediaReadable(_ socket: UDPSocket) {
+        for _ in 0 ..< 64 {
+            let datagram: UDPSocket.Datagram?
+            do {
+                datagram = try socket.receive(into: datagramBuffer)
+            } catch {
+                Log.warning("roomserver: media socket: \(error)")
+                return
+            }
+            guard let datagram else { return }
+            statistics.datagramsReceived += 1
+            if datagram.truncated {
+                statistics.dropped.truncated += 1
+                continue
+            }
+            handleDatagram(UnsafeRawBufferPointer(rebasing: datagramBuffer[0 ..< datagram.count]),
+                           from: datagram.source, socket: socket)
+        }
+    }
+
+    private func handleDatagram(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, socket: UDPSocket) {
+        guard let first = bytes.first else {
+            statistics.dropped.garbage += 1
+            return
+        }
+        if BindingDatagram.looksLikeBinding(bytes) {
+            handleBinding(bytes, from: source, socket: socket)
+        } else if first & 0xC0 == 0x80 {
+            handleRTP(bytes, from: source, socket: socket)
+        } else {
+            statistics.dropped.garbage += 1
+        }
+    }
+
+    private func handleBinding(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, socket: UDPSocket) {
+        guard let claimed = try? BindingDatagram.claimedParticipantID(bytes),
+              let p = participants[claimed],
+              let binding = try? BindingDatagram.parse(bytes, key: p.mediaKey)
+        else {
+            statistics.dropped.badBinding += 1
+            return
+        }
+        guard p.replayGuard.accept(binding.timestampMs) else {
+            statistics.dropped.bindingReplay += 1
+            return
+        }
+        if p.mediaAddress != source {
+            if let old = p.mediaAddress, byAddress[old] === p { byAddress[old] = nil }
+            if let previous = byAddress[source], previous !== p { previous.mediaAddress = nil }
+            byAddress[source] = p
+            p.mediaAddress = source
+            Log.debug("roomserver: participant \(p.id) media address \(source)")
+        }
+        p.lastMediaMs = nowMs()
+        statistics.bindingsAccepted += 1
+        let answer = BindingDatagram(participantID: BindingDatagram.serverParticipantID, timestampMs: binding.timestampMs)
+        guard let n = try? answer.write(into: replyBuffer, key: p.mediaKey) else { return }
+        sendDatagram(UnsafeRawBufferPointer(rebasing: replyBuffer[0 ..< n]), to: source, socket: socket)
+    }
+
+    private func handleRTP(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, socket: UDPSocket) {
+        guard let p = byAddress[source] else {
+            statistics.dropped.unknownAddress += 1
+            return
+        }
+        guard let packet = try? RTPPacket.parse(bytes) else {
+            statistics.dropped.malformedRTP += 1
+            return
+        }
+        guard packet.ssrc == p.ssrc else {
+            statistics.dropped.wrongSSRC += 1
+            return
+        }
+        let now = nowMs()
+        p.lastMediaMs = now
+        let state = p.room
+        if let level = packet.audioLevel {
+            p.level = level.level
+            state.room.updateAudioLevel(p.id, level: level.level, voice: level.voiceActivity, now: now)
+        }
+        guard state.room.mayPublish(p.id) else {
+            statistics.dropped.notPublishing += 1
+            return
+        }
+        guard state.room.isForwarded(p.id) else {
+            statistics.dropped.notForwarded += 1
+            return
+        }
+        statistics.packetsForwarded += 1
+        let idle = options.mediaIdleTimeoutMs
+        for other in state.members where other !== p {
+            guard let address = other.mediaAddress, now - other.lastMediaMs <= idle else { continue }
+            sendDatagram(bytes, to: address, socket: socket)
+        }
+    }
+
+    private func sendDatagram(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress, socket: UDPSocket) {
+        do {
+            if try socket.send(bytes, to: address) {
+                statistics.datagramsSent += 1
+            } else {
+                statistics.sendFailures += 1
+            }
+        } catch {
+            statistics.sendFailures += 1
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import RoomCore
+import RoomProtocol
+import RoomSystem
+
+/// One signing key of `[keys]`: which application (the token's `app` claim) it belongs to,
+/// and the HMAC secret.
+public struct RoomServerKey: Sendable, Equatable {
+    public var keyID: String
+    public var appID: String
+    public var secret: [UInt8]
+
+    public init(keyID: String, appID: String, secret: [UInt8]) {
+        self.keyID = keyID
+        self.appID = appID
+        self.secret = secret
+    }
+
+    /// Shortest accepted secret: 256 bits, as RFC 7518 §3.2 asks for HS256.
+    public static let minimumSecretBytes = 32
+}
+
+/// `roomserver`'s configuration file (docs/roomserver.md), an INI file read with RoomCore's
+/// `INIParser` / `ConfigValues`, so every error reads `file:line: section.key: problem`.
+public struct RoomServerConfiguration: Sendable, Equatable {
+    /// TCP signalling listeners (`server.listen`, comma-separated).
+    public var listen: [SocketAddress]
+    /// The one UDP media socket (`server.media`).
+    public var media: SocketAddress
+    public var logLevel: LogLevel
+    /// By key id.
+    public var keys: [String: RoomServerKey]
+    /// Settings every room is created with (`[rooms]`).
+    public var room: RoomConfig
+    /// Most participants in one room (`rooms.max_participants`); joins beyond are refused
+    /// with `room_full`.
+    public var maxParticipants: Int
+
+    public static let defaultListen = "127.0.0.1:7700"
+    public static let defaultMedia = "127.0.0.1:7701"
+
+    public init(
+        listen: [SocketAddress], media: SocketAddress, logLevel: LogLevel = .info, keys: [String: RoomServerKey],
+        room: RoomConfig = RoomConfig(), maxParticipants: Int = 50
+    ) {
+        self.listen = listen
+        self.media = media
+        self.logLevel = logLevel
+        self.keys = keys
+        self.room = room
+        self.maxParticipants = maxParticipants
+    }
+
+    static let sections: [(name: String, keys: [String])] = [
+        ("server", ["listen", "media", "log_level"]),
+        ("keys", []),
+        ("rooms", ["policy", "speaker_limit", "top_n", "max_participants"]),
+    ]
+
+    /// Reads and validates a configuration file.
+    public static func load(path: String) throws(ConfigError) -> RoomServerConfiguration {
+        let text: String
+        do {
+            text = try Files.readText(path)
+        } catch {
+            throw ConfigError(file: path, line: nil, key: nil, message: "cannot read: \(error)")
+        }
+        return try parse(text: text, file: path)
+    }
+
+    /// Parses configuration text; `file` names it in errors.
+    public static func parse(text: String, file: String) throws(ConfigError) -> RoomServerConfiguration {
+        let values = ConfigValues(entries: try INIParser.parse(text: text, file: file), file: file)
+        try values.checkNames(sections: sections, dynamicKey: { $0.section == "keys" })
+
+        func address(_ text: String, key: String) throws(ConfigError) -> SocketAddress {
+            let address: SocketAddress
+            do {
+                address = try SocketAddress(parsing: text)
+            } catch {
+                throw values.error(key, "\"\(text)\" is not an address (\"1.2.3.4:5\" or \"[::1]:5\")")
+            }
+            guard address.family == .ipv4 || address.family == .ipv6 else {
+                throw values.error(key, "\"\(text)\" is not an IP address and port")
+            }
+            return address
+        }
+
+        var listen: [SocketAddress] = []
+        let listenText = try values.string("server.listen") ?? defaultListen
+        for part in listenText.split(separator: ",", omittingEmptySubsequences: false) {
+            let item = part.trimmingBlanks
+            guard !item.isEmpty else { throw values.error("server.listen", "empty address in the list") }
+            let a = try address(item, key: "server.listen")
+            if listen.contains(a) { throw values.error("server.listen", "\(a) is listed twice") }
+            listen.append(a)
+        }
+        let media = try address(try values.string("server.media") ?? defaultMedia, key: "server.media")
+
+        var logLevel = LogLevel.info
+        if let text = try values.string("server.log_level") {
+            guard let level = LogLevel(name: text) else {
+                throw values.error("server.log_level", "\"\(text)\" is not error, warning, notice, info or debug")
+            }
+            logLevel = level
+        }
+
+        var keys: [String: RoomServerKey] = [:]
+        for entry in values.entries where entry.section == "keys" {
+            let key = try parseKey(entry, file: file)
+            keys[key.keyID] = key
+        }
+
+        var room = RoomConfig()
+        if let text = try values.string("rooms.policy") {
+            guard let policy = RoomStagePolicy(rawValue: text) else {
+                throw values.error("rooms.policy", "\"\(text)\" is not open or moderated")
+            }
+            room.policy = policy
+        }
+        room.speakerLimit = try values.int("rooms.speaker_limit", in: 0 ... 64) ?? room.speakerLimit
+        room.topN = try values.int("rooms.top_n", in: 1 ... 16) ?? room.topN
+        let maxParticipants = try values.int("rooms.max_participants", in: 1 ... 10_000) ?? 50
+
+        return RoomServerConfiguration(
+            listen: listen, media: media, logLevel: logLevel, keys: keys, room: room, maxParticipants: maxParticipants)
+    }
+
+    /// `kid = APP_ID:hex:SECRET` or `kid = APP_ID:base64:SECRET`.
+    static func parseKey(_ entry: INIEntry, file: String) throws(ConfigError) -> RoomServerKey {
+        func fail(_ message: String) -> ConfigError {
+            ConfigError(file: file, line: entry.line, key: entry.qualifiedKey, message: message)
+        }
+        let parts = entry.value.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else {
+            throw fail("expected APP_ID:hex:SECRET or APP_ID:base64:SECRET")
+        }
+        let app = String(parts[0]), encoding = String(parts[1]), text = String(parts[2])
+        guard !app.isEmpty else { throw fail("empty application id before the first \":\"") }
+        let secret: [UInt8]
+        switch encoding {
+        case "hex":
+            guard let bytes = decodeHex(text) else { throw fail("the secret is not hexadecimal (an even number of 0-9 a-f)") }
+            secret = bytes
+        case "base64":
+            guard let bytes = decodeBase64(text) else { throw fail("the secret is not standard padded base64") }
+            secret = bytes
+        default:
+            throw fail("unknown secret encoding \"\(encoding)\" (hex or base64)")
+        }
+        guard secret.count >= RoomServerKey.minimumSecretBytes else {
+            throw fail("the secret is \(secret.count) bytes; at least \(RoomServerKey.minimumSecretBytes) are required")
+        }
+        return RoomServerKey(keyID: entry.key, appID: app, secret: secret)
+    }
+
+    static func decodeHex(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0") ... UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a") ... UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A") ... UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var i = 0
+        while i < digits.count {
+            guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    /// Standard base64 with padding, strict (RoomProtocol's codec).
+    static func decodeBase64(_ text: String) -> [UInt8]? { Base64.decode(text) }
+}
+
+extension Substring {
+    var trimmingBlanks: String {
+        var s = self
+        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
+        while let c = s.last, c == " " || c == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,62 @@
+/// Counters of everything the server did or refused. Every dropped datagram and every
+/// connection cut off is counted under exactly one reason.
+public struct RoomServerStatistics: Sendable, Equatable {
+    // Signalling.
+    public var connectionsAccepted = 0
+    public var joins = 0
+    /// `hello`s refused (bad version, token refusals, full room, room refusals).
+    public var joinsRefused = 0
+    public var framesReceived = 0
+    /// Frames whose payload did not decode (answered with an error, connection kept).
+    public var badMessages = 0
+    /// Length prefix of 0 or over the limit (answered with an error, connection closed).
+    public var framingErrors = 0
+    /// Connections cut off for sending more than `maxRequestsPerSecond`.
+    public var floodDisconnects = 0
+    /// Connections cut off because their outgoing buffer was full (a peer that does not read).
+    public var backpressureDisconnects = 0
+    /// Connections closed after `keepaliveTimeout` of silence.
+    public var keepaliveTimeouts = 0
+    /// Requests answered with `error`.
+    public var requestsRefused = 0
+
+    // Media.
+    public var datagramsReceived = 0
+    public var bindingsAccepted = 0
+    /// RTP packets accepted from a bound participant and forwarded (each counts once).
+    public var packetsForwarded = 0
+    /// Datagrams sent (forwarded copies and binding answers).
+    public var datagramsSent = 0
+    /// `send` refused because the socket buffer was full, or failed.
+    public var sendFailures = 0
+    public var dropped = Drops()
+
+    /// Why media datagrams were dropped.
+    public struct Drops: Sendable, Equatable {
+        /// First byte neither RTP version 2 nor `'R'`, or an empty datagram.
+        public var garbage = 0
+        /// Larger than the receive buffer.
+        public var truncated = 0
+        /// A binding datagram with the wrong length, magic or MAC, or for an unknown participant.
+        public var badBinding = 0
+        /// A valid binding datagram whose timestamp was not newer than the last accepted.
+        public var bindingReplay = 0
+        /// RTP from an address no valid binding datagram came from.
+        public var unknownAddress = 0
+        /// RTP that does not parse.
+        public var malformedRTP = 0
+        /// RTP whose SSRC is not the one assigned to the sender.
+        public var wrongSSRC = 0
+        /// RTP from a participant that may not publish (audience, muted).
+        public var notPublishing = 0
+        /// RTP from a publisher outside the forwarded top-N.
+        public var notForwarded = 0
+
+        public var total: Int {
+            garbage + truncated + badBinding + bindingReplay + unknownAddress + malformedRTP + wrongSSRC
+                + notPublishing + notForwarded
+        }
+    }
+
+    public init() {}
+}

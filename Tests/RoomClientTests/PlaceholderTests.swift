@@ -1,2 +1,0 @@
-import XCTest
-final class RoomClientPlaceholderTests: XCTestCase { func testModuleBuilds() { XCTAssertTrue(true) } }

@@ -1,2 +1,0 @@
-import XCTest
-final class RoomServerKitPlaceholderTests: XCTestCase { func testModuleBuilds() { XCTAssertTrue(true) } }

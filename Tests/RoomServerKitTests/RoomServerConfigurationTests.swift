@@ -1,0 +1,87 @@
+import RoomCore
+import RoomServerKit
+import RoomSystem
+import XCTest
+
+final class RoomServerConfigurationTests: XCTestCase {
+    /// The shipped example parses and has the documented values.
+    func testExampleFileParses() throws {
+        let path = Self.packageRoot + "/docs/roomserver.conf.example"
+        let config = try RoomServerConfiguration.load(path: path)
+        XCTAssertEqual(config.listen.map(\.description), ["127.0.0.1:7700"])
+        XCTAssertEqual(config.media.description, "127.0.0.1:7701")
+        XCTAssertEqual(config.logLevel, .info)
+        XCTAssertEqual(config.keys["dev"]?.appID, "roomd-dev")
+        XCTAssertEqual(config.keys["dev"]?.secret, Array(0 ..< 32))
+        XCTAssertEqual(config.room.policy, .open)
+        XCTAssertEqual(config.room.speakerLimit, 6)
+        XCTAssertEqual(config.room.topN, 3)
+        XCTAssertEqual(config.maxParticipants, 50)
+    }
+
+    func testDefaultsAndLists() throws {
+        let b64 = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+        let config = try RoomServerConfiguration.parse(text: """
+            [server]
+            listen = 127.0.0.1:7700, [::1]:7700
+            [keys]
+            a = app1:base64:\(b64)
+            [rooms]
+            policy = moderated
+            """, file: "t.conf")
+        XCTAssertEqual(config.listen.count, 2)
+        XCTAssertEqual(config.media.port, 7701)
+        XCTAssertEqual(config.keys["a"]?.secret, Array(0 ..< 32))
+        XCTAssertEqual(config.room.policy, .moderated)
+        XCTAssertEqual(config.room.topN, 3)
+        XCTAssertEqual(config.maxParticipants, 50)
+    }
+
+    func testErrorsNameFileLineAndKey() {
+        let hex = String(repeating: "ab", count: 32)
+        let cases: [(String, Int, String?, String)] = [
+            ("[server]\nlisten = nowhere\n", 2, "server.listen", "not an address"),
+            ("[server]\nmedia = 1.2.3.4\n", 2, "server.media", "not an address"),
+            ("[server]\nlog_level = loud\n", 2, "server.log_level", "loud"),
+            ("[server]\nlisten = 127.0.0.1:1,,127.0.0.1:2\n", 2, "server.listen", "empty"),
+            ("[server]\nlisen = 127.0.0.1:1\n", 2, "server.lisen", "did you mean \"listen\""),
+            ("\n[rooms]\npolicy = anarchy\n", 3, "rooms.policy", "open or moderated"),
+            ("[rooms]\n\ntop_n = 0\n", 3, "rooms.top_n", "out of range"),
+            ("[rooms]\nspeaker_limit = many\n", 2, "rooms.speaker_limit", "whole number"),
+            ("[rooms]\nmax_participants = 0\n", 2, "rooms.max_participants", "out of range"),
+            ("[keys]\nk = app:hex:abcd\n", 2, "keys.k", "at least 32"),
+            ("[keys]\nk = \(hex)\n", 2, "keys.k", "APP_ID:hex:SECRET"),
+            ("[keys]\nk = app:rot13:\(hex)\n", 2, "keys.k", "rot13"),
+            ("[keys]\nk = app:hex:zz\(hex)\n", 2, "keys.k", "hexadecimal"),
+            ("[keys]\nk = :hex:\(hex)\n", 2, "keys.k", "application id"),
+            ("[keys]\nk = app:base64:!!!!\n", 2, "keys.k", "base64"),
+        ]
+        for (text, line, key, fragment) in cases {
+            do {
+                _ = try RoomServerConfiguration.parse(text: text, file: "rs.conf")
+                XCTFail("accepted: \(text)")
+            } catch {
+                XCTAssertEqual(error.file, "rs.conf")
+                XCTAssertEqual(error.line, line, "\(error)")
+                XCTAssertEqual(error.key, key, "\(error)")
+                XCTAssertTrue(error.description.contains(fragment), "\(error)")
+                XCTAssertTrue(error.description.hasPrefix("rs.conf:\(line): "), "\(error)")
+            }
+        }
+    }
+
+    func testUnknownSectionAndMissingFile() {
+        XCTAssertThrowsError(try RoomServerConfiguration.parse(text: "[romos]\npolicy = open\n", file: "x.conf")) {
+            XCTAssertTrue("\($0)".contains("x.conf:1: unknown section [romos]"), "\($0)")
+        }
+        XCTAssertThrowsError(try RoomServerConfiguration.load(path: "/nonexistent/roomserver.conf")) {
+            XCTAssertTrue("\($0)".hasPrefix("/nonexistent/roomserver.conf: cannot read"), "\($0)")
+        }
+    }
+
+    static var packageRoot: String {
+        var path = #filePath
+        for _ in 0 ..< 3 { path = Files.directory(of: path) }
+        return path
+    }
+}

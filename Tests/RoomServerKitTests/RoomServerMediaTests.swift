@@ -1,0 +1,144 @@
+import RoomCore
+import RoomProtocol
+import RoomServerKit
+import RoomSystem
+import XCTest
+
+final class RoomServerMediaTests: XCTestCase {
+    /// Sends one packet from `sender` and returns who received exactly it.
+    private func deliver(_ h: ServerHarness, from sender: TestClient, to listeners: [TestClient]) throws -> [Bool] {
+        for l in listeners + [sender] { l.datagrams.removeAll() }
+        let packet = try sender.sendRTP()
+        h.run(seconds: 0.4) { listeners.allSatisfy { $0.datagrams.contains(packet) } }
+        h.settle(seconds: 0.05)
+        XCTAssertFalse(sender.datagrams.contains(packet), "media must not go back to its sender")
+        return listeners.map { $0.datagrams.contains(packet) }
+    }
+
+    func testStreamerIsForwardedToOthersAudienceIsNot() throws {
+        let h = try ServerHarness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        let c = try h.join("carol")
+        XCTAssertEqual(try deliver(h, from: a, to: [b, c]), [true, true])
+        XCTAssertEqual(h.server.statistics.packetsForwarded, 1)
+        XCTAssertEqual(h.server.statistics.datagramsSent - h.server.statistics.bindingsAccepted, 2)
+
+        // Bob is audience: its media goes nowhere, and is counted.
+        XCTAssertEqual(try deliver(h, from: b, to: [a, c]), [false, false])
+        XCTAssertEqual(h.server.statistics.dropped.notPublishing, 1)
+    }
+
+    func testModeratedRaiseHandThenApproveThenForwarded() throws {
+        let h = try ServerHarness(policy: .moderated)
+        let m = try h.join("mod", publish: true, moderate: true)
+        let a = try h.join("alice", publish: true)
+        let raise = a.request(.raiseHand)
+        XCTAssertTrue(h.run { a.gotOK(raise) && m.has { $0 == .stageRequest(participantID: a.id) } })
+        XCTAssertEqual(try deliver(h, from: a, to: [m]), [false])
+
+        let approve = m.request(.approve(participantID: a.id))
+        XCTAssertTrue(h.run {
+            m.gotOK(approve) && a.has { if case let .participantUpdated(p) = $0 { p.id == a.id && p.stage == .onStage } else { false } }
+        })
+        // On stage: its SSRC is now published.
+        XCTAssertTrue(m.has { if case let .participantUpdated(p) = $0 { p.id == a.id && p.ssrc == a.welcome!.ssrc } else { false } })
+        XCTAssertEqual(try deliver(h, from: a, to: [m]), [true])
+    }
+
+    func testOpenRoomRaiseHandGoesOnStageAtOnce() throws {
+        let h = try ServerHarness(policy: .open)
+        let a = try h.join("alice", publish: true)
+        let b = try h.join("bob")
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [false])
+        let raise = a.request(.raiseHand)
+        XCTAssertTrue(h.run { a.gotOK(raise) })
+        XCTAssertTrue(h.run { b.has { if case let .participantUpdated(p) = $0 { p.id == a.id && p.role == .streamer } else { false } } })
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+
+        // Without the publish grant: missing_grant.
+        let no = b.request(.raiseHand)
+        XCTAssertTrue(h.run { b.lastError()?.requestID == no })
+        XCTAssertEqual(b.lastError()?.code, .missingGrant)
+    }
+
+    func testMuteStopsForwarding() throws {
+        let h = try ServerHarness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+        let mute = a.request(.setMute(muted: true))
+        XCTAssertTrue(h.run { a.gotOK(mute) })
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [false])
+        let unmute = a.request(.setMute(muted: false))
+        XCTAssertTrue(h.run { a.gotOK(unmute) })
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+    }
+
+    func testBadDatagramsAreDroppedAndCountedOthersUnaffected() throws {
+        let h = try ServerHarness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        let server = SocketAddress.ipv4Loopback(port: h.mediaPort)
+        let stranger = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+
+        // Garbage, an empty datagram, RTP from an unbound address, a forged binding.
+        _ = try stranger.send([0x00, 0x01, 0x02], to: server)
+        _ = try stranger.send([UInt8](), to: server)
+        _ = try stranger.send(TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 1), to: server)
+        _ = try stranger.send(BindingDatagram(participantID: a.id, timestampMs: 99_999).encoded(key: MediaKey.random()), to: server)
+        _ = try stranger.send(Array("RMB1 too short".utf8), to: server)
+        // A bound participant with the wrong SSRC, and truncated RTP.
+        try a.sendRTP(ssrc: a.welcome!.ssrc &+ 1)
+        _ = try a.udp.send([0x80, 0x6F, 0, 1], to: server)
+        // A replayed (not newer) binding datagram.
+        let replay = BindingDatagram(participantID: a.id, timestampMs: 5).encoded(key: a.welcome!.mediaKey)
+        _ = try a.udp.send(replay, to: server)
+
+        XCTAssertTrue(h.run {
+            let d = h.server.statistics.dropped
+            return d.garbage == 2 && d.unknownAddress == 1 && d.badBinding == 2 && d.wrongSSRC == 1 && d.malformedRTP == 1
+                && d.bindingReplay == 1
+        }, "\(h.server.statistics.dropped)")
+        XCTAssertTrue(stranger.fileDescriptor >= 0)
+        h.settle(seconds: 0.05)
+        // Nothing was answered or forwarded, and the stream still flows.
+        XCTAssertTrue(b.datagrams.isEmpty)
+        XCTAssertEqual(h.server.statistics.packetsForwarded, 0)
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let answered = try buffer.withUnsafeMutableBytes { try stranger.receive(into: $0) }
+        XCTAssertNil(answered, "invalid datagrams are never answered")
+    }
+
+    func testBindingMovesTheMediaAddress() throws {
+        let h = try ServerHarness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        // Bob's client moves to a new socket (NAT rebinding): a valid binding from it moves the stream.
+        let moved = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        b.bindingClock += 1
+        _ = try moved.send(BindingDatagram(participantID: b.id, timestampMs: b.bindingClock).encoded(key: b.welcome!.mediaKey),
+                           to: .ipv4Loopback(port: h.mediaPort))
+        XCTAssertTrue(h.run { h.server.statistics.bindingsAccepted == 3 })
+        let packet = try a.sendRTP()
+        var got: [UInt8] = []
+        XCTAssertTrue(h.run {
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            if let d = try? buffer.withUnsafeMutableBytes({ try moved.receive(into: $0) }), d.source.port == h.mediaPort {
+                if Array(buffer[0 ..< d.count]) == packet { got = packet }
+            }
+            return !got.isEmpty
+        })
+    }
+
+    func testActiveSpeakersCarryLevels() throws {
+        let h = try ServerHarness { $0.tickIntervalMs = 50 }
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        for _ in 0 ..< 5 { try a.sendRTP() }
+        XCTAssertTrue(h.run {
+            b.has { if case let .activeSpeakers(s) = $0 { s.ids == [a.id] && s.levels == [20] } else { false } }
+        })
+    }
+}

@@ -1,0 +1,216 @@
+import RoomCore
+import RoomProtocol
+import RoomServerKit
+import RoomSystem
+import XCTest
+
+/// A server and its clients on one loop, turned by the test thread (`runOnce`): everything
+/// in-process, loopback only, deterministic ordering.
+final class ServerHarness {
+    static let secret = [UInt8](repeating: 7, count: 32)
+    static let app = "test-app"
+
+    let loop: EventLoop
+    let server: RoomServer
+    var clients: [TestClient] = []
+
+    init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
+         configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
+        loop = try EventLoop()
+        let configuration = RoomServerConfiguration(
+            listen: [.ipv4Loopback(port: 0)], media: .ipv4Loopback(port: 0),
+            keys: [
+                "k1": RoomServerKey(keyID: "k1", appID: Self.app, secret: Self.secret),
+                "other": RoomServerKey(keyID: "other", appID: "another-app", secret: [UInt8](repeating: 9, count: 32)),
+            ],
+            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3), maxParticipants: maxParticipants)
+        var options = RoomServer.Options()
+        configure(&options)
+        server = RoomServer(configuration: configuration, loop: loop, options: options)
+        try server.start()
+    }
+
+    var signallingPort: UInt16 { server.signallingAddresses[0].port! }
+    var mediaPort: UInt16 { server.mediaAddress!.port! }
+
+    func token(room: String = "lobby", user: String, name: String? = nil, publish: Bool = false,
+               moderate: Bool = false, expiresIn: Int = 3600, notBefore: Int = 0, keyID: String = "k1",
+               secret: [UInt8] = ServerHarness.secret, app: String = ServerHarness.app) -> String {
+        let now = RoomTokenVerifier.systemClock()
+        let claims = RoomTokenClaims(
+            app: app, room: room, sub: user, name: name ?? user,
+            grants: RoomGrants(publish: publish, moderate: moderate),
+            exp: now + expiresIn, nbf: now + notBefore, iat: now)
+        return RoomToken.mint(claims: claims, keyID: keyID, secret: secret)
+    }
+
+    /// Turns the loop until `condition` holds (true) or `seconds` pass (false).
+    @discardableResult
+    func run(seconds: Double = 3, until condition: () -> Bool) -> Bool {
+        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        while !condition() {
+            if monotonicNanoseconds() > deadline { return false }
+            _ = try? loop.runOnce(timeout: .milliseconds(10))
+        }
+        return true
+    }
+
+    /// Turns the loop for a while (to show that something does *not* happen).
+    func settle(seconds: Double = 0.15) { run(seconds: seconds) { false } }
+
+    func connect() throws -> TestClient {
+        let client = try TestClient(loop: loop, port: signallingPort, mediaPort: mediaPort)
+        clients.append(client)
+        return client
+    }
+
+    /// Connects, says hello and waits for the welcome; binds media when `bind`.
+    func join(_ user: String, role: RoomRole = .audience, publish: Bool = false, moderate: Bool = false,
+              room: String = "lobby", bind: Bool = true, file: StaticString = #filePath, line: UInt = #line) throws -> TestClient {
+        let client = try connect()
+        client.send(.hello(.init(client: "test/1", token: token(room: room, user: user, publish: publish, moderate: moderate),
+                                 role: role)))
+        guard run(until: { client.welcome != nil || client.closed }), client.welcome != nil else {
+            XCTFail("\(user) got no welcome: \(client.messages)", file: file, line: line)
+            throw TestFailure()
+        }
+        if bind {
+            try client.sendBinding()
+            guard run(until: { !client.datagrams.isEmpty }) else {
+                XCTFail("\(user) got no binding answer", file: file, line: line)
+                throw TestFailure()
+            }
+            let answer = try BindingDatagram.parse(client.datagrams.removeFirst(), key: client.welcome!.mediaKey)
+            XCTAssertEqual(answer.participantID, 0, file: file, line: line)
+        }
+        return client
+    }
+}
+
+struct TestFailure: Error {}
+
+/// A protocol client on the harness's loop: TCP signalling plus one UDP socket.
+final class TestClient {
+    let connection: StreamConnection
+    let udp: UDPSocket
+    let mediaPort: UInt16
+    var decoder = FrameDecoder()
+    var messages: [SignalMessage] = []
+    var datagrams: [[UInt8]] = []
+    var closed = false
+    var bindingClock: UInt64 = 1000
+    var sequence: UInt16 = 0
+    var nextID = 1
+
+    init(loop: EventLoop, port: UInt16, mediaPort: UInt16) throws {
+        self.mediaPort = mediaPort
+        connection = try StreamConnection.connect(to: .ipv4Loopback(port: port), loop: loop)
+        udp = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        connection.handler = { [unowned self] connection, event in
+            switch event {
+            case .readable: self.readAll()
+            case .closed: self.closed = true
+            case .connected, .drained: break
+            }
+        }
+        try udp.onReadable(loop: loop) { [unowned self] socket in
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            while let d = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }) {
+                self.datagrams.append(Array(buffer[0 ..< d.count]))
+            }
+        }
+    }
+
+    private func readAll() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let result = try? buffer.withUnsafeMutableBytes { try connection.read(into: $0) }
+            switch result {
+            case let .bytes(n)?:
+                guard let frames = try? decoder.feed(buffer[0 ..< n]) else { closed = true; connection.close(); return }
+                for frame in frames {
+                    if let message = try? SignalMessage.decode(frame) { messages.append(message) }
+                }
+            case .wouldBlock?: return
+            case .endOfStream?, nil:
+                closed = true
+                connection.close()
+                return
+            }
+        }
+    }
+
+    var welcome: SignalMessage.Welcome? {
+        for m in messages { if case let .welcome(w) = m.body { return w } }
+        return nil
+    }
+    var id: RoomParticipantID { welcome!.participantID }
+
+    /// Sends a request; returns its id.
+    @discardableResult
+    func send(_ body: SignalMessage.Body, id: Int? = nil) -> Int? {
+        let frame = try! FrameEncoder().encode(SignalMessage(id: id, body))
+        connection.write(frame)
+        return id
+    }
+
+    /// Sends a request with a fresh id.
+    @discardableResult
+    func request(_ body: SignalMessage.Body) -> Int {
+        let id = nextID
+        nextID += 1
+        send(body, id: id)
+        return id
+    }
+
+    func sendRaw(_ bytes: [UInt8]) { connection.write(bytes) }
+
+    /// A frame with `json` as payload.
+    func sendJSON(_ json: String) { sendRaw(try! FrameEncoder().frame(Array(json.utf8))) }
+
+    func sendBinding(participantID: RoomParticipantID? = nil, key: MediaKey? = nil) throws {
+        bindingClock += 1
+        let datagram = BindingDatagram(participantID: participantID ?? id, timestampMs: bindingClock)
+            .encoded(key: key ?? welcome!.mediaKey)
+        _ = try udp.send(datagram, to: .ipv4Loopback(port: mediaPort))
+    }
+
+    static func rtp(ssrc: UInt32, sequence: UInt16, level: UInt8 = 20, voice: Bool = true) -> [UInt8] {
+        let header = RTPPacket(sequenceNumber: sequence, timestamp: UInt32(sequence) * 480, ssrc: ssrc,
+                               audioLevel: RTPAudioLevel(voiceActivity: voice, level: level))
+        var out = [UInt8](repeating: 0, count: 64)
+        let payload: [UInt8] = [0xFC, 1, 2, 3, 4, 5, 6, 7]
+        let n = payload.withUnsafeBytes { p in out.withUnsafeMutableBytes { try! header.serialize(payload: p, into: $0) } }
+        return Array(out[0 ..< n])
+    }
+
+    /// Sends one RTP packet with the assigned SSRC (or `ssrc`); returns the bytes sent.
+    @discardableResult
+    func sendRTP(ssrc: UInt32? = nil) throws -> [UInt8] {
+        sequence &+= 1
+        let packet = Self.rtp(ssrc: ssrc ?? welcome!.ssrc, sequence: sequence)
+        _ = try udp.send(packet, to: .ipv4Loopback(port: mediaPort))
+        return packet
+    }
+
+    func errors() -> [SignalMessage.ErrorInfo] {
+        messages.compactMap { if case let .error(e) = $0.body { return e } else { return nil } }
+    }
+    func lastError() -> SignalMessage.ErrorInfo? { errors().last }
+
+    func has(_ predicate: (SignalMessage.Body) -> Bool) -> Bool { messages.contains { predicate($0.body) } }
+
+    func gotOK(_ id: Int) -> Bool { has { if case .ok(id) = $0 { true } else { false } } }
+
+    func removed() -> (RoomLeaveReason, String)? {
+        for m in messages { if case let .removed(reason, message) = m.body { return (reason, message) } }
+        return nil
+    }
+
+    func left(_ participant: RoomParticipantID) -> RoomLeaveReason? {
+        for m in messages {
+            if case let .participantLeft(id, reason) = m.body, id == participant { return reason }
+        }
+        return nil
+    }
+}
