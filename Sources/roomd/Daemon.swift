@@ -1,5 +1,6 @@
 import Glibc
 import RoomAudio
+import RoomClient
 import RoomCore
 import RoomSystem
 
@@ -83,13 +84,31 @@ struct Daemon {
         do {
             engine = try AudioEngine(configuration: config)
             engine.mixer.setGain(dB: Float(options.farEndGainDB), slot: MixerSlot.farEnd)
+        } catch {
+            Log.error("\(boardFile): \(error)")
+            return 69  // EX_UNAVAILABLE
+        }
+        // The room session lives on this loop and shares the engine's media rings; it must
+        // exist before the engine starts, because the engine wakes it through its eventfd.
+        var session: RoomSession?
+        if !options.servers.isEmpty {
+            switch makeSession(loop: loop, engine: engine) {
+            case .success(let s): session = s
+            case .failure(let message):
+                Log.error(message)
+                return 78
+            }
+            engine.outgoingSignal = session?.outgoingSignal
+        }
+        do {
             try engine.start()
         } catch {
             Log.error("\(boardFile): \(error)")
             return 69  // EX_UNAVAILABLE
         }
+        session?.start()
 
-        let reporter = StatusReporter(json: options.json, engine: engine)
+        let reporter = StatusReporter(json: options.json, engine: engine, session: session)
         var recorded: [Int16] = []
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
@@ -111,7 +130,9 @@ struct Daemon {
         } catch {
             Log.error("event loop: \(error)")
         }
+        // Audio first: the session owns the eventfd the audio thread signals.
         engine.stop()
+        session?.stop()
         drainEvents(engine)
         drainRecording(engine, into: &recorded)
         reporter.summary(elapsed: elapsed())
@@ -127,6 +148,30 @@ struct Daemon {
             }
         }
         return exitCode
+    }
+
+    private enum SessionResult { case success(RoomSession), failure(String) }
+
+    private func makeSession(loop: EventLoop, engine: AudioEngine) -> SessionResult {
+        var addresses: [SocketAddress] = []
+        for text in options.servers {
+            do { addresses.append(try SocketAddress(parsing: text)) } catch { return .failure("--server \(text): \(error)") }
+        }
+        var token = options.token ?? ""
+        if let path = options.tokenFile {
+            do { token = String(try Files.readText(path).filter { !$0.isWhitespace }) } catch { return .failure("--token-file: \(error)") }
+        }
+        let role: RoomRole = options.role == "audience" ? .audience : .streamer
+        let configuration = RoomSessionConfiguration(servers: addresses, token: token, role: role)
+        let session: RoomSession
+        do {
+            session = try RoomSession(loop: loop, configuration: configuration,
+                                      outgoing: engine.outgoingMedia, incoming: engine.incomingMedia)
+        } catch {
+            return .failure("room session: \(error)")
+        }
+        session.onEvent = { event in RoomEventLog.log(event) }
+        return .success(session)
     }
 
     private func loadBoard(_ path: String) throws -> (BoardProfile, String) {

@@ -16,6 +16,10 @@ struct Options {
     var opusFrameMilliseconds = 10
     var processing: [String: Bool] = [:]
     var aecSuppression: Int32?
+    var servers: [String] = []
+    var token: String?
+    var tokenFile: String?
+    var role = "streamer"
 
     static let usage = """
     usage: roomd [options]
@@ -25,6 +29,12 @@ struct Options {
     suppression, gain control and the beamformer, are Opus-coded and come out of the speaker.
 
       --board PATH           board directory or its board.conf (default board/sim)
+      --server ADDR[,ADDR]   join a room on roomserver at ADDR (host:port, numeric; a list
+                             is tried in turn for failover)
+      --token TOKEN          the room token (JWT from the room service, or roomserver mint-token)
+      --token-file PATH      read the token from PATH instead (keeps it out of ps and the journal)
+      --role ROLE            streamer (speak; needs the publish grant) or audience (listen),
+                             default streamer
       --loopback             play the cleaned, Opus-coded capture on the speaker
       --loopback-loss PCT    drop PCT % of loopback packets (FEC and concealment at work)
       --far-end FILE.wav     play FILE as a far-end talker (mono or first channel, board rate)
@@ -59,6 +69,15 @@ struct Options {
             case "--loopback": o.loopback = true
             case "--json": o.json = true
             case "--far-end-once": o.farEndOnce = true
+            case "--server":
+                guard let v = value(a), !v.isEmpty else { return .exit("roomd: --server needs host:port[,host:port...]", 2) }
+                o.servers = v.split(separator: ",").map { String($0) }
+            case "--token", "--token-file":
+                guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
+                if a == "--token" { o.token = v } else { o.tokenFile = v }
+            case "--role":
+                guard let v = value(a), v == "streamer" || v == "audience" else { return .exit("roomd: --role takes streamer or audience", 2) }
+                o.role = v
             case "--board", "--far-end", "--record", "--log-level":
                 guard let v = value(a) else { return .exit("roomd: \(a) needs a value\n\(usage)", 2) }
                 switch a {
@@ -97,6 +116,9 @@ struct Options {
             }
             i += 1
         }
+        if !o.servers.isEmpty && o.token == nil && o.tokenFile == nil { return .exit("roomd: --server needs --token or --token-file", 2) }
+        if o.servers.isEmpty && (o.token != nil || o.tokenFile != nil) { return .exit("roomd: --token needs --server", 2) }
+        if !o.servers.isEmpty && o.loopback { return .exit("roomd: --loopback and --server exclude each other", 2) }
         return .run(o)
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import RoomAudio
+import RoomClient
 import RoomSystem
 
 /// Prints what a newcomer wants to see the pipeline do: levels, voice activity, echo removed,
@@ -7,6 +8,7 @@ import RoomSystem
 final class StatusReporter {
     private let json: Bool
     private let engine: AudioEngine
+    private let session: RoomSession?
     private var last: EngineSnapshot
     private var lastCPU: UInt64
     private var lastTime: UInt64
@@ -18,9 +20,10 @@ final class StatusReporter {
     private var echoOnlyBase: EngineSnapshot
     private var echoOnly: EngineSnapshot
 
-    init(json: Bool, engine: AudioEngine) {
+    init(json: Bool, engine: AudioEngine, session: RoomSession?) {
         self.json = json
         self.engine = engine
+        self.session = session
         last = engine.stats.snapshot()
         first = last
         echoOnlyBase = last
@@ -64,6 +67,14 @@ final class StatusReporter {
                 ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
                 ("cpu_pct", fmt(cpuPct, 2)), ("rss_mb", fmt(ProcessStats.residentMegabytes(), 2)),
             ]
+            if let session {
+                let st = session.statistics
+                fields += [("room_state", "\"\(session.connectionState)\""),
+                           ("stage", "\"\(session.localParticipant?.stage.rawValue ?? "none")\""),
+                           ("participants", "\(session.participants.count)"),
+                           ("rtp_sent", "\(st.packetsSent)"), ("rtp_received", "\(st.packetsReceived)"),
+                          ]
+            }
             fields.removeAll { $0.1.isEmpty }
             printLine("{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
         } else {
@@ -74,11 +85,18 @@ final class StatusReporter {
             printLine("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1))  out \(fmt(Double(now.outputLevel), 1))  "
                   + "spk \(fmt(Double(now.playbackLevel), 1)) dBFS  voice \(fmt(voiced, 0))%  "
                   + "\(echoText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
-                  + "cpu \(fmt(cpuPct, 1))%")
+                  + "cpu \(fmt(cpuPct, 1))%" + roomText())
         }
         last = now
         lastCPU = cpu
         lastTime = time
+    }
+
+    private func roomText() -> String {
+        guard let session else { return "" }
+        let st = session.statistics
+        return "  | room \(session.connectionState), \(session.localParticipant?.stage.rawValue ?? "-"), "
+            + "\(session.participants.count) in room, rtp out/in \(st.packetsSent)/\(st.packetsReceived)"
     }
 
     /// Whole-run figures: what the README's demo ends with.
