@@ -130,7 +130,15 @@ struct Daemon {
         } catch {
             Log.error("event loop: \(error)")
         }
-        // Audio first: the session owns the eventfd the audio thread signals.
+        // Leave the room properly (others see "left", not a timeout), waiting at most the
+        // session's leave timeout; then audio, then the session: it owns the eventfd the audio
+        // thread signals.
+        if let session {
+            var left = false
+            session.leave { _ in left = true }
+            let deadline = monotonicNanoseconds() + 3_000_000_000
+            while !left && monotonicNanoseconds() < deadline { _ = try? loop.runOnce(timeout: .milliseconds(50)) }
+        }
         engine.stop()
         session?.stop()
         drainEvents(engine)

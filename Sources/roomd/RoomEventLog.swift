@@ -8,14 +8,8 @@ import RoomSystem
 enum RoomEventLog {
     static func log(_ event: RoomSessionEvent) {
         switch event {
-        case .stateChanged(let state):
-            switch state {
-            case .failed: Log.error("room: \(state)")
-            case .reconnecting, .disconnected: Log.warning("room: \(state)")
-            default: Log.notice("room: \(state)")
-            }
-        case .joined(let info):
-            Log.notice("room: joined \"\(info.room)\" as participant \(info.participantID) (\(info.policy.rawValue) room, \(info.participants.count) participant(s)\(info.restored ? ", previous stage restored" : ""))")
+        // The session logs its own connection states and the join itself.
+        case .stateChanged, .joined: break
         case .participantJoined(let p): Log.info("room: \(p.name) joined as \(p.role.rawValue)")
         case .participantLeft(let id, let reason, let p): Log.info("room: \(p?.name ?? "participant \(id)") left (\(reason.rawValue))")
         case .participantUpdated(let p): Log.debug("room: \(p.name): \(p.role.rawValue), \(p.stage.rawValue)\(p.muted ? ", muted" : "")")
@@ -27,9 +21,9 @@ enum RoomEventLog {
         case .appMessage(let from, _, let data): Log.info("room: message from \(from.map { "\($0)" } ?? "server"): \(data.prefix(200))")
         case .attributeChanged(let key, let value): Log.info("room: attribute \(key) = \(value ?? "(deleted)")")
         case .tokenWillExpire(let at): Log.warning("room: token expires at \(at); refresh it")
-        case .removed(let reason, let message): Log.warning("room: removed (\(reason.rawValue))\(message.isEmpty ? "" : ": " + message)")
+        case .removed: break  // logged by the session
         case .requestFailed(let failure): Log.warning("room: request failed: \(failure)")
-        case .mediaPathChanged(let up): up ? Log.info("room: media path up") : Log.warning("room: media path silent")
+        case .mediaPathChanged(let up): if up { Log.info("room: media path up") }  // silence is logged by the session
         }
     }
 }

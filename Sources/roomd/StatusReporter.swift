@@ -40,7 +40,8 @@ final class StatusReporter {
         let time = monotonicNanoseconds()
         let cpuPct = time > lastTime ? Double(cpu - lastCPU) / Double(time - lastTime) * 100 : 0
         let erle = now.erleDB(since: last)
-        let voiced = now.periods > last.periods ? Double(now.voicePeriods - last.voicePeriods) / Double(now.periods - last.periods) * 100 : 0
+        // Counters are read one by one, so the ratio can overshoot by a period: clamp it.
+        let voiced = now.periods > last.periods ? min(100, Double(now.voicePeriods - last.voicePeriods) / Double(now.periods - last.periods) * 100) : 0
         let echoOnlyInterval = erle != nil && voiced <= 2
         if echoOnlyInterval {
             echoOnly.echoInEnergy += now.echoInEnergy - last.echoInEnergy
