@@ -58,6 +58,10 @@ let package = Package(
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
+        // Synthetic room clients for the server load benchmark (scripts/bench server).
+        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
+        .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
         .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem"]),
