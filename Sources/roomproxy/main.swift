@@ -1,6 +1,35 @@
 import Glibc
 import RoomSystem
 
-// Being written (issue 3).
-printError("roomproxy: not implemented yet")
-exit(69)
+// roomproxy: a lossy, jittery, reordering relay between roomd and roomserver (docs/roomproxy.md).
+let options: ProxyOptions
+switch ProxyOptions.parse(Array(CommandLine.arguments.dropFirst())) {
+case .exit(let text, let code):
+    if code == 0 { printLine(text) } else { printError(text) }
+    exit(code)
+case .run(let o):
+    options = o
+}
+Log.level = options.logLevel
+
+do {
+    let loop = try EventLoop()
+    let proxy = try Proxy(options: options, loop: loop)
+    // Created before any other thread exists (there are none), so the mask covers them all.
+    let signals = try SignalSource(signals: [SIGINT, SIGTERM], loop: loop) { signal in
+        Log.notice("roomproxy: signal \(signal), stopping")
+        loop.stop()
+    }
+    try proxy.start()
+    if options.statsInterval > 0 {
+        let every = Duration.nanoseconds(Int64(options.statsInterval * 1e9))
+        loop.schedule(after: every, repeating: every) { printLine(proxy.statsJSON(final: false)) }
+    }
+    try loop.run()
+    printLine(proxy.statsJSON(final: true))
+    signals.close()
+    exit(0)
+} catch {
+    printError("roomproxy: \(error)")
+    exit(1)
+}

@@ -1,0 +1,127 @@
+/// SplitMix64: small, fast, and the same sequence for the same seed on every machine, so a
+/// run with `--seed` makes the same decisions for the same datagram sequence.
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    mutating func unit() -> Double { Double(next() >> 11) * (1.0 / 9_007_199_254_740_992.0) }
+}
+
+/// The fate of one datagram. Every datagram draws the same five numbers whatever the
+/// outcome, so the decisions for datagram n depend only on the seed and n.
+struct Decision {
+    var drop: Bool
+    var delayNs: UInt64
+    var duplicate: Bool
+    var duplicateDelayNs: UInt64
+    var reorder: Bool
+
+    static func draw(_ rng: inout SplitMix64, _ im: Impairment) -> Decision {
+        let uLoss = rng.unit(), uDelay = rng.unit(), uDup = rng.unit(), uDupDelay = rng.unit(), uReorder = rng.unit()
+        func delay(_ u: Double) -> UInt64 {
+            let ms = im.baseDelayMs + u * 2 * im.jitterMs
+            return UInt64((ms * 1_000_000).rounded())
+        }
+        return Decision(drop: uLoss * 100 < im.lossPct, delayNs: delay(uDelay),
+                        duplicate: uDup * 100 < im.duplicatePct, duplicateDelayNs: delay(uDupDelay),
+                        reorder: uReorder * 100 < im.reorderPct)
+    }
+}
+
+/// Datagrams waiting for their send time: a fixed pool of buffers (allocated once) and a
+/// binary min-heap of (deadline, arrival order) pointing into it. Equal deadlines leave in
+/// the order they were queued.
+struct DelayQueue {
+    struct Entry {
+        var deadline: UInt64
+        var seq: UInt64
+        var slot: Int32
+        var length: Int32
+        var flow: UInt32
+        var direction: UInt8
+
+        func fires(before o: Entry) -> Bool { deadline != o.deadline ? deadline < o.deadline : seq < o.seq }
+    }
+
+    let slotSize: Int
+    let slotCount: Int
+    private let storage: UnsafeMutableRawPointer
+    private var free: [Int32]
+    private(set) var heap: [Entry]
+    private var nextSeq: UInt64 = 0
+    private(set) var peak = 0
+
+    init(slotCount: Int, slotSize: Int) {
+        self.slotCount = slotCount
+        self.slotSize = slotSize
+        storage = .allocate(byteCount: slotCount * slotSize, alignment: 16)
+        free = (0..<Int32(slotCount)).reversed().map { $0 }
+        heap = []
+        heap.reserveCapacity(slotCount)
+    }
+
+    func deallocate() { storage.deallocate() }
+
+    var count: Int { heap.count }
+    var earliest: UInt64? { heap.first?.deadline }
+
+    /// A free buffer, or nil when the pool is exhausted.
+    mutating func takeSlot() -> Int32? { free.popLast() }
+    mutating func releaseSlot(_ slot: Int32) { free.append(slot) }
+
+    func buffer(_ slot: Int32) -> UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: storage + Int(slot) * slotSize, count: slotSize)
+    }
+
+    /// Copies `bytes` into a free slot; nil when the pool is exhausted or they do not fit.
+    mutating func store(_ bytes: UnsafeRawBufferPointer) -> Int32? {
+        guard bytes.count <= slotSize, let slot = takeSlot() else { return nil }
+        buffer(slot).copyMemory(from: bytes)
+        return slot
+    }
+
+    mutating func push(deadline: UInt64, slot: Int32, length: Int, flow: UInt32, direction: Direction) {
+        let e = Entry(deadline: deadline, seq: nextSeq, slot: slot, length: Int32(length), flow: flow,
+                      direction: UInt8(direction.rawValue))
+        nextSeq += 1
+        heap.append(e)
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            if !heap[child].fires(before: heap[parent]) { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+        peak = max(peak, heap.count)
+    }
+
+    /// Removes and returns the earliest entry if it is due at `now`. The caller sends it and
+    /// releases its slot.
+    mutating func popDue(now: UInt64) -> Entry? {
+        guard let top = heap.first, top.deadline <= now else { return nil }
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1
+                if left >= heap.count { break }
+                var best = left
+                if left + 1 < heap.count, heap[left + 1].fires(before: heap[left]) { best = left + 1 }
+                if !heap[best].fires(before: heap[parent]) { break }
+                heap.swapAt(best, parent)
+                parent = best
+            }
+        }
+        return top
+    }
+}
