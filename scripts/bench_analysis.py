@@ -99,5 +99,85 @@ def engine(work):
     emit("engine", "engine.xruns", summary["capture_xruns"] + summary["playback_xruns"], "count", board="sim")
 
 
+def make_marks(path, seconds=12.0, rate=48000, every=0.6, burst=0.1):
+    """A mark train: speech-like bursts (harmonics of 150 Hz) of `burst` s every `every` s, so
+    the VAD gate sends them and each has a sharp onset to time."""
+    n = int(seconds * rate)
+    data = array.array("h", bytes(2 * n))
+    k = 0
+    while True:
+        start = int((0.5 + k * every) * rate)
+        if start + int(burst * rate) >= n:
+            break
+        for i in range(int(burst * rate)):
+            t = i / rate
+            s = sum(math.sin(2 * math.pi * 150 * h * t) / h for h in range(1, 9))
+            data[start + i] = int(max(-32767, min(32767, 9000 * s)))
+        k += 1
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(data.tobytes())
+
+
+def onsets(samples, rate, threshold, min_gap):
+    """Sample indices where the 1 ms energy first rises above `threshold` after `min_gap` s quiet."""
+    block = rate // 1000
+    found, last = [], -10 * rate
+    for b in range(0, len(samples) - block, block):
+        e = sum(x * x for x in samples[b:b + block]) / block
+        if e > threshold and b - last > min_gap * rate:
+            found.append(b)
+        if e > threshold:
+            last = b
+    return found
+
+
+def status_start(path, stream):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(stream + " "):
+                for field in line.split():
+                    if field.startswith("first_start_ns="):
+                        return int(field.split("=")[1])
+    sys.exit(f"bench e2e: no {stream} start in {path}")
+
+
+def e2e(work):
+    rate, mic = read_wav(f"{work}/marks.wav")
+    _, spk = read_wav(f"{work}/b-speaker.wav")
+    mic_start = status_start(f"{work}/a.status", "capture")
+    spk_start = status_start(f"{work}/b.status", "playback")
+    sent = onsets(mic, rate, 1e5, 0.3)
+    heard = onsets(spk, rate, 1e4, 0.3)
+    delays = []
+    for idx in sent:
+        t_sent = mic_start + idx * 1e9 / rate
+        # the first onset at the listener within 300 ms after the mark was spoken
+        cands = [spk_start + j * 1e9 / rate - t_sent for j in heard]
+        cands = [d for d in cands if 0 < d < 300e6]
+        if cands:
+            delays.append(min(cands) / 1e6)
+    if len(delays) < 5:
+        sys.exit(f"bench e2e: only {len(delays)} marks heard of {len(sent)}")
+    delays.sort()
+    emit("e2e", "e2e.mouth_to_ear_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
+         p90=round(delays[int(len(delays) * 0.9)], 2),
+         path="A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)")
+    # Join: B's session start to the first audible sample at B's speaker.
+    start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")
+    _, spk2 = read_wav(f"{work}/b2-speaker.wav")
+    first = onsets(spk2, rate, 1e4, 0.0)
+    if not first:
+        sys.exit("bench e2e: the late joiner never heard anything")
+    t_first = status_start(f"{work}/b2.status", "playback") + first[0] * 1e9 / rate
+    emit("e2e", "e2e.join_ms", (t_first - start) / 1e6, "ms", board="sim",
+         measure="session start (TCP connect) to the first audible sample at the joiner's speaker, while A talks continuously")
+
+
 if __name__ == "__main__":
-    {"aec": aec, "engine": engine}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "marks":
+        make_marks(sys.argv[2])
+    else:
+        {"aec": aec, "engine": engine, "e2e": e2e}[sys.argv[1]](sys.argv[2])

@@ -178,7 +178,7 @@ final class AudioLoop: @unchecked Sendable {
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
-                                    frameMilliseconds: c.opus.frameMilliseconds)
+                                    frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs)
         self.outgoing = outgoing
         self.incoming = incoming
         self.outgoingSignal = outgoingSignal

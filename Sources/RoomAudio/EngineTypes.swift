@@ -19,6 +19,9 @@ public struct EngineConfiguration: Sendable {
     public var opus = OpusSettings()
     /// Local loopback: what the mics hear, cleaned and Opus-coded, comes out of the speaker.
     public var loopback = false
+    /// The jitter buffers' delay floor. One 10 ms frame: on a quiet network the buffer waits no
+    /// longer than that, and it grows by itself as soon as jitter shows (docs/jitter-buffer.md).
+    public var jitterMinimumDelayMs = 10
     /// RTP SSRC of what this engine sends (the room server assigns it).
     public var ssrc: UInt32 = 0x524F_4F4D
     /// Simulated loss on the loopback channel, percent (deterministic pseudo-random).

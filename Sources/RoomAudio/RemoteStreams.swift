@@ -26,12 +26,12 @@ final class RemoteStreams {
     /// Sum of every stream's statistics, refreshed each period for the stats snapshot.
     private(set) var totals = JitterBufferStatistics()
 
-    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int) throws(OpusError) {
+    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int) throws(OpusError) {
         self.count = count
         period = periodFrames
         frameSamples = rate * frameMilliseconds / 1000
         streams = Array(repeating: Stream(), count: count)
-        var jb = JitterBufferConfiguration(frameDurationMs: frameMilliseconds)
+        var jb = JitterBufferConfiguration(frameDurationMs: frameMilliseconds, minimumDelayMs: minimumDelayMs)
         jb.maxPayloadBytes = MediaPacket.maxPayload
         buffers = (0..<count).map { _ in JitterBuffer(configuration: jb) }
         var made: [OpusDecoderBox] = []

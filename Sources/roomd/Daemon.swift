@@ -106,7 +106,11 @@ struct Daemon {
             Log.error("\(boardFile): \(error)")
             return 69  // EX_UNAVAILABLE
         }
-        session?.start()
+        if let session {
+            // The benches turn this into e2e.join_ms (join request to first remote audio played).
+            if options.json { printLine("{\"event\":\"room_session_start\",\"monotonic_ns\":\(monotonicNanoseconds())}") }
+            session.start()
+        }
 
         let reporter = StatusReporter(json: options.json, engine: engine, session: session)
         var recorded: [Int16] = []

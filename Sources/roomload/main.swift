@@ -1,6 +1,412 @@
 import Glibc
+import RoomCore
+import RoomProtocol
 import RoomSystem
 
-// Being written (issue 3).
-printError("roomload: not implemented yet")
-exit(69)
+// roomload: the server load benchmark (docs/benchmarks.md, "Server load (roomload)").
+// Synthetic clients that speak protocol 1 — hello with a token, welcome, binding datagrams,
+// keepalive pings — in one process on a few event-loop threads; streamers send a 10 ms RTP
+// packet every 10 ms carrying its send time, receivers histogram the forwarding delay.
+
+let usage = """
+usage: roomload --server HOST:PORT (--config SERVER.conf [--key-id KID] | --key-id KID --secret HEX [--app APP])
+                [--rooms 50] [--participants 10] [--streamers 3] [--duration 20] [--warmup 5]
+                [--server-pid PID] [--threads 1] [--payload 60] [--level 15] [--join-timeout 60]
+                [--room-prefix load]
+
+Opens rooms × participants synthetic clients against a running roomserver (loopback), each
+with its own TCP signalling connection and UDP media socket. The first --streamers of every
+room join as streamers (publish grant; the room policy must put them on stage: open policy
+and speaker_limit ≥ streamers) and send one RTP packet (Opus-sized payload, RFC 6464 level,
+V bit) every 10 ms; everyone records the forwarding delay (receive − send time, both
+CLOCK_MONOTONIC) of what the server forwards. After --warmup seconds the window of
+--duration seconds is measured. Prints JSON lines (docs/benchmarks.md).
+
+  --server HOST:PORT     signalling address of the server (media goes to the welcome's udp_port)
+  --config FILE          roomserver configuration: tokens are minted with its [keys]
+                         (KID from --key-id, else "dev", else the first)
+  --key-id/--secret/--app  mint with this key instead (secret in hex; app default roomd-dev)
+  --server-pid PID       the server's process, for its CPU share over the window
+  --threads N            event-loop threads for the clients (rooms are split between them)
+"""
+
+func fail(_ text: String, status: Int32 = 64) -> Never {
+    printError("roomload: \(text)")
+    exit(status)
+}
+
+struct Arguments {
+    var server: String?
+    var config: String?
+    var keyID: String?
+    var secret: String?
+    var app = "roomd-dev"
+    var rooms = 50
+    var participants = 10
+    var streamers = 3
+    var duration = 20.0
+    var warmup = 5.0
+    var serverPID: Int?
+    var threads = 1
+    var payload = 60
+    var level = 15
+    var joinTimeout = 60.0
+    var roomPrefix = "load"
+
+    static func parse(_ arguments: [String]) -> Arguments {
+        var a = Arguments()
+        var i = 0
+        func value(_ option: String) -> String {
+            i += 1
+            guard i < arguments.count else { fail("\(option) needs a value") }
+            return arguments[i]
+        }
+        func int(_ option: String, _ range: ClosedRange<Int>) -> Int {
+            let text = value(option)
+            guard let n = Int(text), range.contains(n) else { fail("\(option): \"\(text)\" is not a whole number in \(range)") }
+            return n
+        }
+        func seconds(_ option: String) -> Double {
+            let text = value(option)
+            guard let s = Double(text), s >= 0, s < 86_400 else { fail("\(option): \"\(text)\" is not a number of seconds") }
+            return s
+        }
+        while i < arguments.count {
+            let option = arguments[i]
+            switch option {
+            case "--help", "-h": printLine(usage); exit(0)
+            case "--server": a.server = value(option)
+            case "--config": a.config = value(option)
+            case "--key-id": a.keyID = value(option)
+            case "--secret": a.secret = value(option)
+            case "--app": a.app = value(option)
+            case "--rooms": a.rooms = int(option, 1 ... 10_000)
+            case "--participants": a.participants = int(option, 1 ... 10_000)
+            case "--streamers": a.streamers = int(option, 0 ... 10_000)
+            case "--duration": a.duration = seconds(option)
+            case "--warmup": a.warmup = seconds(option)
+            case "--server-pid": a.serverPID = int(option, 1 ... Int(Int32.max))
+            case "--threads": a.threads = int(option, 1 ... 64)
+            case "--payload": a.payload = int(option, LoadPayload.minimumSize ... 1000)
+            case "--level": a.level = int(option, 0 ... 127)
+            case "--join-timeout": a.joinTimeout = seconds(option)
+            case "--room-prefix": a.roomPrefix = value(option)
+            default: fail("unknown option \"\(option)\"\n\(usage)")
+            }
+            i += 1
+        }
+        guard a.server != nil else { fail("--server HOST:PORT is required\n\(usage)") }
+        guard a.config != nil || (a.keyID != nil && a.secret != nil) else {
+            fail("--config FILE or --key-id KID --secret HEX is required")
+        }
+        guard a.streamers <= a.participants else { fail("--streamers exceeds --participants") }
+        guard a.duration > 0 else { fail("--duration must be positive") }
+        return a
+    }
+}
+
+// MARK: - Keys
+
+struct SigningKey {
+    var keyID: String
+    var app: String
+    var secret: [UInt8]
+}
+
+func hexBytes(_ text: some StringProtocol) -> [UInt8]? {
+    let digits = Array(text.utf8)
+    guard digits.count % 2 == 0 else { return nil }
+    func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 48 ... 57: c - 48
+        case 65 ... 70: c - 55
+        case 97 ... 102: c - 87
+        default: nil
+        }
+    }
+    var out: [UInt8] = []
+    out.reserveCapacity(digits.count / 2)
+    var i = 0
+    while i < digits.count {
+        guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
+        out.append(hi << 4 | lo)
+        i += 2
+    }
+    return out
+}
+
+func trimmed(_ s: Substring) -> String {
+    String(s.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+}
+
+/// The `[keys]` section of a roomserver configuration (`kid = APP:hex:SECRET` or
+/// `APP:base64:SECRET`); roomload does not link RoomServerKit, so it reads only that.
+func loadKey(config path: String, keyID wanted: String?) -> SigningKey {
+    let text: String
+    do { text = try Files.readText(path) } catch { fail("\(error)", status: 66) }
+    var section = ""
+    var keys: [String: SigningKey] = [:]
+    for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        let line = trimmed(raw)
+        if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+        if line.hasPrefix("[") {
+            section = trimmed(line.dropFirst().prefix { $0 != "]" })
+            continue
+        }
+        guard section == "keys", let eq = line.firstIndex(of: "=") else { continue }
+        let kid = trimmed(line[..<eq])
+        let parts = trimmed(line[line.index(after: eq)...]).split(separator: ":", maxSplits: 2)
+        guard parts.count == 3 else { fail("\(path): keys.\(kid): expected APP:hex:SECRET or APP:base64:SECRET") }
+        let secret: [UInt8]? = switch parts[1] {
+        case "hex": hexBytes(parts[2])
+        case "base64": Base64.decode(parts[2])
+        default: nil
+        }
+        guard let secret else { fail("\(path): keys.\(kid): cannot decode the secret") }
+        keys[kid] = SigningKey(keyID: kid, app: String(parts[0]), secret: secret)
+    }
+    if let wanted {
+        guard let key = keys[wanted] else { fail("\(path): no key \"\(wanted)\" in [keys]") }
+        return key
+    }
+    if let dev = keys["dev"] { return dev }
+    guard let first = keys.keys.sorted().first else { fail("\(path): no [keys]") }
+    return keys[first]!
+}
+
+// MARK: - CPU accounting
+
+/// utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15).
+func processTicks(_ pid: Int) -> UInt64? {
+    guard let text = try? Files.readText("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    // After "pid (comm)": state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    guard fields.count > 12, let u = UInt64(fields[11]), let s = UInt64(fields[12]) else { return nil }
+    return u + s
+}
+
+/// (busy, total) jiffies of the whole machine, from the first line of /proc/stat.
+func hostTicks() -> (busy: UInt64, total: UInt64)? {
+    guard let text = try? Files.readText("/proc/stat"), let line = text.split(separator: "\n").first else { return nil }
+    let values = line.split(separator: " ").dropFirst().compactMap { UInt64($0) }
+    guard values.count >= 5 else { return nil }
+    let total = values.prefix(8).reduce(0, +)
+    return (total - values[3] - values[4], total)
+}
+
+/// Datagrams the kernel dropped at full receive buffers (/proc/net/udp{,6} "drops"): on the
+/// server's media socket, and on the clients' sockets (connected to that port).
+func udpDrops(mediaPort: Int) -> (server: UInt64, clients: UInt64) {
+    var server: UInt64 = 0, clients: UInt64 = 0
+    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+        guard let text = try? Files.readText(file) else { continue }
+        for line in text.split(separator: "\n").dropFirst() {
+            let f = line.split(separator: " ")
+            guard f.count > 12, let drops = UInt64(f[f.count - 1]) else { continue }
+            func port(_ a: Substring) -> Int? { a.split(separator: ":").last.flatMap { Int($0, radix: 16) } }
+            if port(f[1]) == mediaPort { server += drops } else if port(f[2]) == mediaPort { clients += drops }
+        }
+    }
+    return (server, clients)
+}
+
+struct CPUSample {
+    var time: UInt64
+    var serverTicks: UInt64?
+    var ownNs: UInt64
+    var host: (busy: UInt64, total: UInt64)?
+    var drops: (server: UInt64, clients: UInt64)
+
+    static func take(serverPID: Int?) -> CPUSample {
+        CPUSample(time: monotonicNanoseconds(), serverTicks: serverPID.flatMap(processTicks),
+                  ownNs: ProcessStats.cpuNanoseconds(), host: hostTicks(),
+                  drops: udpDrops(mediaPort: Shared.mediaPort.load(ordering: .relaxed)))
+    }
+}
+
+func sleepUntil(_ deadline: UInt64) {
+    while true {
+        let now = monotonicNanoseconds()
+        if now >= deadline { return }
+        let ms = Int((deadline - now + 999_999) / 1_000_000)
+        sleepMilliseconds(min(ms, 100))
+    }
+}
+
+/// A JSON number with at most 3 decimals.
+func number(_ x: Double) -> String {
+    guard x.isFinite else { return "null" }
+    let r = (x * 1000).rounded() / 1000
+    return r == r.rounded() && abs(r) < 1e15 ? String(Int64(r)) : "\(r)"
+}
+
+// MARK: - Run
+
+let args = Arguments.parse(Array(CommandLine.arguments.dropFirst()))
+let serverAddress: SocketAddress
+do { serverAddress = try SocketAddress(parsing: args.server!) } catch { fail("--server: \(error)") }
+guard serverAddress.family == .ipv4 || serverAddress.family == .ipv6 else { fail("--server: not an IP address") }
+
+let key: SigningKey
+if let config = args.config {
+    key = loadKey(config: config, keyID: args.keyID)
+} else {
+    guard let secret = hexBytes(args.secret!) else { fail("--secret: not hex") }
+    key = SigningKey(keyID: args.keyID!, app: args.app, secret: secret)
+}
+
+let totalClients = args.rooms * args.participants
+// Two descriptors per client (TCP + UDP) and a few for the loops.
+var limit = rlimit()
+getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+let needed = rlim_t(2 * totalClients + 64)
+if limit.rlim_cur < needed {
+    limit.rlim_cur = min(max(needed, limit.rlim_cur), limit.rlim_max)
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    if limit.rlim_cur < needed { fail("needs \(needed) file descriptors, the hard limit is \(limit.rlim_max)", status: 71) }
+}
+
+// Tokens for everyone, minted up front (not timed).
+let now = RoomTokenVerifier.systemClock()
+var specsByThread: [[ClientSpec]] = Array(repeating: [], count: args.threads)
+var streamerOrdinal = 0
+for room in 0 ..< args.rooms {
+    let roomName = "\(args.roomPrefix)-\(room)"
+    for index in 0 ..< args.participants {
+        let streamer = index < args.streamers
+        let user = "\(roomName)-p\(index)"
+        let claims = RoomTokenClaims(
+            app: key.app, room: roomName, sub: user, name: user, grants: RoomGrants(publish: streamer, moderate: false),
+            exp: now + 3600 + Int(args.warmup + args.duration), nbf: now - 60, iat: now)
+        let token = RoomToken.mint(claims: claims, keyID: key.keyID, secret: key.secret)
+        // Whole rooms per thread: a room's loss accounting stays inside one worker.
+        specsByThread[room % args.threads].append(
+            ClientSpec(room: room, index: index, streamer: streamer, token: token, streamerOrdinal: streamer ? streamerOrdinal : 0))
+        if streamer { streamerOrdinal += 1 }
+    }
+}
+
+var plan = LoadPlan(server: serverAddress)
+plan.payloadBytes = args.payload
+plan.audioLevel = UInt8(args.level)
+plan.totalStreamers = max(streamerOrdinal, 1)
+plan.participantsPerRoom = args.participants
+let finalPlan = plan
+
+printError("roomload: \(totalClients) clients (\(args.rooms) rooms × \(args.participants), \(args.streamers) streamers each) on \(args.threads) thread(s) → \(serverAddress)")
+let joinStart = monotonicNanoseconds()
+var threads: [NativeThread] = []
+for (n, specs) in specsByThread.enumerated() where !specs.isEmpty {
+    do {
+        threads.append(try NativeThread(name: "roomload-\(n)") {
+            let result: WorkerResult
+            do {
+                let worker = try LoadWorker(plan: finalPlan, specs: specs)
+                result = worker.run()
+            } catch {
+                var r = WorkerResult()
+                r.failures = ["worker \(n): \(error)"]
+                Shared.failed.add(specs.count, ordering: .relaxed)
+                result = r
+            }
+            Shared.results.withLock { $0.append(result) }
+        })
+    } catch {
+        fail("\(error)", status: 71)
+    }
+}
+
+func stopWorkers(_ threads: [NativeThread]) {
+    Shared.stop.store(true, ordering: .relaxed)
+    for t in threads { t.join() }
+}
+
+// Wait for every client to be welcomed, bound and (streamers) on stage.
+let joinDeadline = joinStart + UInt64(args.joinTimeout * 1e9)
+while Shared.ready.load(ordering: .relaxed) + Shared.failed.load(ordering: .relaxed) < totalClients
+    && monotonicNanoseconds() < joinDeadline {
+    sleepMilliseconds(20)
+}
+let ready = Shared.ready.load(ordering: .relaxed)
+let joinMs = Double(monotonicNanoseconds() - joinStart) / 1e6
+if ready < totalClients {
+    let errors = Shared.firstErrors.withLock { $0 }
+    stopWorkers(threads)
+    printError("roomload: only \(ready) of \(totalClients) clients joined within \(args.joinTimeout) s (\(Shared.failed.load(ordering: .relaxed)) failed)")
+    for e in errors { printError("roomload:   \(e)") }
+    exit(1)
+}
+printError("roomload: all \(totalClients) joined in \(Int(joinMs)) ms; warm-up \(args.warmup) s, window \(args.duration) s")
+
+let windowStart = monotonicNanoseconds() + UInt64(args.warmup * 1e9)
+let windowEnd = windowStart + UInt64(args.duration * 1e9)
+Shared.windowEnd.store(windowEnd, ordering: .relaxed)
+Shared.windowStart.store(windowStart, ordering: .releasing)
+
+sleepUntil(windowStart)
+let before = CPUSample.take(serverPID: args.serverPID)
+sleepUntil(windowEnd)
+let after = CPUSample.take(serverPID: args.serverPID)
+// In-flight packets of the window's last moments still count: give them time to arrive.
+sleepMilliseconds(500)
+stopWorkers(threads)
+
+// MARK: - Report
+
+var histogram = DelayHistogram()
+var sent: UInt64 = 0, expected: UInt64 = 0, received: UInt64 = 0, sendFailures: UInt64 = 0, skipped: UInt64 = 0
+var onStage = 0, streamers = 0, lossyReceivers = 0, worstLoss = 0.0
+var failures: [String] = []
+for r in Shared.results.withLock({ $0 }) {
+    histogram.merge(r.histogram)
+    sent += r.sentInWindow
+    expected += r.expectedInWindow
+    received += r.receivedInWindow
+    sendFailures += r.sendFailures
+    skipped += r.skippedSends
+    onStage += r.streamersOnStage
+    lossyReceivers += r.lossyReceivers
+    worstLoss = max(worstLoss, r.worstReceiverLossPct)
+    streamers += r.streamers
+    failures += r.failures
+}
+let lateFailures = Shared.failed.load(ordering: .relaxed)
+if lateFailures > 0 {
+    printError("roomload: \(lateFailures) clients failed during the run:")
+    for e in Shared.firstErrors.withLock({ $0 }) { printError("roomload:   \(e)") }
+}
+
+let window = Double(after.time - before.time) / 1e9
+let context = "\"rooms\":\(args.rooms),\"participants\":\(totalClients),\"streamers_per_room\":\(args.streamers)"
+func emit(_ metric: String, _ value: Double?, _ unit: String, _ extra: String = "") {
+    guard let value else { return }
+    printLine("{\"bench\":\"server\",\"metric\":\"\(metric)\",\"value\":\(number(value)),\"unit\":\"\(unit)\",\(context)\(extra)}")
+}
+
+let clockTicks = Double(sysconf(Int32(_SC_CLK_TCK)))
+if let a = before.serverTicks, let b = after.serverTicks {
+    let pct = Double(b - a) / clockTicks / window * 100
+    emit("server.cpu_pct_\(totalClients)p", pct, "%", ",\"window_s\":\(number(window))")
+} else if args.serverPID != nil {
+    printError("roomload: could not read /proc/\(args.serverPID!)/stat; no server CPU figure")
+}
+let p50 = histogram.quantileMs(0.50)
+let p99 = histogram.quantileMs(0.99)
+let p999 = histogram.quantileMs(0.999)
+let mean = histogram.samples > 0 ? Double(histogram.sumNs) / Double(histogram.samples) / 1e6 : nil
+emit("server.p99_forward_ms", p99, "ms",
+     ",\"samples\":\(histogram.samples),\"p999_ms\":\(p999.map(number) ?? "null"),\"max_ms\":\(number(Double(histogram.maxNs) / 1e6)),\"mean_ms\":\(mean.map(number) ?? "null")")
+emit("server.p50_forward_ms", p50, "ms")
+let loss = expected > 0 ? Double(expected - min(received, expected)) / Double(expected) * 100 : nil
+emit("server.forward_loss_pct", loss, "%",
+     ",\"expected\":\(expected),\"received\":\(received),\"sent\":\(sent),\"server_socket_drops\":\(after.drops.server - before.drops.server),\"client_socket_drops\":\(after.drops.clients - before.drops.clients)")
+emit("server.packets_forwarded_per_s", Double(received) / Double(args.duration), "pkt/s",
+     ",\"measure\":\"forwarded datagrams delivered to the synthetic clients\",\"sent_per_s\":\(number(Double(sent) / Double(args.duration)))")
+var hostBusy = "null"
+if let a = before.host, let b = after.host, b.total > a.total {
+    hostBusy = number(Double(b.busy - a.busy) / Double(b.total - a.total) * 100 * Double(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+}
+emit("roomload.cpu_pct", Double(after.ownNs - before.ownNs) / 1e9 / window * 100, "%",
+     ",\"threads\":\(args.threads),\"host_busy_pct\":\(hostBusy),\"cores\":\(sysconf(Int32(_SC_NPROCESSORS_ONLN))),\"skipped_sends\":\(skipped),\"send_failures\":\(sendFailures)")
+printError("roomload: \(onStage)/\(streamers) streamers on stage; join \(Int(joinMs)) ms; \(histogram.overflow) samples over 200 ms; \(lossyReceivers) receivers missed packets (worst \(number(worstLoss)) %)")
+exit(lateFailures > 0 ? 1 : 0)

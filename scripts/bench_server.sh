@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The server load benchmark (docs/benchmarks.md, "Server load (roomload)"):
+#   scripts/bench_server.sh BIN [roomload options...]
+# BIN is a build products directory holding roomserver and roomload (built by the caller).
+# Starts roomserver on free loopback ports with a configuration derived from
+# docs/roomserver.conf.example, runs roomload against it (default 50 rooms × 10 participants,
+# 3 streamers per room, 5 s warm-up, 20 s window, 2 client threads), stops the server and cleans up.
+# Options after BIN go to roomload and override the defaults (e.g. --rooms 5 --duration 10).
+# Prints roomload's JSON lines on stdout; everything else goes to stderr.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${1:?usage: scripts/bench_server.sh BIN [roomload options...]}"
+shift
+for exe in roomserver roomload; do
+  [ -x "$BIN/$exe" ] || { echo "bench_server: $BIN/$exe not found (build it first)" >&2; exit 2; }
+done
+
+# The few roomload options the server configuration depends on (last one wins, like roomload).
+participants=10 streamers=3 warmup=5 duration=20 join_timeout=60
+args=("$@")
+for ((i = 0; i < ${#args[@]} - 1; i++)); do
+  case "${args[i]}" in
+    --participants) participants="${args[i+1]}" ;;
+    --streamers) streamers="${args[i+1]}" ;;
+    --warmup) warmup="${args[i+1]%.*}" ;;
+    --duration) duration="${args[i+1]%.*}" ;;
+    --join-timeout) join_timeout="${args[i+1]%.*}" ;;
+  esac
+done
+
+WORK="$(mktemp -d /tmp/roomd-bench-server.XXXXXX)"
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Two free loopback ports (TCP signalling, UDP media), chosen by the kernel.
+read -r TCP_PORT UDP_PORT < <(python3 - <<'EOF'
+import socket
+t = socket.socket(socket.AF_INET, socket.SOCK_STREAM); t.bind(("127.0.0.1", 0))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+print(t.getsockname()[1], u.getsockname()[1])
+EOF
+)
+
+# The example configuration with our ports, a quiet log, room for every participant, every
+# streamer on stage (open policy) and forwarded (top_n).
+speaker_limit=$(( streamers > 6 ? streamers : 6 ))
+top_n=$(( streamers > 3 ? (streamers > 16 ? 16 : streamers) : 3 ))
+max_participants=$(( participants > 50 ? participants : 50 ))
+sed -E \
+  -e "s/^listen *=.*/listen = 127.0.0.1:$TCP_PORT/" \
+  -e "s/^media *=.*/media = 127.0.0.1:$UDP_PORT/" \
+  -e "s/^log_level *=.*/log_level = notice/" \
+  -e "s/^policy *=.*/policy = open/" \
+  -e "s/^speaker_limit *=.*/speaker_limit = $speaker_limit/" \
+  -e "s/^top_n *=.*/top_n = $top_n/" \
+  -e "s/^max_participants *=.*/max_participants = $max_participants/" \
+  "$ROOT/docs/roomserver.conf.example" > "$WORK/server.conf"
+
+# 2 descriptors per participant on each side.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+"$BIN/roomserver" --config "$WORK/server.conf" 2> "$WORK/server.log" &
+SERVER_PID=$!
+for _ in $(seq 100); do
+  grep -q "running" "$WORK/server.log" 2>/dev/null && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; echo "bench_server: roomserver exited" >&2; exit 1; }
+  sleep 0.05
+done
+grep -q "running" "$WORK/server.log" || { cat "$WORK/server.log" >&2; echo "bench_server: roomserver did not start" >&2; exit 1; }
+
+status=0
+timeout --signal=TERM --kill-after=5 $(( join_timeout + warmup + duration + 30 )) \
+  "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/server.conf" --server-pid "$SERVER_PID" \
+  --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" || status=$?
+
+kill -TERM "$SERVER_PID" 2>/dev/null || true
+wait "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=""
+grep -E "^<[0-5]>" "$WORK/server.log" | grep -v -E "running|signal" | sed 's/^/roomserver: /' >&2 || true
+exit "$status"
