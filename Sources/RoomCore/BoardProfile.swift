@@ -24,6 +24,10 @@ public struct BoardProfile: Sendable, Equatable {
     // [array]
     /// One position per capture channel, in channel order; empty when the board declares no array.
     public var micPositions: [Point3]
+    /// Run webrtc's beamformer over the array (N mics in, one channel out). Default: yes when
+    /// the board has an array. It costs latency: 22 ms mouth-to-ear on the sim board (measured
+    /// with scripts/bench e2e), which is why a board can switch it off.
+    public var beamformer = false
 
     // [gpio]
     public var gpio: BoardGPIO

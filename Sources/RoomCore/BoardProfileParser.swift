@@ -27,6 +27,14 @@ extension BoardProfile {
         }
 
         profile.micPositions = try parseArray(values, channels: profile.captureChannels)
+        if let beam = try values.yesNo("array.beamformer") {
+            guard !beam || profile.hasArray else {
+                throw values.error("array.beamformer", "needs microphone positions (array.mic0..) for at least 2 mics")
+            }
+            profile.beamformer = beam
+        } else {
+            profile.beamformer = profile.hasArray
+        }
         profile.gpio = try parseGPIO(values)
         return profile
     }
@@ -35,7 +43,7 @@ extension BoardProfile {
         ("board", ["name", "description", "tested_on_hardware"]),
         ("audio", ["capture_device", "playback_device", "rate", "capture_channels", "playback_channels",
                    "period_ms", "alsa_config"]),
-        ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7"]),
+        ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7", "beamformer"]),
         ("gpio", ["chip", "mute_button", "hand_button", "mute_led", "hand_led", "stage_led", "active_low"]),
     ]
 
@@ -49,7 +57,7 @@ extension BoardProfile {
     }
 
     private static func parseArray(_ values: ConfigValues, channels: Int) throws(ConfigError) -> [Point3] {
-        let mics = values.entries.filter { $0.section == "array" }
+        let mics = values.entries.filter { $0.section == "array" && $0.key != "beamformer" }
         if mics.isEmpty { return [] }
         let expected = "capture_channels is \(channels), so the array needs exactly mic0..mic\(channels - 1)"
         var positions = [Point3?](repeating: nil, count: channels)

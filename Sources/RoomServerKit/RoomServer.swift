@@ -91,6 +91,9 @@ public final class RoomServer {
             listeners.append(listener)
         }
         let socket = try UDPSocket(bindingTo: configuration.media)
+        // One socket carries every participant's media: give bursts room (roomload showed
+        // keepalive bursts overflowing the default buffer and starving listeners).
+        socket.setBufferSizes(receive: 4 << 20, send: 4 << 20)
         try socket.onReadable(loop: loop) { [unowned self] socket in self.mediaReadable(socket) }
         media = socket
         tickTimer = loop.schedule(

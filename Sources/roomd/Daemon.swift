@@ -55,6 +55,7 @@ struct Daemon {
             micChannels: board.captureChannels, playbackChannels: board.playbackChannels,
             micPositions: board.micPositions.map { (Float($0.x), Float($0.y), Float($0.z)) })
         config.periodMilliseconds = board.periodMilliseconds
+        config.processing.beamform = board.beamformer
         config.loopback = options.loopback
         config.loopbackLossPercent = options.loopbackLossPercent
         config.recordProcessed = options.record != nil

@@ -41,6 +41,22 @@ public final class UDPSocket {
 
     deinit { close() }
 
+    /// Asks the kernel for larger socket buffers. A server that receives bursts (every client's
+    /// keepalive at once, a stall of its loop) loses datagrams at the default ~200 KiB. The
+    /// kernel caps the request at net.core.rmem_max/wmem_max; returns the sizes granted.
+    @discardableResult
+    public func setBufferSizes(receive: Int, send: Int) -> (receive: Int, send: Int) {
+        var r = Int32(receive), w = Int32(send)
+        _ = setsockopt(fileDescriptor, SOL_SOCKET, SO_RCVBUF, &r, socklen_t(MemoryLayout<Int32>.size))
+        _ = setsockopt(fileDescriptor, SOL_SOCKET, SO_SNDBUF, &w, socklen_t(MemoryLayout<Int32>.size))
+        var gotR: Int32 = 0, gotW: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        _ = getsockopt(fileDescriptor, SOL_SOCKET, SO_RCVBUF, &gotR, &len)
+        len = socklen_t(MemoryLayout<Int32>.size)
+        _ = getsockopt(fileDescriptor, SOL_SOCKET, SO_SNDBUF, &gotW, &len)
+        return (Int(gotR), Int(gotW))
+    }
+
     /// Receives one datagram, or nil when none is waiting.
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Datagram? {
         var source = SocketAddress()
