@@ -51,11 +51,14 @@ let package = Package(
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
         .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
+        // client side for roomctl. Must not depend on the audio libraries.
+        .target(name: "RoomControl", dependencies: ["RoomCore", "RoomSystem"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
         .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol"]),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit"]),
-        .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem"]),
+        .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
@@ -66,6 +69,7 @@ let package = Package(
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
         .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem"]),
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
+        .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),

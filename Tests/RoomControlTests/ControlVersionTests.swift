@@ -1,0 +1,3 @@
+import RoomControl
+import XCTest
+final class ControlVersionTests: XCTestCase { func testVersion() { XCTAssertEqual(controlAPIVersion, 1) } }
