@@ -1,22 +1,10 @@
 import Glibc
+import RoomControl
 import RoomSystem
-import RoomCore
 
-// The control CLI. The control socket arrives with issue 4; until then roomctl answers
-// --version and --help, and says plainly that it has nothing to talk to yet.
-let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "--version" {
-    print("roomctl \(roomdVersion)")
-    exit(0)
-}
-if arguments.isEmpty || arguments.first == "--help" || arguments.first == "-h" {
-    print("""
-    usage: roomctl [--help | --version] COMMAND ...
-
-    Controls a running roomd over its Unix socket. The control socket is not implemented yet
-    (issue 4): every command exits with status 69 (service unavailable) until it is.
-    """)
-    exit(0)
-}
-printError("roomctl: \(arguments[0]): the control socket is not implemented yet (issue 4)\n")
-exit(69)
+// The control CLI: wiring only. Parsing, the subcommands and output live in RoomControl
+// (`Roomctl`) so the tests run them in-process. roomctl links RoomCore, RoomSystem and
+// RoomControl only — no audio libraries.
+var environment: [String: String] = [:]
+if let socket = Environment.get(controlSocketEnvironmentVariable) { environment[controlSocketEnvironmentVariable] = socket }
+exit(Roomctl.main(Array(CommandLine.arguments.dropFirst()), environment: environment))

@@ -1,0 +1,389 @@
+import Glibc
+import RoomCore
+import RoomSystem
+
+/// The control socket of roomd: newline-delimited JSON requests on a Unix stream socket,
+/// validated against `ControlCommands`, authorized by the caller's SO_PEERCRED credentials,
+/// and handed to `handler`; events are pushed to subscribers with `broadcast`.
+///
+/// Loop-thread only, like everything on the `EventLoop`. Never blocks: a client that does not
+/// read its answers or events is cut off when its outgoing buffer exceeds
+/// `Configuration.outgoingLimit`, and everyone else keeps being served.
+public final class ControlServer {
+    public struct Configuration: Sendable {
+        public var path: String
+        /// File mode of the socket (connecting needs write permission on it).
+        public var mode: mode_t = 0o660
+        /// Group owning the socket, and allowed to run `control` commands. nil: only root
+        /// and roomd's own user may change anything.
+        public var group: gid_t?
+        /// Longest request line in bytes (without the newline); a longer one is answered with
+        /// `too_long` and the connection is closed.
+        public var maxLineBytes = 64 * 1024
+        /// Most bytes waiting to be sent to one client; beyond it the client is cut off.
+        public var outgoingLimit = 256 * 1024
+        /// More clients than this at once are refused (an error line, then closed).
+        public var maxClients = 64
+        /// Requests of one client waiting for the handler's answer; beyond it the server stops
+        /// reading from that client until answers go out (pipelining is allowed, flooding is not).
+        public var maxPendingPerClient = 16
+
+        public init(path: String, mode: mode_t = 0o660, group: gid_t? = nil) {
+            self.path = path
+            self.mode = mode
+            self.group = group
+        }
+    }
+
+    public struct Statistics: Sendable, Equatable {
+        public var clientsAccepted = 0
+        public var clientsRefused = 0
+        public var requests = 0
+        public var errors = 0
+        public var permissionDenied = 0
+        public var tooLong = 0
+        public var eventsSent = 0
+        /// Subscribers cut off because they did not read their events.
+        public var subscribersCutOff = 0
+        /// Clients cut off because they did not read their answers.
+        public var clientsCutOff = 0
+        public init() {}
+    }
+
+    /// Answers a validated request. Call `reply` exactly once, now or later (e.g. when the room
+    /// service has answered), on the loop thread. Later calls are ignored; a reply for a client
+    /// that has gone is dropped.
+    public typealias Handler = (ControlRequest, _ reply: @escaping (ControlResult) -> Void) -> Void
+    /// May this caller run this command? Asked only for `control` commands.
+    public typealias Authorizer = (PeerCredentials, ControlCommandSpec) -> Bool
+
+    public var handler: Handler
+    public let configuration: Configuration
+    public private(set) var statistics = Statistics()
+    public var clientCount: Int { clients.count }
+    public var subscriberCount: Int { clients.values.filter { $0.subscription != nil }.count }
+    /// True when some subscriber wants `levels` events (so roomd computes them only then).
+    public var hasLevelSubscribers: Bool { clients.values.contains { $0.subscription?.levels == true } }
+
+    private let loop: EventLoop
+    private let authorize: Authorizer
+    private var listener: UnixListener?
+    private var clients: [Int: Client] = [:]
+    private var nextClientID = 1
+    private var scratch = [UInt8](repeating: 0, count: 16 * 1024)
+
+    /// Listens at `configuration.path` (replacing a stale socket file; see `UnixListener`).
+    /// `authorize` defaults to `ControlAuthorization.policy(allowedGroup: configuration.group)`.
+    public init(
+        configuration: Configuration, loop: EventLoop, authorize: Authorizer? = nil, handler: @escaping Handler
+    ) throws(SystemError) {
+        self.configuration = configuration
+        self.loop = loop
+        self.handler = handler
+        self.authorize = authorize ?? ControlAuthorization.policy(allowedGroup: configuration.group)
+        listener = try UnixListener(path: configuration.path, mode: configuration.mode, group: configuration.group,
+                                    loop: loop, outgoingLimit: configuration.outgoingLimit) { [weak self] connection in
+            self?.accept(connection)
+        }
+    }
+
+    deinit { close() }
+
+    /// Stops listening, removes the socket file and closes every client.
+    public func close() {
+        listener?.close()
+        listener = nil
+        for client in clients.values { client.connection.close() }
+        clients.removeAll()
+    }
+
+    /// Sends `event` to every subscriber that asked for it. A subscriber whose outgoing buffer
+    /// cannot take it is cut off (counted in `statistics.subscribersCutOff`).
+    public func broadcast(_ event: ControlEvent) {
+        var line: [UInt8]?
+        for client in Array(clients.values) {
+            guard let subscription = client.subscription, subscription.wants(event.name) else { continue }
+            if line == nil { line = event.line }
+            switch client.connection.write(line!) {
+            case .accepted: statistics.eventsSent += 1
+            case .backpressure:
+                statistics.subscribersCutOff += 1
+                cutOff(client, "does not read its events (over \(configuration.outgoingLimit) bytes queued)")
+            case .closed: remove(client)
+            }
+        }
+    }
+
+    public func broadcast(event name: String, _ fields: [String: JSONValue] = [:]) {
+        broadcast(ControlEvent(name, fields))
+    }
+
+    // MARK: Clients
+
+    private struct Subscription {
+        var events: Set<String>?
+        var levels: Bool
+        func wants(_ name: String) -> Bool {
+            if name == "levels" { return levels || events?.contains(name) == true }
+            return events?.contains(name) ?? true
+        }
+    }
+
+    private final class Client {
+        let id: Int
+        let connection: StreamConnection
+        let credentials: PeerCredentials?
+        var buffer: [UInt8] = []
+        var subscription: Subscription?
+        var pending = 0
+        var inputEnded = false
+        var closing = false
+        /// After `too_long`: input is read and dropped until the client is closed.
+        var discarding = false
+        /// Inside `processLines` (a handler may reply synchronously: no re-entry).
+        var processing = false
+        init(id: Int, connection: StreamConnection, credentials: PeerCredentials?) {
+            self.id = id
+            self.connection = connection
+            self.credentials = credentials
+        }
+        var who: String {
+            guard let c = credentials else { return "control client \(id) (credentials unknown)" }
+            return "control client \(id) (pid \(c.pid) uid \(c.uid) gid \(c.gid))"
+        }
+    }
+
+    private func accept(_ connection: StreamConnection) {
+        if clients.count >= configuration.maxClients {
+            statistics.clientsRefused += 1
+            Log.warning("control: refusing a client: \(clients.count) clients connected (limit \(configuration.maxClients))")
+            connection.write(ControlResponse.failure(id: nil, error: ControlError(.internal, "too many control clients")))
+            connection.close()
+            return
+        }
+        let credentials = try? connection.peerCredentials()
+        let client = Client(id: nextClientID, connection: connection, credentials: credentials)
+        nextClientID += 1
+        clients[client.id] = client
+        statistics.clientsAccepted += 1
+        Log.debug("control: \(client.who) connected")
+        connection.handler = { [weak self, weak client] _, event in
+            guard let self, let client else { return }
+            switch event {
+            case .readable: self.readFrom(client)
+            case .closed(let error):
+                Log.debug("control: \(client.who): \(error)")
+                self.remove(client)
+            case .connected, .drained: break
+            }
+        }
+    }
+
+    private func remove(_ client: Client) {
+        client.connection.close()
+        clients[client.id] = nil
+    }
+
+    /// Closes a client that does not keep up, at once (its queued bytes are dropped).
+    private func cutOff(_ client: Client, _ why: String) {
+        Log.warning("control: cutting off \(client.who): \(why)")
+        remove(client)
+    }
+
+    /// Sends what is queued, then closes; a peer that does not read is closed after 2 s anyway.
+    private func finish(_ client: Client) {
+        guard !client.closing else { return }
+        client.closing = true
+        client.connection.isReadingPaused = true
+        client.connection.closeAfterFlush()
+        clients[client.id] = nil
+        let connection = client.connection
+        if connection.isOpen { loop.schedule(after: .seconds(2)) { connection.close() } }
+    }
+
+    private func readFrom(_ client: Client) {
+        let result: StreamConnection.ReadResult
+        do {
+            result = try scratch.withUnsafeMutableBytes { try client.connection.read(into: $0) }
+        } catch {
+            Log.debug("control: \(client.who): \(error)")
+            remove(client)
+            return
+        }
+        if client.discarding {
+            if result == .endOfStream { remove(client) }
+            return
+        }
+        switch result {
+        case .wouldBlock: return
+        case .bytes(let n): client.buffer.append(contentsOf: scratch[0..<n])
+        case .endOfStream:
+            // A last line without a newline still counts (`printf '{…}' | socat`).
+            client.inputEnded = true
+            client.connection.isReadingPaused = true
+            if !client.buffer.isEmpty { client.buffer.append(0x0A) }
+        }
+        processLines(client)
+        if client.inputEnded && !client.closing && client.pending == 0 && client.subscription == nil {
+            finish(client)
+        }
+    }
+
+    private func processLines(_ client: Client) {
+        guard !client.processing else { return }
+        client.processing = true
+        var start = 0
+        defer {
+            client.processing = false
+            if start > 0 && clients[client.id] === client { client.buffer.removeSubrange(0..<start) }
+        }
+        while clients[client.id] === client, !client.closing, !client.discarding {
+            guard let newline = client.buffer[start...].firstIndex(of: 0x0A) else { break }
+            let lineLength = newline - start
+            if lineLength > configuration.maxLineBytes { tooLong(client); return }
+            var end = newline
+            if end > start && client.buffer[end - 1] == 0x0D { end -= 1 }
+            let line = Array(client.buffer[start..<end])
+            start = newline + 1
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+            handleLine(line, client)
+            if client.pending >= configuration.maxPendingPerClient {
+                client.connection.isReadingPaused = true
+                break
+            }
+        }
+        if clients[client.id] === client, !client.closing, !client.discarding, client.buffer.count - start > configuration.maxLineBytes {
+            tooLong(client)
+        }
+    }
+
+    private func tooLong(_ client: Client) {
+        statistics.tooLong += 1
+        statistics.errors += 1
+        Log.warning("control: \(client.who): request line over \(configuration.maxLineBytes) bytes; closing")
+        let error = ControlError(.tooLong, "request line longer than \(configuration.maxLineBytes) bytes; closing the connection",
+                                 details: ["limit": .int(configuration.maxLineBytes)])
+        client.buffer = []
+        client.discarding = true
+        client.connection.write(ControlResponse.failure(id: nil, error: error))
+        // Closing with unread input would reset the connection and could destroy the error
+        // before the client reads it. Instead: end our side once the error is out, drop what
+        // the client still sends, and close for good after a second.
+        if client.connection.bufferedByteCount == 0 { shutdown(client.connection.fileDescriptor, Int32(SHUT_WR)) }
+        loop.schedule(after: .seconds(1)) { [weak self, weak client] in
+            guard let self, let client, self.clients[client.id] === client else { return }
+            self.remove(client)
+        }
+    }
+
+    private func handleLine(_ line: [UInt8], _ client: Client) {
+        statistics.requests += 1
+        let request: ControlRequest
+        do {
+            request = try ControlRequest.parse(line: line)
+        } catch {
+            Log.debug("control: \(client.who): \(error.error)")
+            send(.failure(error.error), id: error.id, to: client)
+            return
+        }
+        if request.spec.access == .control {
+            let allowed = client.credentials.map { authorize($0, request.spec) } ?? false
+            guard allowed else {
+                statistics.permissionDenied += 1
+                Log.warning("control: \(client.who): \(request.name) refused (not root and not in the allowed group)")
+                send(.failure(ControlError(.permissionDenied, "\(request.name) changes the appliance: run it as root or as a member of the control group")),
+                     id: request.id, to: client)
+                return
+            }
+            Log.notice("control: \(client.who): \(Self.describe(request))")
+        } else {
+            Log.debug("control: \(client.who): \(request.name)")
+        }
+        switch request.command {
+        case .subscribe(let events, let levels):
+            client.subscription = Subscription(events: events.map(Set.init), levels: levels)
+            let names = events ?? ControlEventName.all.filter { $0 != "levels" || levels }
+            send(.success(["events": .array(names.map(JSONValue.string)), "levels": .bool(levels)]), id: request.id, to: client)
+        case .version:
+            send(.success(["api": .int(controlAPIVersion), "roomd": .string(roomdVersion)]), id: request.id, to: client)
+        default:
+            client.pending += 1
+            var answered = false
+            let id = request.id
+            handler(request) { [weak self, weak client] result in
+                guard !answered else { return }
+                answered = true
+                guard let self, let client else { return }
+                client.pending -= 1
+                if case .failure(let e) = result { Log.info("control: \(client.who): \(request.name): \(e)") }
+                self.send(result, id: id, to: client)
+                self.resumeIfIdle(client)
+            }
+        }
+    }
+
+    /// After an answer: read again if the client was paused for too many pending requests,
+    /// or close a client whose input ended once everything is answered.
+    private func resumeIfIdle(_ client: Client) {
+        guard clients[client.id] === client, !client.closing, !client.processing else { return }
+        if client.pending < configuration.maxPendingPerClient {
+            if !client.inputEnded { client.connection.isReadingPaused = false }
+            processLines(client) // lines already buffered while paused
+        }
+        if clients[client.id] === client, !client.closing, client.inputEnded, client.pending == 0, client.subscription == nil {
+            finish(client)
+        }
+    }
+
+    private func send(_ result: ControlResult, id: ControlRequestID?, to client: Client) {
+        if case .failure = result { statistics.errors += 1 }
+        guard clients[client.id] === client || client.closing else { return }
+        switch client.connection.write(ControlResponse.line(id: id, result)) {
+        case .accepted: break
+        case .backpressure:
+            statistics.clientsCutOff += 1
+            cutOff(client, "does not read its answers (over \(configuration.outgoingLimit) bytes queued)")
+        case .closed: remove(client)
+        }
+    }
+
+    /// "mute", "kick participant=7 reason=…" — for the log; tokens are never logged.
+    static func describe(_ request: ControlRequest) -> String {
+        let args = request.arguments.keys.sorted().map { key -> String in
+            if key == "token" { return "token=<redacted>" }
+            let value = request.arguments[key]!
+            let text = value.stringValue.map { $0.utf8.count > 80 ? String($0.prefix(80)) + "…" : $0 } ?? value.jsonText
+            return "\(key)=\(text)"
+        }
+        return ([request.name] + args).joined(separator: " ")
+    }
+}
+
+/// The default authorization policy for `control` commands.
+public enum ControlAuthorization {
+    /// Root, roomd's own user, and members of `allowedGroup` (primary group from SO_PEERCRED,
+    /// or supplementary groups from /proc/<pid>/status) may run `control` commands.
+    public static func policy(allowedGroup: gid_t?) -> ControlServer.Authorizer {
+        let me = geteuid()
+        return { credentials, _ in
+            isAllowed(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid, allowedGroup: allowedGroup, daemonUID: me)
+        }
+    }
+
+    /// The rule behind `policy`, on plain numbers (testable without a peer).
+    public static func isAllowed(uid: uid_t, gid: gid_t, pid: pid_t, allowedGroup: gid_t?, daemonUID: uid_t) -> Bool {
+        if uid == 0 || uid == daemonUID { return true }
+        guard let group = allowedGroup else { return false }
+        if gid == group { return true }
+        return supplementaryGroups(pid: pid).contains(group)
+    }
+
+    /// The supplementary groups of a running process (empty when it has gone).
+    public static func supplementaryGroups(pid: pid_t) -> [gid_t] {
+        guard let text = try? Files.readText("/proc/\(pid)/status") else { return [] }
+        for line in text.split(separator: "\n") where line.hasPrefix("Groups:") {
+            return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { gid_t($0) }
+        }
+        return []
+    }
+}

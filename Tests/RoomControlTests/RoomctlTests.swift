@@ -1,0 +1,305 @@
+import Glibc
+import RoomControl
+import RoomSystem
+import Synchronization
+import XCTest
+
+/// Only touched on the fixture's loop thread (through `post`).
+struct LoopBound<T>: @unchecked Sendable { let value: T }
+
+/// A fake roomd: a ControlServer on its own loop thread with a little state machine behind it.
+final class FakeDaemon: Sendable {
+    let path: String
+    private final class Handles: Sendable {
+        let remote = Mutex<EventLoopRemote?>(nil)
+        let daemon = Mutex<LoopBound<FakeState>?>(nil)
+    }
+    private let handles = Handles()
+    private let thread: NativeThread
+
+    final class FakeState {
+        var status: [String: JSONValue] = ["connection": "connected", "joined": true, "stage": "off", "muted": false, "room": "lobby"]
+        var server: ControlServer?
+    }
+
+    init(path: String) throws {
+        self.path = path
+        let handles = self.handles
+        thread = try NativeThread(name: "fake-roomd") {
+            guard let loop = try? EventLoop() else { return }
+            let state = FakeState()
+            let server = try? ControlServer(configuration: .init(path: path), loop: loop) { [weak state] request, reply in
+                guard let state else { return }
+                switch request.command {
+                case .status: reply(.success(state.status))
+                case .mute, .unmute:
+                    state.status["muted"] = .bool(request.command == .mute)
+                    state.server?.broadcast(event: "mute", ["muted": state.status["muted"]!])
+                    reply(.ok)
+                case .raiseHand:
+                    reply(.ok)
+                    // The moderator approves a little later.
+                    loop.schedule(after: .milliseconds(100)) {
+                        state.status["stage"] = "on_stage"
+                        state.server?.broadcast(event: "stage", ["stage": "on_stage"])
+                    }
+                case .leave: reply(.failure(.notInRoom()))
+                case .moderate(.kick, _, _): reply(.failure(.room(code: "not_moderator", "only moderators can kick")))
+                case .participants:
+                    reply(.success(["participants": [["id": 1, "name": "alice", "role": "streamer"], ["id": 7, "name": "bob", "role": "audience", "muted": true]]]))
+                default: reply(.success(["cmd": .string(request.name), "args": .object(request.arguments)]))
+                }
+            }
+            state.server = server
+            handles.daemon.withLock { $0 = LoopBound(value: state) }
+            handles.remote.withLock { $0 = loop.remote }
+            try? loop.run()
+            server?.close()
+        }
+        let deadline = monotonicNanoseconds() + 5_000_000_000
+        while handles.remote.withLock({ $0 == nil }) && monotonicNanoseconds() < deadline { sleepMilliseconds(1) }
+    }
+
+    /// Runs `body` with the fake's state on its loop thread.
+    func post(_ body: @escaping @Sendable (FakeState) -> Void) {
+        guard let bound = handles.daemon.withLock({ $0 }) else { return }
+        handles.remote.withLock { $0 }?.post { body(bound.value) }
+    }
+
+    func stop() {
+        handles.remote.withLock { $0 }?.stop()
+        thread.join()
+    }
+}
+
+final class RoomctlTests: XCTestCase {
+    func parse(_ args: [String], env: [String: String] = [:]) throws -> Roomctl.Invocation {
+        try Roomctl.parse(args, environment: env)
+    }
+
+    func action(_ args: String...) throws -> Roomctl.Action { try parse(args).action }
+
+    func usageError(_ args: String...) -> Roomctl.UsageError? {
+        do { _ = try Roomctl.parse(args, environment: [:]); return nil } catch { return error }
+    }
+
+    func testParsing() throws {
+        XCTAssertEqual(try action("status"), .request(subcommand: "status", command: "status", arguments: [:]))
+        XCTAssertEqual(try action("raise-hand"), .request(subcommand: "raise-hand", command: "raise_hand", arguments: [:]))
+        XCTAssertEqual(try action("raise_hand"), .request(subcommand: "raise-hand", command: "raise_hand", arguments: [:]))
+        XCTAssertEqual(try action("kick", "7", "--reason", "too loud"),
+                       .request(subcommand: "kick", command: "kick", arguments: ["participant": 7, "reason": "too loud"]))
+        XCTAssertEqual(try action("kick", "--reason=spam", "7"),
+                       .request(subcommand: "kick", command: "kick", arguments: ["participant": 7, "reason": "spam"]))
+        XCTAssertEqual(try action("volume", "-6"), .request(subcommand: "volume", command: "volume", arguments: ["db": -6]))
+        XCTAssertEqual(try action("volume", "7", "-6.5"),
+                       .request(subcommand: "volume", command: "volume", arguments: ["participant": 7, "db": -6.5]))
+        XCTAssertEqual(try action("send-message", "--to", "3", "hello there"),
+                       .request(subcommand: "send-message", command: "send_message", arguments: ["to": 3, "data": "hello there"]))
+        XCTAssertEqual(try action("set-attribute", "topic"), .request(subcommand: "set-attribute", command: "set_attribute", arguments: ["key": "topic"]))
+        XCTAssertEqual(try action("set-attribute", "topic", "budget"),
+                       .request(subcommand: "set-attribute", command: "set_attribute", arguments: ["key": "topic", "value": "budget"]))
+        XCTAssertEqual(try action("join", "--role", "audience", "--server", "10.0.0.5:7700"),
+                       .request(subcommand: "join", command: "join", arguments: ["role": "audience", "server": "10.0.0.5:7700"]))
+        XCTAssertEqual(try action("profile", "music"), .request(subcommand: "profile", command: "profile", arguments: ["name": "music"]))
+        XCTAssertEqual(try action("wait", "on-stage", "--timeout", "2.5"), .wait(.onStage, timeout: 2.5))
+        XCTAssertEqual(try action("wait", "--timeout=1", "muted"), .wait(.muted, timeout: 1))
+        XCTAssertEqual(try action("wait", "joined"), .wait(.joined, timeout: 30))
+        XCTAssertEqual(try action("events"), .events(names: nil, levels: false, count: nil, timeout: nil))
+        XCTAssertEqual(try action("events", "--event", "mute,stage", "--levels", "--count", "3", "--timeout", "4"),
+                       .events(names: ["mute", "stage"], levels: true, count: 3, timeout: 4))
+        XCTAssertEqual(try action("--version"), .version)
+        XCTAssertEqual(try action("--help"), .help(nil))
+        XCTAssertEqual(try action("kick", "--help"), .help("kick"))
+        XCTAssertEqual(try action("help", "wait"), .help("wait"))
+    }
+
+    func testGlobalOptions() throws {
+        XCTAssertEqual(try parse(["status"]).options, Roomctl.Options(socketPath: "/run/roomd/control.sock", json: false))
+        XCTAssertEqual(try parse(["status"], env: ["ROOMD_CONTROL_SOCKET": "/tmp/a.sock"]).options.socketPath, "/tmp/a.sock")
+        let both = try parse(["--socket", "/tmp/b.sock", "status", "--json"], env: ["ROOMD_CONTROL_SOCKET": "/tmp/a.sock"])
+        XCTAssertEqual(both.options, Roomctl.Options(socketPath: "/tmp/b.sock", json: true))
+        XCTAssertEqual(try parse(["--socket=/tmp/c.sock", "mute"]).options.socketPath, "/tmp/c.sock")
+    }
+
+    func testUsageErrors() {
+        XCTAssertNil(usageError("status"))
+        XCTAssertNotNil(usageError())
+        XCTAssertEqual(usageError("frobnicate")?.subcommand, nil)
+        XCTAssertEqual(usageError("kick")?.subcommand, "kick")
+        XCTAssertTrue(usageError("kick", "seven")?.message.contains("PARTICIPANT") == true)
+        XCTAssertNotNil(usageError("kick", "7", "8"))
+        XCTAssertNotNil(usageError("kick", "7", "--because", "x"))
+        XCTAssertNotNil(usageError("kick", "7", "--reason"))
+        XCTAssertNotNil(usageError("volume"))
+        XCTAssertNotNil(usageError("volume", "loud"))
+        XCTAssertTrue(usageError("volume", "7", "-100")?.message.contains("out of range") == true)
+        XCTAssertNotNil(usageError("kick", "0"))
+        XCTAssertNotNil(usageError("profile", "karaoke"))
+        XCTAssertNotNil(usageError("mute", "now"))
+        XCTAssertNotNil(usageError("wait"))
+        XCTAssertNotNil(usageError("wait", "sleepy"))
+        XCTAssertNotNil(usageError("wait", "muted", "--timeout", "soon"))
+        XCTAssertNotNil(usageError("events", "--event", "nonsense"))
+        XCTAssertNotNil(usageError("--socket"))
+        XCTAssertNotNil(usageError("--bogus", "status"))
+    }
+
+    func testEverySubcommandHasHelp() {
+        for name in Roomctl.subcommandNames {
+            let text = Roomctl.help(for: name)
+            XCTAssertNotNil(text, name)
+            XCTAssertTrue(text?.hasPrefix("usage: roomctl \(name)") == true, name)
+            XCTAssertTrue(Roomctl.globalHelp.contains(name), name)
+        }
+    }
+
+    func testHumanOutput() {
+        XCTAssertEqual(Roomctl.formatHuman([:]), "ok")
+        XCTAssertEqual(Roomctl.formatHuman(["muted": true, "stage": "on_stage", "net": ["rtt_ms": 12]]),
+                       "muted       yes\nnet.rtt_ms  12\nstage       on_stage")
+        let table = Roomctl.formatHuman(["participants": [["id": 1, "name": "alice"], ["id": 7, "name": "bob", "muted": true]]])
+        XCTAssertEqual(table, "participants:\nID  NAME   MUTED\n1   alice  -\n7   bob    yes")
+        XCTAssertEqual(Roomctl.formatEvent(ControlEvent("mute", ["muted": true, "by": "the button"])), "mute by=\"the button\" muted=yes")
+    }
+
+    // MARK: Against a fake daemon
+
+    final class Captured: @unchecked Sendable {
+        var out: [String] = []
+        var err: [String] = []
+        var io: Roomctl.IO { Roomctl.IO(out: { self.out.append($0) }, err: { self.err.append($0) }) }
+    }
+
+    func run(_ args: [String], socket: String) -> (Int32, Captured) {
+        let c = Captured()
+        return (Roomctl.main(args, environment: ["ROOMD_CONTROL_SOCKET": socket], io: c.io), c)
+    }
+
+    func withDaemon(_ body: (FakeDaemon) throws -> Void) throws {
+        let path = "/tmp/roomctl-cli-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let daemon = try FakeDaemon(path: path)
+        defer { daemon.stop(); unlink(path) }
+        try body(daemon)
+    }
+
+    func testExitCodes() throws {
+        let (unreachable, u) = run(["status"], socket: "/tmp/no-such-roomd.sock")
+        XCTAssertEqual(unreachable, Roomctl.Exit.unavailable)
+        XCTAssertTrue(u.err.first?.contains("not reachable") == true)
+        XCTAssertEqual(run(["frobnicate"], socket: "/tmp/x").0, Roomctl.Exit.usage)
+        XCTAssertEqual(run(["--version"], socket: "/tmp/x").0, Roomctl.Exit.ok)
+        try withDaemon { d in
+            let (ok, o) = run(["status"], socket: d.path)
+            XCTAssertEqual(ok, Roomctl.Exit.ok)
+            XCTAssertTrue(o.out.first?.contains("connection  connected") == true, "\(o.out)")
+            let (refused, r) = run(["kick", "7", "--reason", "x"], socket: d.path)
+            XCTAssertEqual(refused, Roomctl.Exit.refused)
+            XCTAssertEqual(r.err, ["roomctl: kick: room_error: only moderators can kick"])
+            XCTAssertEqual(run(["leave"], socket: d.path).0, Roomctl.Exit.refused)
+            let (json, j) = run(["--json", "mute"], socket: d.path)
+            XCTAssertEqual(json, Roomctl.Exit.ok)
+            XCTAssertEqual(try JSONValue.parse(j.out.first ?? ""), ["id": 1, "ok": true, "result": [:]])
+            let (_, p) = run(["participants"], socket: d.path)
+            XCTAssertEqual(p.out.first, "participants:\nID  NAME   ROLE      MUTED\n1   alice  streamer  -\n7   bob    audience  yes")
+            let (_, v) = run(["volume", "7", "-6"], socket: d.path)
+            XCTAssertTrue(v.out.first?.contains("args.db") == true && v.out.first?.contains("-6") == true, "\(v.out)")
+            let (version, vv) = run(["version"], socket: d.path)
+            XCTAssertEqual(version, 0)
+            XCTAssertTrue(vv.out.first?.contains("api") == true)
+        }
+    }
+
+    func testWait() throws {
+        try withDaemon { d in
+            // Already true: answered from status at once.
+            XCTAssertEqual(run(["wait", "joined", "--timeout", "2"], socket: d.path).0, Roomctl.Exit.ok)
+            XCTAssertEqual(run(["wait", "unmuted", "--timeout", "2"], socket: d.path).0, Roomctl.Exit.ok)
+            // Never happens: timeout.
+            let start = monotonicNanoseconds()
+            let (timeout, t) = run(["wait", "muted", "--timeout", "0.3"], socket: d.path)
+            XCTAssertEqual(timeout, Roomctl.Exit.timeout)
+            XCTAssertGreaterThanOrEqual(monotonicNanoseconds() - start, 300_000_000)
+            XCTAssertTrue(t.err.first?.contains("not reached") == true)
+            // Becomes true while waiting: the raise-hand is approved 100 ms later.
+            XCTAssertEqual(run(["raise-hand"], socket: d.path).0, Roomctl.Exit.ok)
+            XCTAssertEqual(run(["wait", "on-stage", "--timeout", "3"], socket: d.path).0, Roomctl.Exit.ok)
+        }
+    }
+
+    func testWaitSeesAChangeByAnotherClient() throws {
+        try withDaemon { d in
+            let path = d.path
+            let muter = try NativeThread(name: "muter") {
+                sleepMilliseconds(150)
+                _ = Roomctl.main(["mute"], environment: ["ROOMD_CONTROL_SOCKET": path], io: Roomctl.IO(out: { _ in }, err: { _ in }))
+            }
+            let (code, c) = run(["wait", "muted", "--timeout", "3"], socket: path)
+            muter.join()
+            XCTAssertEqual(code, Roomctl.Exit.ok, "\(c.err)")
+            XCTAssertEqual(c.out, ["muted"])
+        }
+    }
+
+    func testEvents() throws {
+        try withDaemon { d in
+            let path = d.path
+            let muter = try NativeThread(name: "events") {
+                sleepMilliseconds(150)
+                let quiet = Roomctl.IO(out: { _ in }, err: { _ in })
+                _ = Roomctl.main(["mute"], environment: ["ROOMD_CONTROL_SOCKET": path], io: quiet)
+                _ = Roomctl.main(["unmute"], environment: ["ROOMD_CONTROL_SOCKET": path], io: quiet)
+            }
+            let (code, c) = run(["events", "--event", "mute", "--count", "2", "--timeout", "3"], socket: path)
+            muter.join()
+            XCTAssertEqual(code, Roomctl.Exit.ok)
+            XCTAssertEqual(c.out, ["mute muted=yes", "mute muted=no"])
+            let (timeout, _) = run(["events", "--count", "1", "--timeout", "0.2"], socket: path)
+            XCTAssertEqual(timeout, Roomctl.Exit.timeout)
+            let (json, j) = run(["--json", "events", "--timeout", "0.2"], socket: path)
+            XCTAssertEqual(json, Roomctl.Exit.ok)
+            XCTAssertEqual(j.out, [])
+        }
+    }
+
+    func testBroadcastFromTheDaemonSide() throws {
+        try withDaemon { d in
+            d.post { state in
+                state.server?.broadcast(event: "device", ["kind": "lost"]) // no subscriber yet: nobody gets it
+            }
+            let client = try ControlClient(path: d.path)
+            _ = try client.request("subscribe", ["events": ["device"]])
+            d.post { state in state.server?.broadcast(event: "device", ["kind": "lost", "device": "hw:0"]) }
+            let event = try client.nextEvent(timeout: .seconds(3))
+            XCTAssertEqual(event, ControlEvent("device", ["kind": "lost", "device": "hw:0"]))
+            // Requests still work on a subscribed connection; events in between are queued.
+            d.post { state in state.server?.broadcast(event: "device", ["kind": "restored"]) }
+            XCTAssertEqual(try client.request("status")["room"], "lobby")
+            XCTAssertEqual(try client.nextEvent(timeout: .seconds(3))?.fields["kind"], "restored")
+            XCTAssertNil(try client.nextEvent(timeout: .milliseconds(50)))
+        }
+    }
+
+    func testCompletionAndDocsCoverEveryCommand() throws {
+        let root = URLPath.packageRoot
+        let completion = try Files.readText(root + "/scripts/roomctl-completion.bash")
+        let docs = try Files.readText(root + "/docs/control-api.md")
+        for name in Roomctl.subcommandNames {
+            XCTAssertTrue(completion.contains(" \(name)") || completion.contains("\"\(name)"), "completion lacks \(name)")
+        }
+        for spec in ControlCommands.all {
+            XCTAssertTrue(docs.contains("`\(spec.name)`"), "docs lack \(spec.name)")
+        }
+        for code in ControlErrorCode.allCases { XCTAssertTrue(docs.contains("`\(code.rawValue)`"), "docs lack \(code.rawValue)") }
+        for event in ControlEventName.all { XCTAssertTrue(docs.contains("`\(event)`"), "docs lack event \(event)") }
+    }
+}
+
+enum URLPath {
+    /// The package root, from this file's path (Tests/RoomControlTests/RoomctlTests.swift).
+    static var packageRoot: String {
+        var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(3)
+        return parts.joined(separator: "/")
+    }
+}
