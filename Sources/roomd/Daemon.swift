@@ -101,6 +101,21 @@ struct Daemon {
             }
             engine.outgoingSignal = session?.outgoingSignal
         }
+        var control: ControlBridge?
+        if let path = controlSocketPath() {
+            do {
+                control = try ControlBridge(path: path, group: nil, loop: loop, engine: engine, session: session)
+                Log.info("control socket \(path)")
+            } catch {
+                Log.error("--control-socket \(path): \(error)")
+                return 71  // EX_OSERR
+            }
+        }
+        defer { control?.close() }
+        session?.onEvent = { event in
+            RoomEventLog.log(event)
+            control?.forward(event)
+        }
         do {
             try engine.start()
         } catch {
@@ -120,7 +135,7 @@ struct Daemon {
         // The event loop owns everything but the audio: engine events and the recorder are
         // drained every 50 ms, status lines on their own timer, signals through a signalfd.
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
-            drainEvents(engine)
+            drainEvents(engine, control: control)
             drainRecording(engine, into: &recorded)
         }
         if options.statsInterval > 0 {
@@ -163,6 +178,14 @@ struct Daemon {
         return exitCode
     }
 
+    /// The option, else $ROOMD_CONTROL_SOCKET, else /run/roomd/control.sock when systemd made
+    /// /run/roomd for us (RuntimeDirectory); "none" switches the socket off.
+    private func controlSocketPath() -> String? {
+        let chosen = options.controlSocket ?? Environment.get("ROOMD_CONTROL_SOCKET")
+        if let chosen { return chosen == "none" ? nil : chosen }
+        return Files.exists("/run/roomd") ? "/run/roomd/control.sock" : nil
+    }
+
     private enum SessionResult { case success(RoomSession), failure(String) }
 
     private func makeSession(loop: EventLoop, engine: AudioEngine) -> SessionResult {
@@ -183,7 +206,6 @@ struct Daemon {
         } catch {
             return .failure("room session: \(error)")
         }
-        session.onEvent = { event in RoomEventLog.log(event) }
         return .success(session)
     }
 
@@ -205,8 +227,9 @@ struct Daemon {
         return mono
     }
 
-    private func drainEvents(_ engine: AudioEngine) {
+    private func drainEvents(_ engine: AudioEngine, control: ControlBridge? = nil) {
         while let event = engine.events.pop() {
+            control?.forward(event)
             switch event {
             case .started(let rate, let mics, let beam):
                 Log.info("audio engine running: \(rate) Hz, \(mics) mic(s)\(beam ? ", beamformer on" : "")")

@@ -20,6 +20,7 @@ struct Options {
     var token: String?
     var tokenFile: String?
     var role = "streamer"
+    var controlSocket: String?
 
     static let usage = """
     usage: roomd [options]
@@ -47,6 +48,8 @@ struct Options {
       --opus-frame MS        Opus frame length, 10 or 20 (default 10)
       --disable FEATURE      switch off aec, ns, agc, vad, hpf or beamformer (repeatable)
       --aec-suppression L    echo suppression: low, moderate or high (default moderate)
+      --control-socket PATH  the control API socket for roomctl (default $ROOMD_CONTROL_SOCKET,
+                             else /run/roomd/control.sock when /run/roomd exists; "none" = off)
       --log-level LEVEL      error, warning, notice, info or debug (default info)
       --version              print the version and exit
       --help                 print this help and exit
@@ -78,6 +81,9 @@ struct Options {
             case "--role":
                 guard let v = value(a), v == "streamer" || v == "audience" else { return .exit("roomd: --role takes streamer or audience", 2) }
                 o.role = v
+            case "--control-socket":
+                guard let v = value(a), !v.isEmpty else { return .exit("roomd: --control-socket needs a path (or none)", 2) }
+                o.controlSocket = v
             case "--board", "--far-end", "--record", "--log-level":
                 guard let v = value(a) else { return .exit("roomd: \(a) needs a value\n\(usage)", 2) }
                 switch a {

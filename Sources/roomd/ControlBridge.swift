@@ -1,0 +1,211 @@
+import Glibc
+import RoomAudio
+import RoomClient
+import RoomControl
+import RoomCore
+import RoomProtocol
+import RoomSystem
+
+/// Maps the control API (docs/control-api.md) onto the room session and the engine, and room
+/// events onto control events, so roomctl, scripts and the rig see what the room sees.
+/// Lives on the event-loop thread with the session.
+final class ControlBridge {
+    private let engine: AudioEngine
+    private let session: RoomSession?
+    private var server: ControlServer?
+
+    init(path: String, group: gid_t?, loop: EventLoop, engine: AudioEngine, session: RoomSession?) throws(SystemError) {
+        self.engine = engine
+        self.session = session
+        server = try ControlServer(configuration: .init(path: path, group: group), loop: loop) { [weak self] request, reply in
+            guard let self else { return reply(.failure(ControlError(.internal, "shutting down"))) }
+            self.handle(request.command, reply: reply)
+        }
+    }
+
+    func close() { server?.close(); server = nil }
+
+    // MARK: requests
+
+    private func handle(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
+        switch command {
+        case .status: reply(.success(status()))
+        case .version: reply(.success(["version": .string(roomdVersion)]))
+        case .participants: reply(.success(["participants": .array(participants())]))
+        case .stats: reply(.success(stats()))
+        case .logLevel(let name):
+            guard let level = LogLevel(name: name) else { return reply(.failure(ControlError(.badRequest, "args.level: unknown level \(name)"))) }
+            Log.level = level
+            server?.broadcast(event: "config", ["what": .string("log_level"), "value": .string(name)])
+            reply(.ok)
+        case .volume(let participant, let dB):
+            guard participant == nil else {
+                return reply(.failure(ControlError(.internal, "per-participant volume is not implemented yet")))
+            }
+            engine.mixer.masterGain = linear(fromDB: Float(dB))
+            server?.broadcast(event: "config", ["what": .string("volume"), "db": .double(dB)])
+            reply(.ok)
+        default:
+            roomCommand(command, reply: reply)
+        }
+    }
+
+    private func roomCommand(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
+        guard let session else { return reply(.failure(.notInRoom("roomd runs without --server"))) }
+        let done: RoomRequestCompletion = { result in
+            switch result {
+            case .success: reply(.ok)
+            case .failure(let e): reply(.failure(.room(code: e.code.rawValue, e.message)))
+            }
+        }
+        switch command {
+        case .mute: session.setMute(true, completion: done)
+        case .unmute: session.setMute(false, completion: done)
+        case .toggleMute: session.setMute(!session.isSelfMuted, completion: done)
+        case .raiseHand: session.raiseHand(completion: done)
+        case .lowerHand: session.lowerHand(completion: done)
+        case .stepDown: session.stepDown(completion: done)
+        case .acceptInvite: session.acceptInvite(completion: done)
+        case .declineInvite: session.declineInvite(completion: done)
+        case .moderate(let action, let participant, let reason):
+            switch action {
+            case .approve: session.approve(participant, completion: done)
+            case .deny: session.deny(participant, completion: done)
+            case .invite: session.invite(participant, completion: done)
+            case .demote: session.demote(participant, completion: done)
+            case .muteParticipant: session.muteParticipant(participant, completion: done)
+            case .kick: session.kick(participant, reason: reason, completion: done)
+            }
+        case .sendMessage(let to, let data): session.sendMessage(to: to, data: data, completion: done)
+        case .setAttribute(let key, let value): session.setAttribute(key: key, value: value, completion: done)
+        case .leave: session.leave { _ in reply(.ok) }
+        default:
+            reply(.failure(ControlError(.internal, "\(command) is not implemented yet")))
+        }
+    }
+
+    // MARK: state
+
+    private func status() -> [String: JSONValue] {
+        var o: [String: JSONValue] = [
+            "version": .string(roomdVersion),
+            "mic_dbfs": .double(Double(engine.stats.inputLevel)),
+            "speaker_dbfs": .double(Double(engine.stats.playbackLevel)),
+        ]
+        guard let session else {
+            o["connection"] = .string("idle")
+            o["joined"] = .bool(false)
+            o["role"] = .string("audience")
+            o["stage"] = .string("off")
+            o["muted"] = .bool(false)
+            return o
+        }
+        let state = session.connectionState
+        o["connection"] = .string(stateName(state))
+        if case .failed(let reason) = state { o["reason"] = .string(reason) }
+        if case .disconnected(let reason) = state { o["reason"] = .string("\(reason)") }
+        let me = session.localParticipant
+        let joined: Bool = { if case .connected = state { return session.joinInfo != nil }; return false }()
+        o["joined"] = .bool(joined)
+        if let info = session.joinInfo {
+            o["room"] = .string(info.room)
+            o["participant"] = .int(Int(info.participantID))
+        }
+        o["role"] = .string(me?.role.rawValue ?? "audience")
+        o["stage"] = .string(me?.stage.rawValue ?? "off")
+        let serverMuted = me?.muted ?? false
+        o["self_muted"] = .bool(session.isSelfMuted)
+        o["server_muted"] = .bool(serverMuted)
+        o["muted"] = .bool(session.isSelfMuted || serverMuted)
+        o["media_path"] = .bool(session.isMediaPathUp)
+        return o
+    }
+
+    private func stateName(_ s: RoomConnectionState) -> String {
+        switch s {
+        case .idle: "idle"
+        case .connecting: "connecting"
+        case .connected: "connected"
+        case .reconnecting: "reconnecting"
+        case .failed: "failed"
+        case .disconnected: "disconnected"
+        }
+    }
+
+    private func participantJSON(_ p: ParticipantInfo) -> JSONValue {
+        .object(["id": .int(Int(p.id)), "name": .string(p.name), "role": .string(p.role.rawValue),
+                 "stage": .string(p.stage.rawValue), "muted": .bool(p.muted), "moderator": .bool(p.moderator)])
+    }
+
+    private func participants() -> [JSONValue] {
+        (session?.participants.values.sorted { $0.id < $1.id } ?? []).map(participantJSON)
+    }
+
+    private func stats() -> [String: JSONValue] {
+        let s = engine.stats.snapshot()
+        var o: [String: JSONValue] = [
+            "periods": .int(s.periods), "capture_xruns": .int(s.captureXruns), "playback_xruns": .int(s.playbackXruns),
+            "device_losses": .int(s.deviceLosses), "drift_corrections": .int(s.driftCorrections),
+            "packets_encoded": .int(s.packetsEncoded), "dtx_suppressed": .int(s.packetsSuppressedByDTX),
+            "received_lost": .int(s.receivedLost), "late": .int(s.receivedLate), "fec": .int(s.fecRecovered),
+            "plc": .int(s.concealedFrames), "jitter_delay_ms": .int(s.jitterBufferDelayMs),
+        ]
+        if let st = session?.statistics {
+            o["rtp_sent"] = .int(st.packetsSent)
+            o["rtp_received"] = .int(st.packetsReceived)
+        }
+        return o
+    }
+
+    // MARK: events
+
+    /// Room events → control events (names and fields: docs/control-api.md).
+    func forward(_ event: RoomSessionEvent) {
+        guard let server else { return }
+        switch event {
+        case .stateChanged(let state):
+            var f: [String: JSONValue] = ["state": .string(stateName(state))]
+            if case .failed(let reason) = state { f["reason"] = .string(reason) }
+            server.broadcast(event: "connection", f)
+        case .joined(let info):
+            server.broadcast(event: "joined", ["room": .string(info.room), "participant": .int(Int(info.participantID)),
+                                               "restored": .bool(info.restored)])
+        case .participantJoined(let p): server.broadcast(event: "participant_joined", ["participant": participantJSON(p)])
+        case .participantLeft(let id, let reason, _):
+            server.broadcast(event: "participant_left", ["participant": .int(Int(id)), "reason": .string(reason.rawValue)])
+        case .participantUpdated(let p): server.broadcast(event: "participant_updated", ["participant": participantJSON(p)])
+        case .localStageChanged(let stage): server.broadcast(event: "stage", ["stage": .string(stage.rawValue)])
+        case .localMuteChanged(let muted): server.broadcast(event: "mute", ["muted": .bool(muted)])
+        case .invited(let by): server.broadcast(event: "invited", ["by": .int(Int(by))])
+        case .stageRequest(let id): server.broadcast(event: "stage_request", ["participant": .int(Int(id))])
+        case .activeSpeakers(let ids, let levels):
+            server.broadcast(event: "active_speakers", ["participants": .array(ids.map { .int(Int($0)) }),
+                                                        "levels": .array(levels.map { .int(Int($0)) })])
+        case .appMessage(let from, let to, let data):
+            var f: [String: JSONValue] = ["data": .string(data)]
+            if let from { f["from"] = .int(Int(from)) }
+            if let to { f["to"] = .int(Int(to)) }
+            server.broadcast(event: "message", f)
+        case .attributeChanged(let key, let value):
+            server.broadcast(event: "attribute", ["key": .string(key), "value": value.map { .string($0) } ?? .null])
+        case .tokenWillExpire(let at): server.broadcast(event: "token_will_expire", ["expires_at": .int(at)])
+        case .removed(let reason, let message):
+            server.broadcast(event: "removed", ["reason": .string(reason.rawValue), "message": .string(message)])
+        case .requestFailed(let failure):
+            server.broadcast(event: "request_failed", ["message": .string("\(failure)")])
+        case .mediaPathChanged(let up): server.broadcast(event: "media_path", ["up": .bool(up)])
+        }
+    }
+
+    /// Audio device exceptions → `device` events.
+    func forward(_ event: EngineEvent) {
+        guard let server else { return }
+        switch event {
+        case .xrun(let capture): server.broadcast(event: "device", ["kind": .string("xrun"), "device": .string(capture ? "capture" : "playback")])
+        case .deviceLost(let capture, _): server.broadcast(event: "device", ["kind": .string("lost"), "device": .string(capture ? "capture" : "playback")])
+        case .reopenFailed(let attempt, _): server.broadcast(event: "device", ["kind": .string("reopen_failed"), "message": .string("attempt \(attempt)")])
+        case .deviceRestored: server.broadcast(event: "device", ["kind": .string("restored")])
+        default: break
+        }
+    }
+}
