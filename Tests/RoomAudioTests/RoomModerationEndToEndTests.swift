@@ -1,0 +1,166 @@
+import Foundation
+import RoomCore
+import XCTest
+
+/// Real processes: roomserver (moderated room) and three roomd on simulated cards, driven with
+/// roomctl the way the rig drives them. B talks all the time; what A and C hear is measured in
+/// windows between the commands.
+final class RoomModerationEndToEndTests: XCTestCase {
+    private var processes: [Process] = []
+
+    override func tearDown() {
+        for p in processes where p.isRunning { p.terminate() }
+        for p in processes { p.waitUntilExit() }
+        processes = []
+    }
+
+    private func exe(_ name: String) throws -> String {
+        let path = SimCard.buildDirectory + "/" + name
+        guard FileManager.default.isExecutableFile(atPath: path) else { throw XCTSkip("\(name) not built: run `swift build` first") }
+        return path
+    }
+
+    private func launch(_ path: String, _ args: [String], env: [String: String] = [:], log: String) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
+        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
+        for (k, v) in env { environment[k] = v }
+        p.environment = environment
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        p.standardOutput = handle
+        p.standardError = handle
+        try p.run()
+        processes.append(p)
+    }
+
+    @discardableResult
+    private func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    private func now() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
+    private func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// RMS of a listener's speaker output between two monotonic instants.
+    private func rms(_ dir: String, _ name: String, from t0: Int64, to t1: Int64) throws -> Double {
+        let status = try String(contentsOfFile: dir + "/\(name).status", encoding: .utf8)
+        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("playback ") })
+        let start = try XCTUnwrap(line.split(separator: " ").first { $0.hasPrefix("first_start_ns=") }.flatMap { Int64($0.dropFirst(15)) })
+        let samples = try SimCard.readWAV(dir + "/\(name)-speaker.wav").floatSamples
+        let a = max(0, Int((t0 - start) / 20_833)), b = min(samples.count, Int((t1 - start) / 20_833))  // 48 kHz
+        guard b > a + 4800 else { XCTFail("window too short for \(name): \(a)..\(b) of \(samples.count)"); return 0 }
+        return sqrt(samples[a..<b].reduce(0) { $0 + Double($1 * $1) } / Double(b - a))
+    }
+
+    func testAudienceIsHeardOnlyAfterApprovalAndUntilMutedThenKicked() throws {
+        let roomd = try exe("roomd"), server = try exe("roomserver"), roomctl = try exe("roomctl")
+        let dir = SimCard.scratch("moderation")
+        let tcp = freePort(), udp = freePort()
+        let conf = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
+            .replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
+            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
+            .replacingOccurrences(of: "policy = open", with: "policy = moderated")
+        try conf.write(toFile: dir + "/server.conf", atomically: true, encoding: .utf8)
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
+        Thread.sleep(forTimeInterval: 0.3)
+
+        func token(_ user: String, _ grants: [String]) throws -> String {
+            let r = try run(server, ["mint-token", "--config", dir + "/server.conf", "--key", "dev", "--room", "mod",
+                                     "--user", user, "--name", user.capitalized] + grants)
+            XCTAssertEqual(r.status, 0, r.out)
+            return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        SimCard.writeWAV(dir + "/b-mic.wav", SimCard.speechLike(seconds: 3, seed: 1.3, level: 0.25))
+        func room(_ name: String, input: String?) throws -> String {
+            var lines = ["echo = on", "noise_dbfs = -70", "output = \(dir)/\(name)-speaker.wav", "status = \(dir)/\(name).status"]
+            if let input { lines += ["input = \(input)", "input_end = loop", "input_mic_delays = 4 9 4 0"] }
+            let path = dir + "/\(name).conf"
+            try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let board = SimCard.repoRoot + "/board/sim"
+        let people: [(String, String, [String], String?)] = [
+            ("a", "streamer", ["--publish", "--moderate"], nil),   // moderator, listens
+            ("b", "audience", ["--publish"], dir + "/b-mic.wav"),    // talks all the time
+            ("c", "audience", [], nil),                              // listens
+        ]
+        for (name, role, grants, input) in people {
+            try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", try token(name, grants),
+                               "--role", role, "--duration", "14", "--stats-interval", "0",
+                               "--control-socket", dir + "/\(name).sock"],
+                       env: ["ROOMSIM_CONFIG": try room(name, input: input)], log: dir + "/\(name).log")
+        }
+        func ctl(_ who: String, _ args: [String]) throws -> (status: Int32, out: String) {
+            try run(roomctl, ["--socket", dir + "/\(who).sock"] + args)
+        }
+        for who in ["a", "b", "c"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins") }
+
+        // 1. B is audience: nobody hears it.
+        let t1 = now()
+        Thread.sleep(forTimeInterval: 2)
+        // 2. B raises its hand, the moderator approves: A and C hear it.
+        let t2 = now()
+        XCTAssertEqual(try ctl("b", ["raise-hand"]).status, 0)
+        let status = try ctl("b", ["--json", "status"]).out
+        let bID = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any])?["result"] as? [String: Any])["participant"] as? Int
+        let id = try XCTUnwrap(bID)
+        XCTAssertEqual(try ctl("a", ["approve", "\(id)"]).status, 0)
+        XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "3"]).status, 0)
+        let t3 = now()
+        Thread.sleep(forTimeInterval: 2.5)
+        // 3. B mutes itself: silent again.
+        let t4 = now()
+        XCTAssertEqual(try ctl("b", ["mute"]).status, 0)
+        XCTAssertEqual(try ctl("b", ["wait", "muted", "--timeout", "3"]).status, 0)
+        let t5 = now()
+        Thread.sleep(forTimeInterval: 2)
+        let t6 = now()
+        // 4. The moderator kicks B: B is out and says why.
+        XCTAssertEqual(try ctl("a", ["kick", "\(id)", "--reason", "test"]).status, 0)
+        Thread.sleep(forTimeInterval: 0.5)
+        let bStatus = try ctl("b", ["--json", "status"]).out
+        XCTAssertTrue(bStatus.contains("\"connection\":\"disconnected\"") && bStatus.contains("kicked"), bStatus)
+        let participants = try ctl("a", ["--json", "participants"]).out
+        XCTAssertFalse(participants.contains("\"id\":\(id),"), "B is gone from the room: \(participants)")
+        _ = t2
+        for p in processes.dropFirst() { p.waitUntilExit() }
+
+        for listener in ["a", "c"] {
+            let before = try rms(dir, listener, from: t1 + 300_000_000, to: t2)
+            let onStage = try rms(dir, listener, from: t3 + 300_000_000, to: t4)
+            let muted = try rms(dir, listener, from: t5 + 300_000_000, to: t6)
+            print("moderation e2e: \(listener) hears B: audience \(before), on stage \(onStage), muted \(muted)")
+            XCTAssertLessThan(before, 0.002, "\(listener) must not hear B while B is audience")
+            XCTAssertGreaterThan(onStage, 0.02, "\(listener) must hear B on stage")
+            XCTAssertLessThan(muted, 0.002, "\(listener) must not hear B muted")
+        }
+    }
+}
