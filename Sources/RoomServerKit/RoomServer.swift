@@ -66,7 +66,7 @@ public final class RoomServer {
         self.options = options
         self.loop = loop
         verifier = RoomTokenVerifier(
-            keys: configuration.keys.mapValues(\.secret), clock: options.wallClock)
+            keys: configuration.keys.mapValues(\.secret), leeway: configuration.tokenLeeway, clock: options.wallClock)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         replyBuffer = .allocate(byteCount: 64, alignment: 8)

@@ -34,6 +34,8 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     /// Most participants in one room (`rooms.max_participants`); joins beyond are refused
     /// with `room_full`.
     public var maxParticipants: Int
+    /// Seconds of clock difference tolerated on a token's `nbf`/`exp` (`server.token_leeway`).
+    public var tokenLeeway = 30
 
     public static let defaultListen = "127.0.0.1:7700"
     public static let defaultMedia = "127.0.0.1:7701"
@@ -51,7 +53,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     }
 
     static let sections: [(name: String, keys: [String])] = [
-        ("server", ["listen", "media", "log_level"]),
+        ("server", ["listen", "media", "log_level", "token_leeway"]),
         ("keys", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants"]),
     ]
@@ -121,8 +123,10 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         room.topN = try values.int("rooms.top_n", in: 1 ... 16) ?? room.topN
         let maxParticipants = try values.int("rooms.max_participants", in: 1 ... 10_000) ?? 50
 
-        return RoomServerConfiguration(
+        var configuration = RoomServerConfiguration(
             listen: listen, media: media, logLevel: logLevel, keys: keys, room: room, maxParticipants: maxParticipants)
+        configuration.tokenLeeway = try values.int("server.token_leeway", in: 0 ... 300) ?? 30
+        return configuration
     }
 
     /// `kid = APP_ID:hex:SECRET` or `kid = APP_ID:base64:SECRET`.

@@ -163,4 +163,67 @@ final class RoomModerationEndToEndTests: XCTestCase {
             XCTAssertLessThan(muted, 0.002, "\(listener) must not hear B muted")
         }
     }
+
+    /// The server restarts under the appliances: both come back by themselves and audio flows
+    /// again; a token that expires removes its holder with the reason.
+    func testServerRestartIsSurvivedAndTokenExpiryRemoves() throws {
+        let roomd = try exe("roomd"), server = try exe("roomserver"), roomctl = try exe("roomctl")
+        let dir = SimCard.scratch("restart")
+        let tcp = freePort(), udp = freePort()
+        let conf = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
+            .replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
+            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
+            .replacingOccurrences(of: "[server]", with: "[server]\ntoken_leeway = 0")
+        try conf.write(toFile: dir + "/server.conf", atomically: true, encoding: .utf8)
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server1.log")
+        let firstServer = try XCTUnwrap(processes.last)
+        Thread.sleep(forTimeInterval: 0.3)
+        func token(_ user: String, _ extra: [String]) throws -> String {
+            try run(server, ["mint-token", "--config", dir + "/server.conf", "--key", "dev", "--room", "r",
+                             "--user", user] + extra).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        SimCard.writeWAV(dir + "/a-mic.wav", SimCard.speechLike(seconds: 3, seed: 0.2, level: 0.25))
+        let rooms: [(String, String)] = [("a", "input = \(dir)/a-mic.wav\ninput_end = loop\ninput_mic_delays = 4 9 4 0\n"), ("b", ""), ("c", "")]
+        for (name, extra) in rooms {
+            try ("echo = on\noutput = \(dir)/\(name)-speaker.wav\nstatus = \(dir)/\(name).status\n" + extra)
+                .write(toFile: dir + "/\(name).conf", atomically: true, encoding: .utf8)
+        }
+        let board = SimCard.repoRoot + "/board/sim"
+        let args: [(String, String, [String])] = [("a", "streamer", ["--publish"]), ("b", "audience", []), ("c", "audience", ["--ttl", "4"])]
+        for (name, role, grants) in args {
+            try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", try token(name, grants),
+                               "--role", role, "--duration", "16", "--stats-interval", "0", "--control-socket", dir + "/\(name).sock"],
+                       env: ["ROOMSIM_CONFIG": dir + "/\(name).conf"], log: dir + "/\(name).log")
+        }
+        func ctl(_ who: String, _ a: [String]) throws -> (status: Int32, out: String) { try run(roomctl, ["--socket", dir + "/\(who).sock"] + a) }
+        for who in ["a", "b", "c"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins") }
+
+        // C's token expires after 4 s (token_leeway 0); it is removed with the reason and
+        // cannot rejoin after the restart.
+        Thread.sleep(forTimeInterval: 1.5)
+        let before0 = now()
+        Thread.sleep(forTimeInterval: 1.5)
+        let before1 = now()
+        firstServer.terminate()
+        firstServer.waitUntilExit()
+        XCTAssertEqual(firstServer.terminationStatus, 0)
+        Thread.sleep(forTimeInterval: 1)
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server2.log")
+        XCTAssertEqual(try ctl("b", ["wait", "joined", "--timeout", "8"]).status, 0, "B rejoins by itself")
+        XCTAssertEqual(try ctl("a", ["wait", "on-stage", "--timeout", "8"]).status, 0, "A is back on stage")
+        Thread.sleep(forTimeInterval: 0.5)
+        let after0 = now()
+        Thread.sleep(forTimeInterval: 2)
+        let after1 = now()
+        let cStatus = try ctl("c", ["--json", "status"]).out
+        // The speaker files are complete WAVs once the appliances have stopped.
+        for p in processes where p.arguments?.contains("--board") == true { p.waitUntilExit() }
+        let heardBefore = try rms(dir, "b", from: before0, to: before1)
+        let heardAfter = try rms(dir, "b", from: after0, to: after1)
+        print("restart e2e: B hears A before \(heardBefore), after the restart \(heardAfter)")
+        XCTAssertGreaterThan(heardBefore, 0.02)
+        XCTAssertGreaterThan(heardAfter, 0.02, "audio flows again after the server restart")
+        XCTAssertTrue(cStatus.contains("\"connection\":\"disconnected\"") || cStatus.contains("failed"), "C's token expired: \(cStatus)")
+        XCTAssertTrue(try String(contentsOfFile: dir + "/c.log", encoding: .utf8).contains("token"), "C's log says why")
+    }
 }
