@@ -8,15 +8,7 @@ import XCTest
 /// cards joined through the proxy — A talks, B listens. Audio must keep flowing (A's speech
 /// on B's speaker by envelope correlation), latency must stay bounded (B's jitter-buffer delay
 /// and the mouth-to-ear delay), and B's jitter-buffer statistics must show loss, FEC and PLC.
-final class ImpairmentTests: XCTestCase {
-    private var processes: [Process] = []
-
-    override func tearDown() {
-        for p in processes where p.isRunning { p.terminate() }
-        for p in processes { p.waitUntilExit() }
-        processes = []
-    }
-
+final class ImpairmentTests: ProcessTestCase {
     /// What one impaired run measured.
     private struct Run {
         var correlation: Double
@@ -117,7 +109,7 @@ final class ImpairmentTests: XCTestCase {
     private func proxyAlone(seed: Int) throws -> AloneRun {
         let proxy = try executable("roomproxy")
         let dir = SimCard.scratch("proxy-alone-\(seed)")
-        let udp = freePort(udp: true), tcp = freePort()
+        let udp = E2E.freePort(udp: true), tcp = E2E.freePort()
         let server = try udpSocket(port: udp)
         defer { close(server) }
         let client = try udpSocket(port: 0)
@@ -163,7 +155,7 @@ final class ImpairmentTests: XCTestCase {
         while Date() < end { drain(); usleep(500) }
         p.terminate()
         p.waitUntilExit()
-        let counters = try XCTUnwrap(try jsonLines(dir + "/proxy.log").last { ($0["final"] as? Bool) == true },
+        let counters = try XCTUnwrap(try E2E.jsonLines(dir + "/proxy.log").last { ($0["final"] as? Bool) == true },
                                      "the proxy printed no final counters; log in \(dir)")
         let inversions = zip(arrivals, arrivals.dropFirst()).filter { $1 < $0 }.count
         return AloneRun(seed: seed, arrivals: arrivals, inversions: inversions,
@@ -196,11 +188,8 @@ final class ImpairmentTests: XCTestCase {
     private func impairedRun(loss: Double, jitterMs: Double, reorder: Double, seconds: Double) throws -> Run {
         let roomd = try executable("roomd"), server = try executable("roomserver"), proxy = try executable("roomproxy")
         let dir = SimCard.scratch("impairment-\(Int(loss))")
-        let tcp = freePort(), udp = freePort(udp: true)
-        let example = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
-        let config = example.replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
-            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
-        try config.write(toFile: dir + "/server.conf", atomically: true, encoding: .utf8)
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
         let serverProcess = try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
         let proxyProcess = try launch(proxy, ["--listen", "127.0.0.2", "--server", "127.0.0.1:\(tcp)", "--media-port", "\(udp)",
                                               "--loss", "\(loss)", "--jitter-ms", "\(jitterMs)", "--reorder", "\(reorder)",
@@ -208,8 +197,7 @@ final class ImpairmentTests: XCTestCase {
                                       log: dir + "/proxy.log")
 
         func token(_ user: String, publish: Bool) throws -> String {
-            try run(server, ["mint-token", "--config", dir + "/server.conf", "--key", "dev", "--room", "impaired",
-                             "--user", user, "--name", user.capitalized] + (publish ? ["--publish"] : []))
+            try mintToken(server, config: dir + "/server.conf", room: "impaired", user: user, publish ? ["--publish"] : [])
         }
         let speech = SimCard.speechLike(seconds: seconds - 1, seed: 0.9, level: 0.25)
         SimCard.writeWAV(dir + "/a-mic.wav", speech)
@@ -236,117 +224,23 @@ final class ImpairmentTests: XCTestCase {
         serverProcess.terminate()
         serverProcess.waitUntilExit()
 
-        let statuses = try jsonLines(dir + "/b.log").filter { $0["summary"] == nil && $0["periods"] != nil }
+        let statuses = try E2E.jsonLines(dir + "/b.log").filter { $0["summary"] == nil && $0["periods"] != nil }
         let flowing = statuses.filter { (($0["rtp_received"] as? NSNumber)?.intValue ?? 0) > 0 }
         let last = try XCTUnwrap(statuses.last, "B printed no JSON status line; logs in \(dir)")
-        let proxyFinal = try XCTUnwrap(try jsonLines(dir + "/proxy.log").last { ($0["final"] as? Bool) == true },
+        let proxyFinal = try XCTUnwrap(try E2E.jsonLines(dir + "/proxy.log").last { ($0["final"] as? Bool) == true },
                                        "the proxy printed no final counters; logs in \(dir)")
 
         let out = try SimCard.readWAV(dir + "/b-speaker.wav").floatSamples
-        let (corr, lag) = bestCorrelation(envelope(speech), envelope(out), maxLag: 400)
-        let micStart = try startNanoseconds(dir + "/a.status", stream: "capture")
-        let speakerStart = try startNanoseconds(dir + "/b.status", stream: "playback")
+        let (corr, lag) = E2E.bestCorrelation(E2E.envelope(speech), E2E.envelope(out), maxLag: 400)
+        let micStart = try E2E.startNanoseconds(dir + "/a.status", stream: "capture")
+        let speakerStart = try E2E.startNanoseconds(dir + "/b.status", stream: "playback")
         let delayMs = (Double(speakerStart) - Double(micStart)) / 1e6 + Double(lag * 10)
         return Run(correlation: corr, mouthToEarMs: delayMs, lastStatus: last,
                    maxJitterDelayMs: flowing.map { ($0["jitter_delay_ms"] as? NSNumber)?.intValue ?? 0 }.max() ?? 0,
                    proxy: proxyFinal, dir: dir)
     }
 
-    // MARK: Helpers (small copies of RoomEndToEndTests' own)
-
-    private func executable(_ name: String) throws -> String {
-        let path = SimCard.buildDirectory + "/" + name
-        guard FileManager.default.isExecutableFile(atPath: path) else { throw XCTSkip("\(name) not built: run `swift build` first (scripts/test does)") }
-        return path
-    }
-
-    @discardableResult
-    private func launch(_ exe: String, _ args: [String], env: [String: String] = [:], log: String) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
-        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
-        for (k, v) in env { environment[k] = v }
-        p.environment = environment
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        p.standardOutput = handle
-        p.standardError = handle
-        try p.run()
-        processes.append(p)
-        return p
-    }
-
-    private func run(_ exe: String, _ args: [String]) throws -> String {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0)
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    /// A port free for TCP on 127.0.0.1 (the server's signalling port) or for UDP (its media
-    /// port). The proxy binds the same numbers on 127.0.0.2, which nothing else uses.
-    private func freePort(udp: Bool = false) -> Int {
-        let fd = socket(AF_INET, Int32((udp ? SOCK_DGRAM : SOCK_STREAM).rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
-    /// The JSON objects among a log's lines (roomd's status lines, the proxy's counters).
-    private func jsonLines(_ path: String) throws -> [[String: Any]] {
-        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").compactMap { line in
-            guard line.hasPrefix("{") else { return nil }
-            return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
-        }
-    }
-
-    /// `first_start_ns` of a stream from the simulated card's status file (docs/sim-card.md).
-    private func startNanoseconds(_ path: String, stream: String) throws -> Int64 {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        let line = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix(stream + " ") }, "no \(stream) line in \(path)")
-        let field = try XCTUnwrap(line.split(separator: " ").first { $0.hasPrefix("first_start_ns=") })
-        return try XCTUnwrap(Int64(field.dropFirst("first_start_ns=".count)))
-    }
-
-    /// 10 ms log-energy envelope.
-    private func envelope(_ x: [Float]) -> [Double] {
-        stride(from: 0, to: max(0, x.count - 480), by: 480).map { i in
-            var e = 0.0
-            for k in i..<(i + 480) { e += Double(x[k] * x[k]) }
-            return log10(e + 1e-9)
-        }
-    }
-
-    /// Best normalized correlation of b's envelope against a's, over lags 0...maxLag periods.
-    private func bestCorrelation(_ a: [Double], _ b: [Double], maxLag: Int) -> (corr: Double, lag: Int) {
-        var best = (-1.0, 0)
-        for lag in 0...maxLag {
-            let n = min(a.count, b.count - lag)
-            guard n > 100 else { continue }
-            let xa = a[0..<n], xb = b[lag..<(lag + n)]
-            let ma = xa.reduce(0, +) / Double(n), mb = xb.reduce(0, +) / Double(n)
-            var num = 0.0, da = 0.0, db = 0.0
-            for (u, v) in zip(xa, xb) { num += (u - ma) * (v - mb); da += (u - ma) * (u - ma); db += (v - mb) * (v - mb) }
-            let c = num / sqrt(da * db + 1e-12)
-            if c > best.0 { best = (c, lag) }
-        }
-        return best
-    }
+    // MARK: Helpers
 
     private func fmt(_ x: Double) -> String { String(format: "%.2f", x) }
 }

@@ -5,75 +5,10 @@ import XCTest
 /// Real processes: roomserver (moderated room) and three roomd on simulated cards, driven with
 /// roomctl the way the rig drives them. B talks all the time; what A and C hear is measured in
 /// windows between the commands.
-final class RoomModerationEndToEndTests: XCTestCase {
-    private var processes: [Process] = []
-
-    override func tearDown() {
-        for p in processes where p.isRunning { p.terminate() }
-        for p in processes { p.waitUntilExit() }
-        processes = []
-    }
-
-    private func exe(_ name: String) throws -> String {
-        let path = SimCard.buildDirectory + "/" + name
-        guard FileManager.default.isExecutableFile(atPath: path) else { throw XCTSkip("\(name) not built: run `swift build` first") }
-        return path
-    }
-
-    private func launch(_ path: String, _ args: [String], env: [String: String] = [:], log: String) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
-        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
-        for (k, v) in env { environment[k] = v }
-        p.environment = environment
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        p.standardOutput = handle
-        p.standardError = handle
-        try p.run()
-        processes.append(p)
-    }
-
-    @discardableResult
-    private func run(_ path: String, _ args: [String]) throws -> (status: Int32, out: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
-
-    private func now() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
-
-    private func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
+final class RoomModerationEndToEndTests: ProcessTestCase {
     /// RMS of a listener's speaker output between two monotonic instants.
     private func rms(_ dir: String, _ name: String, from t0: Int64, to t1: Int64) throws -> Double {
-        let status = try String(contentsOfFile: dir + "/\(name).status", encoding: .utf8)
-        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("playback ") })
-        let start = try XCTUnwrap(line.split(separator: " ").first { $0.hasPrefix("first_start_ns=") }.flatMap { Int64($0.dropFirst(15)) })
+        let start = try E2E.startNanoseconds(dir + "/\(name).status", stream: "playback")
         let samples = try SimCard.readWAV(dir + "/\(name)-speaker.wav").floatSamples
         let a = max(0, Int((t0 - start) / 20_833)), b = min(samples.count, Int((t1 - start) / 20_833))  // 48 kHz
         guard b > a + 4800 else { XCTFail("window too short for \(name): \(a)..\(b) of \(samples.count)"); return 0 }
@@ -81,22 +16,15 @@ final class RoomModerationEndToEndTests: XCTestCase {
     }
 
     func testAudienceIsHeardOnlyAfterApprovalAndUntilMutedThenKicked() throws {
-        let roomd = try exe("roomd"), server = try exe("roomserver"), roomctl = try exe("roomctl")
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("moderation")
-        let tcp = freePort(), udp = freePort()
-        let conf = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
-            .replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
-            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
-            .replacingOccurrences(of: "policy = open", with: "policy = moderated")
-        try conf.write(toFile: dir + "/server.conf", atomically: true, encoding: .utf8)
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: ["policy = open": "policy = moderated"])
         try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
         Thread.sleep(forTimeInterval: 0.3)
 
         func token(_ user: String, _ grants: [String]) throws -> String {
-            let r = try run(server, ["mint-token", "--config", dir + "/server.conf", "--key", "dev", "--room", "mod",
-                                     "--user", user, "--name", user.capitalized] + grants)
-            XCTAssertEqual(r.status, 0, r.out)
-            return r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+            try mintToken(server, config: dir + "/server.conf", room: "mod", user: user, grants)
         }
         SimCard.writeWAV(dir + "/b-mic.wav", SimCard.speechLike(seconds: 3, seed: 1.3, level: 0.25))
         func room(_ name: String, input: String?) throws -> String {
@@ -124,25 +52,25 @@ final class RoomModerationEndToEndTests: XCTestCase {
         for who in ["a", "b", "c"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins") }
 
         // 1. B is audience: nobody hears it.
-        let t1 = now()
+        let t1 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2)
         // 2. B raises its hand, the moderator approves: A and C hear it.
-        let t2 = now()
+        let t2 = E2E.monotonicNanoseconds()
         XCTAssertEqual(try ctl("b", ["raise-hand"]).status, 0)
         let status = try ctl("b", ["--json", "status"]).out
         let bID = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [String: Any])?["result"] as? [String: Any])["participant"] as? Int
         let id = try XCTUnwrap(bID)
         XCTAssertEqual(try ctl("a", ["approve", "\(id)"]).status, 0)
         XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "3"]).status, 0)
-        let t3 = now()
+        let t3 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2.5)
         // 3. B mutes itself: silent again.
-        let t4 = now()
+        let t4 = E2E.monotonicNanoseconds()
         XCTAssertEqual(try ctl("b", ["mute"]).status, 0)
         XCTAssertEqual(try ctl("b", ["wait", "muted", "--timeout", "3"]).status, 0)
-        let t5 = now()
+        let t5 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2)
-        let t6 = now()
+        let t6 = E2E.monotonicNanoseconds()
         // 4. The moderator kicks B: B is out and says why.
         XCTAssertEqual(try ctl("a", ["kick", "\(id)", "--reason", "test"]).status, 0)
         Thread.sleep(forTimeInterval: 0.5)
@@ -167,20 +95,15 @@ final class RoomModerationEndToEndTests: XCTestCase {
     /// The server restarts under the appliances: both come back by themselves and audio flows
     /// again; a token that expires removes its holder with the reason.
     func testServerRestartIsSurvivedAndTokenExpiryRemoves() throws {
-        let roomd = try exe("roomd"), server = try exe("roomserver"), roomctl = try exe("roomctl")
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("restart")
-        let tcp = freePort(), udp = freePort()
-        let conf = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
-            .replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
-            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
-            .replacingOccurrences(of: "[server]", with: "[server]\ntoken_leeway = 0")
-        try conf.write(toFile: dir + "/server.conf", atomically: true, encoding: .utf8)
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: ["[server]": "[server]\ntoken_leeway = 0"])
         try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server1.log")
         let firstServer = try XCTUnwrap(processes.last)
         Thread.sleep(forTimeInterval: 0.3)
         func token(_ user: String, _ extra: [String]) throws -> String {
-            try run(server, ["mint-token", "--config", dir + "/server.conf", "--key", "dev", "--room", "r",
-                             "--user", user] + extra).out.trimmingCharacters(in: .whitespacesAndNewlines)
+            try mintToken(server, config: dir + "/server.conf", room: "r", user: user, extra)
         }
         SimCard.writeWAV(dir + "/a-mic.wav", SimCard.speechLike(seconds: 3, seed: 0.2, level: 0.25))
         let rooms: [(String, String)] = [("a", "input = \(dir)/a-mic.wav\ninput_end = loop\ninput_mic_delays = 4 9 4 0\n"), ("b", ""), ("c", "")]
@@ -201,9 +124,9 @@ final class RoomModerationEndToEndTests: XCTestCase {
         // C's token expires after 4 s (token_leeway 0); it is removed with the reason and
         // cannot rejoin after the restart.
         Thread.sleep(forTimeInterval: 1.5)
-        let before0 = now()
+        let before0 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 1.5)
-        let before1 = now()
+        let before1 = E2E.monotonicNanoseconds()
         firstServer.terminate()
         firstServer.waitUntilExit()
         XCTAssertEqual(firstServer.terminationStatus, 0)
@@ -212,9 +135,9 @@ final class RoomModerationEndToEndTests: XCTestCase {
         XCTAssertEqual(try ctl("b", ["wait", "joined", "--timeout", "8"]).status, 0, "B rejoins by itself")
         XCTAssertEqual(try ctl("a", ["wait", "on-stage", "--timeout", "8"]).status, 0, "A is back on stage")
         Thread.sleep(forTimeInterval: 0.5)
-        let after0 = now()
+        let after0 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2)
-        let after1 = now()
+        let after1 = E2E.monotonicNanoseconds()
         let cStatus = try ctl("c", ["--json", "status"]).out
         // The speaker files are complete WAVs once the appliances have stopped.
         for p in processes where p.arguments?.contains("--board") == true { p.waitUntilExit() }

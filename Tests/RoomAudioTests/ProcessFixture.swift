@@ -1,0 +1,143 @@
+import Foundation
+import XCTest
+
+/// Base for tests that run the real executables (roomd, roomserver, roomctl, roomproxy) as
+/// processes, the way systemd and the rig do. Every process a test launches is ended in
+/// tearDown, so a failing test leaves nothing running.
+class ProcessTestCase: XCTestCase {
+    var processes: [Process] = []
+
+    override func tearDown() {
+        for p in processes where p.isRunning { p.terminate() }
+        for p in processes { p.waitUntilExit() }
+        processes = []
+        super.tearDown()
+    }
+
+    /// A built executable next to the test bundle, or a skip that says how to build it.
+    func executable(_ name: String) throws -> String {
+        let path = SimCard.buildDirectory + "/" + name
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw XCTSkip("\(name) not built at \(path): run `swift build` first (scripts/test does)")
+        }
+        return path
+    }
+
+    /// Starts a long-running process with stdout and stderr in `log`. The ALSA variables are
+    /// cleared: roomd sets them itself from the board profile.
+    @discardableResult
+    func launch(_ exe: String, _ args: [String], env: [String: String] = [:], log: String) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
+        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
+        for (k, v) in env { environment[k] = v }
+        p.environment = environment
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        p.standardOutput = handle
+        p.standardError = handle
+        try p.run()
+        processes.append(p)
+        return p
+    }
+
+    /// Runs a short command to completion; stdout and stderr together, trimmed.
+    @discardableResult
+    func run(_ exe: String, _ args: [String]) throws -> (status: Int32, out: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// A development token from `roomserver mint-token`.
+    func mintToken(_ server: String, config: String, room: String, user: String, _ extra: [String] = []) throws -> String {
+        let r = try run(server, ["mint-token", "--config", config, "--key", "dev", "--room", room,
+                                 "--user", user, "--name", user.capitalized] + extra)
+        XCTAssertEqual(r.status, 0, r.out)
+        return r.out
+    }
+
+    /// docs/roomserver.conf.example on the given loopback ports, with optional text replacements.
+    func writeServerConfig(_ path: String, tcp: Int, udp: Int, replacing: [String: String] = [:]) throws {
+        var text = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
+            .replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
+            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
+        for (from, to) in replacing { text = text.replacingOccurrences(of: from, with: to) }
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+}
+
+/// Measurements shared by the end-to-end tests.
+enum E2E {
+    /// A port free on 127.0.0.1 for TCP (or UDP): bind port 0, read it back, release it.
+    static func freePort(udp: Bool = false) -> Int {
+        let fd = socket(AF_INET, Int32((udp ? SOCK_DGRAM : SOCK_STREAM).rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds: the clock the simulated card stamps stream starts with.
+    static func monotonicNanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+
+    /// `first_start_ns` of a stream from the simulated card's status file (docs/sim-card.md).
+    static func startNanoseconds(_ path: String, stream: String) throws -> Int64 {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let line = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix(stream + " ") }, "no \(stream) line in \(path)")
+        let field = try XCTUnwrap(line.split(separator: " ").first { $0.hasPrefix("first_start_ns=") })
+        return try XCTUnwrap(Int64(field.dropFirst("first_start_ns=".count)))
+    }
+
+    /// 10 ms log-energy envelope.
+    static func envelope(_ x: [Float]) -> [Double] {
+        stride(from: 0, to: max(0, x.count - 480), by: 480).map { i in
+            var e = 0.0
+            for k in i..<(i + 480) { e += Double(x[k] * x[k]) }
+            return log10(e + 1e-9)
+        }
+    }
+
+    /// Best normalized correlation of b's envelope against a's, over lags 0...maxLag periods.
+    static func bestCorrelation(_ a: [Double], _ b: [Double], maxLag: Int) -> (corr: Double, lag: Int) {
+        var best = (-1.0, 0)
+        for lag in 0...maxLag {
+            let n = min(a.count, b.count - lag)
+            guard n > 100 else { continue }
+            let xa = a[0..<n], xb = b[lag..<(lag + n)]
+            let ma = xa.reduce(0, +) / Double(n), mb = xb.reduce(0, +) / Double(n)
+            var num = 0.0, da = 0.0, db = 0.0
+            for (u, v) in zip(xa, xb) { num += (u - ma) * (v - mb); da += (u - ma) * (u - ma); db += (v - mb) * (v - mb) }
+            let c = num / sqrt(da * db + 1e-12)
+            if c > best.0 { best = (c, lag) }
+        }
+        return best
+    }
+
+    /// The JSON objects among a log's lines (roomd's status lines, the proxy's counters).
+    static func jsonLines(_ path: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").compactMap { line in
+            guard line.hasPrefix("{") else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+}
