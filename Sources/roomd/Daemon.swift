@@ -145,11 +145,19 @@ struct Daemon {
         if let d = options.duration {
             _ = loop.schedule(after: .milliseconds(Int64(d * 1000))) { loop.stop() }
         }
+        // systemd: READY once the engine and the control socket are up; watchdog keepalives
+        // from this loop, so a wedged loop gets the service restarted. No-ops outside systemd.
+        let notifier = SystemdNotifier()
+        _ = try? notifier.ready(status: "audio engine running\(session == nil ? "" : ", joining the room")")
+        if let interval = SystemdNotifier.watchdogInterval() {
+            _ = loop.schedule(after: interval, repeating: interval) { _ = try? notifier.watchdog() }
+        }
         do {
             try loop.run()
         } catch {
             Log.error("event loop: \(error)")
         }
+        _ = try? notifier.stopping()
         // Leave the room properly (others see "left", not a timeout), waiting at most the
         // session's leave timeout; then audio, then the session: it owns the eventfd the audio
         // thread signals.

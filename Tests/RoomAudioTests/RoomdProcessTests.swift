@@ -100,3 +100,58 @@ final class RoomdProcessTests: XCTestCase {
         XCTAssertTrue(r.stderr.contains("hw:CARD=NoSuchCard"), r.stderr)
     }
 }
+
+/// roomd under systemd: the unit verifies, and READY / WATCHDOG reach a fake NOTIFY_SOCKET.
+final class RoomdSystemdTests: ProcessTestCase {
+    func testUnitFileVerifies() throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else { throw XCTSkip("systemd-analyze not installed") }
+        let roomd = try executable("roomd")
+        let dir = SimCard.scratch("unit")
+        // verify checks that ExecStart= exists: point it at the binary just built.
+        let unit = try String(contentsOfFile: SimCard.repoRoot + "/systemd/roomd.service", encoding: .utf8)
+            .replacingOccurrences(of: "/usr/bin/roomd", with: roomd)
+        try unit.write(toFile: dir + "/roomd.service", atomically: true, encoding: .utf8)
+        let r = try run(analyze, ["verify", dir + "/roomd.service"])
+        XCTAssertEqual(r.status, 0, r.out)
+        XCTAssertFalse(r.out.contains("roomd.service:"), "no warnings about the unit: \(r.out)")
+    }
+
+    func testReadyAndWatchdogReachNotifySocket() throws {
+        let roomd = try executable("roomd")
+        let dir = SimCard.scratch("notify")
+        SimCard.useRoom(dir, ["echo": "off"])
+        let path = dir + "/notify.sock"
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in path.utf8.enumerated() where i < raw.count - 1 { raw[i] = b }
+        }
+        let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        XCTAssertEqual(bound, 0)
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let p = try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--duration", "2", "--stats-interval", "0",
+                                   "--control-socket", "none"],
+                           env: ["NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000", "ROOMSIM_CONFIG": dir + "/room.conf"],
+                           log: dir + "/roomd.log")
+        var messages: [String] = []
+        let deadline = Date().addingTimeInterval(4)
+        var buffer = [UInt8](repeating: 0, count: 512)
+        while Date() < deadline {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n > 0 { messages.append(String(decoding: buffer[0..<n], as: UTF8.self)) }
+            if !p.isRunning && n <= 0 { break }
+        }
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0)
+        let ready = messages.firstIndex { $0.contains("READY=1") }
+        XCTAssertNotNil(ready, "READY=1 expected: \(messages)")
+        let watchdogs = messages.filter { $0.contains("WATCHDOG=1") }.count
+        XCTAssertGreaterThan(watchdogs, 5, "a WATCHDOG=1 every 100 ms for 2 s: \(messages.count) messages")
+        XCTAssertTrue(messages.contains { $0.contains("STOPPING=1") }, "STOPPING=1 on the way out")
+    }
+}
