@@ -34,6 +34,8 @@ public final class AudioEngine: @unchecked Sendable {
     /// What the speaker plays: per-stream gains and on/off are set from any thread (volume
     /// commands), mixing happens on the audio thread. Slots: `MixerSlot`.
     public let mixer: StreamMixer
+    /// Per-sender playback volume (by SSRC), applied through the mixer's slot gains.
+    public let streamGains = StreamGains()
     private var thread: NativeThread?
     // Confined to the audio thread once `start` has handed them over.
     private var loop: AudioLoop?
@@ -56,7 +58,8 @@ public final class AudioEngine: @unchecked Sendable {
         do {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
-                                 outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal)
+                                 outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
+                                 streamGains: streamGains)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -125,6 +128,7 @@ final class AudioLoop: @unchecked Sendable {
     private let remotes: RemoteStreams
     private let outgoing: SPSCRing<MediaPacket>
     private let outgoingSignal: EventSignal?
+    private let streamGains: StreamGains
     private let incoming: SPSCRing<MediaPacket>
     /// The frame being built for sending; its header fields advance frame by frame.
     private var packet = MediaPacket()
@@ -164,7 +168,8 @@ final class AudioLoop: @unchecked Sendable {
 
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
-         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?) throws {
+         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
+         streamGains: StreamGains) throws {
         config = c
         self.stats = stats
         self.events = events
@@ -182,6 +187,7 @@ final class AudioLoop: @unchecked Sendable {
         self.outgoing = outgoing
         self.incoming = incoming
         self.outgoingSignal = outgoingSignal
+        self.streamGains = streamGains
         rtpTicksPerFrame = UInt32(48 * c.opus.frameMilliseconds)
         packet.ssrc = c.ssrc
 
@@ -426,6 +432,10 @@ final class AudioLoop: @unchecked Sendable {
         let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         while let received = incoming.pop() { remotes.insert(received) }
         remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now)
+        for i in 0..<MixerSlot.remoteCount {
+            let ssrc = remotes.ssrc(ofSlot: i)
+            if ssrc != 0 { mixer.setGain(streamGains.gain(ssrc: ssrc), slot: MixerSlot.firstRemote + i) }
+        }
         let t = remotes.totals
         stats.fecRecovered.store(t.fecRecovered, ordering: .relaxed)
         stats.concealedFrames.store(t.concealed, ordering: .relaxed)

@@ -71,6 +71,9 @@ final class RemoteStreams {
         return chosen
     }
 
+    /// SSRC of the stream in slot `i`, 0 when the slot is free.
+    func ssrc(ofSlot i: Int) -> UInt32 { streams[i].inUse ? streams[i].ssrc : 0 }
+
     /// Produces one period per stream into `slotAudio` (stream i at `slotAudio + i * period`)
     /// and points `pointers[i]` at it, or sets nil for an unused slot.
     func render(into slotAudio: UnsafeMutablePointer<Float>, pointers: UnsafeMutablePointer<UnsafePointer<Float>?>, now: Int64) {

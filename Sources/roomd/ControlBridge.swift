@@ -13,6 +13,8 @@ final class ControlBridge {
     private let engine: AudioEngine
     private let session: RoomSession?
     private var server: ControlServer?
+    /// Per-participant playback volume in dB, applied to the participant's SSRC when known.
+    private var volumes: [UInt32: Float] = [:]
 
     init(path: String, group: gid_t?, loop: EventLoop, engine: AudioEngine, session: RoomSession?) throws(SystemError) {
         self.engine = engine
@@ -39,11 +41,16 @@ final class ControlBridge {
             server?.broadcast(event: "config", ["what": .string("log_level"), "value": .string(name)])
             reply(.ok)
         case .volume(let participant, let dB):
-            guard participant == nil else {
-                return reply(.failure(ControlError(.internal, "per-participant volume is not implemented yet")))
+            if let participant {
+                // Remembered by participant: its SSRC is known only once it is on stage.
+                volumes[participant] = Float(dB)
+                applyVolume(participant)
+            } else {
+                engine.mixer.masterGain = linear(fromDB: Float(dB))
             }
-            engine.mixer.masterGain = linear(fromDB: Float(dB))
-            server?.broadcast(event: "config", ["what": .string("volume"), "db": .double(dB)])
+            var fields: [String: JSONValue] = ["what": .string("volume"), "db": .double(dB)]
+            if let participant { fields["participant"] = .int(Int(participant)) }
+            server?.broadcast(event: "config", fields)
             reply(.ok)
         default:
             roomCommand(command, reply: reply)
@@ -82,6 +89,11 @@ final class ControlBridge {
         default:
             reply(.failure(ControlError(.internal, "\(command) is not implemented yet")))
         }
+    }
+
+    private func applyVolume(_ participant: UInt32) {
+        guard let dB = volumes[participant], let ssrc = session?.participants[participant]?.ssrc else { return }
+        engine.streamGains.set(ssrc: ssrc, linear: linear(fromDB: dB))
     }
 
     // MARK: state
@@ -170,10 +182,14 @@ final class ControlBridge {
         case .joined(let info):
             server.broadcast(event: "joined", ["room": .string(info.room), "participant": .int(Int(info.participantID)),
                                                "restored": .bool(info.restored)])
-        case .participantJoined(let p): server.broadcast(event: "participant_joined", ["participant": participantJSON(p)])
+        case .participantJoined(let p):
+            applyVolume(p.id)
+            server.broadcast(event: "participant_joined", ["participant": participantJSON(p)])
         case .participantLeft(let id, let reason, _):
             server.broadcast(event: "participant_left", ["participant": .int(Int(id)), "reason": .string(reason.rawValue)])
-        case .participantUpdated(let p): server.broadcast(event: "participant_updated", ["participant": participantJSON(p)])
+        case .participantUpdated(let p):
+            applyVolume(p.id)
+            server.broadcast(event: "participant_updated", ["participant": participantJSON(p)])
         case .localStageChanged(let stage): server.broadcast(event: "stage", ["stage": .string(stage.rawValue)])
         case .localMuteChanged(let muted): server.broadcast(event: "mute", ["muted": .bool(muted)])
         case .invited(let by): server.broadcast(event: "invited", ["by": .int(Int(by))])

@@ -42,7 +42,7 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         ]
         for (name, role, grants, input) in people {
             try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", try token(name, grants),
-                               "--role", role, "--duration", "14", "--stats-interval", "0",
+                               "--role", role, "--duration", "16", "--stats-interval", "0",
                                "--control-socket", dir + "/\(name).sock"],
                        env: ["ROOMSIM_CONFIG": try room(name, input: input)], log: dir + "/\(name).log")
         }
@@ -64,14 +64,19 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "3"]).status, 0)
         let t3 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2.5)
-        // 3. B mutes itself: silent again.
+        // 3. A turns B down by 20 dB on its own speaker only.
         let t4 = E2E.monotonicNanoseconds()
+        XCTAssertEqual(try ctl("a", ["volume", "\(id)", "-20"]).status, 0)
+        let t4a = E2E.monotonicNanoseconds()
+        Thread.sleep(forTimeInterval: 1.5)
+        let t4b = E2E.monotonicNanoseconds()
+        // 4. B mutes itself: silent again.
         XCTAssertEqual(try ctl("b", ["mute"]).status, 0)
         XCTAssertEqual(try ctl("b", ["wait", "muted", "--timeout", "3"]).status, 0)
         let t5 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2)
         let t6 = E2E.monotonicNanoseconds()
-        // 4. The moderator kicks B: B is out and says why.
+        // 5. The moderator kicks B: B is out and says why.
         XCTAssertEqual(try ctl("a", ["kick", "\(id)", "--reason", "test"]).status, 0)
         Thread.sleep(forTimeInterval: 0.5)
         let bStatus = try ctl("b", ["--json", "status"]).out
@@ -81,6 +86,11 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         _ = t2
         for p in processes.dropFirst() { p.waitUntilExit() }
 
+        let aQuiet = try rms(dir, "a", from: t4a + 300_000_000, to: t4b)
+        let cLoud = try rms(dir, "c", from: t4a + 300_000_000, to: t4b)
+        print("moderation e2e: B at -20 dB on A's speaker: A \(aQuiet), C \(cLoud)")
+        XCTAssertLessThan(aQuiet, cLoud * 0.3, "A's per-participant volume applies on A only")
+        XCTAssertGreaterThan(aQuiet, cLoud * 0.03, "turned down, not off")
         for listener in ["a", "c"] {
             let before = try rms(dir, listener, from: t1 + 300_000_000, to: t2)
             let onStage = try rms(dir, listener, from: t3 + 300_000_000, to: t4)

@@ -1,0 +1,51 @@
+import Synchronization
+
+/// Per-sender playback volume, set from the event loop (roomctl volume PARTICIPANT dB) and read
+/// by the audio thread each period. Each entry is one 64-bit atomic — SSRC in the high half,
+/// the linear gain's bit pattern in the low half — so a reader never sees a gain paired with
+/// the wrong sender, and nobody waits.
+///
+/// `@unchecked Sendable`: the storage pointer never changes after init and every access to what
+/// it points at is atomic.
+public final class StreamGains: @unchecked Sendable {
+    public static let capacity = 32
+    private let entries: UnsafeMutablePointer<Atomic<UInt64>>
+
+    public init() {
+        entries = .allocate(capacity: Self.capacity)
+        for i in 0..<Self.capacity { (entries + i).initialize(to: Atomic(0)) }
+    }
+
+    deinit {
+        entries.deinitialize(count: Self.capacity)
+        entries.deallocate()
+    }
+
+    /// Sets the gain for `ssrc` (SSRC 0 is never used by senders). Returns false when the
+    /// table is full or the gain is not a finite, non-negative number.
+    @discardableResult
+    public func set(ssrc: UInt32, linear gain: Float) -> Bool {
+        guard ssrc != 0, gain.isFinite, gain >= 0 else { return false }
+        let packed = UInt64(ssrc) << 32 | UInt64(gain.bitPattern)
+        var free: Int?
+        for i in 0..<Self.capacity {
+            let e = entries[i].load(ordering: .relaxed)
+            if UInt32(e >> 32) == ssrc { entries[i].store(packed, ordering: .relaxed); return true }
+            if e == 0 && free == nil { free = i }
+        }
+        guard let free else { return false }
+        entries[free].store(packed, ordering: .relaxed)
+        return true
+    }
+
+    /// The gain for `ssrc`, 1 when none was set. Audio thread: a scan of 32 atomics, no
+    /// allocation, no lock.
+    @inline(__always)
+    public func gain(ssrc: UInt32) -> Float {
+        for i in 0..<Self.capacity {
+            let e = entries[i].load(ordering: .relaxed)
+            if e != 0 && UInt32(e >> 32) == ssrc { return Float(bitPattern: UInt32(truncatingIfNeeded: e)) }
+        }
+        return 1
+    }
+}
