@@ -60,7 +60,7 @@ def aec(work):
         emit("aec", "aec.erle_first_1s_db", first, "dB", board="sim")
     chain, _, window = echo_reduction(f"{work}/chain.jsonl")
     emit("aec", "chain.echo_reduction_db", chain, "dB", board="sim", window=window,
-         config="full chain: HPF, beamformer, AEC, NS, AGC; residual floored at 16-bit quantization noise")
+         config="full chain as board/sim runs it (HPF, AEC, NS, AGC, VAD; array.beamformer = no); residual floored at 16-bit quantization noise")
 
     # Double talk: how much of the near-end talker survives when the far end talks at once.
     # The same near-end input is cleaned once with far-end speech and once without; the
@@ -94,7 +94,7 @@ def engine(work):
     emit("engine", "engine.allocs_per_frame", summary["steady_allocs"] / summary["steady_periods"], "allocs",
          board="sim", periods=summary["steady_periods"])
     emit("engine", "engine.cpu_pct", summary["cpu_pct"], "%", board="sim",
-         config="48 kHz, 4 mics, beamformer, full APM, Opus 10 ms encode+decode (loopback), far-end playing")
+         config="board/sim: 48 kHz, 4 mics captured, APM on mic 0 (beamformer off), Opus 10 ms encode+decode (loopback), far-end playing")
     emit("engine", "roomd.rss_mb", summary["rss_mb"], "MB", board="sim")
     emit("engine", "engine.xruns", summary["capture_xruns"] + summary["playback_xruns"], "count", board="sim")
 
