@@ -36,6 +36,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let mixer: StreamMixer
     /// Per-sender playback volume (by SSRC), applied through the mixer's slot gains.
     public let streamGains = StreamGains()
+    /// Per-stream receive statistics (loss, late, FEC, PLC, jitter, buffer delay).
+    public let streamStatistics = StreamStatistics(slots: MixerSlot.remoteCount)
     private var thread: NativeThread?
     // Confined to the audio thread once `start` has handed them over.
     private var loop: AudioLoop?
@@ -59,7 +61,7 @@ public final class AudioEngine: @unchecked Sendable {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
                                  outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
-                                 streamGains: streamGains)
+                                 streamGains: streamGains, streamStatistics: streamStatistics)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -129,6 +131,7 @@ final class AudioLoop: @unchecked Sendable {
     private let outgoing: SPSCRing<MediaPacket>
     private let outgoingSignal: EventSignal?
     private let streamGains: StreamGains
+    private let streamStatistics: StreamStatistics
     private let incoming: SPSCRing<MediaPacket>
     /// The frame being built for sending; its header fields advance frame by frame.
     private var packet = MediaPacket()
@@ -169,7 +172,7 @@ final class AudioLoop: @unchecked Sendable {
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
          outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
-         streamGains: StreamGains) throws {
+         streamGains: StreamGains, streamStatistics: StreamStatistics) throws {
         config = c
         self.stats = stats
         self.events = events
@@ -192,6 +195,7 @@ final class AudioLoop: @unchecked Sendable {
         self.incoming = incoming
         self.outgoingSignal = outgoingSignal
         self.streamGains = streamGains
+        self.streamStatistics = streamStatistics
         rtpTicksPerFrame = UInt32(48 * c.opus.frameMilliseconds)
         packet.ssrc = c.ssrc
 
@@ -435,7 +439,8 @@ final class AudioLoop: @unchecked Sendable {
         }
         let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         while let received = incoming.pop() { remotes.insert(received) }
-        remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now)
+        remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now,
+                       publishing: streamStatistics)
         for i in 0..<MixerSlot.remoteCount {
             let ssrc = remotes.ssrc(ofSlot: i)
             if ssrc != 0 { mixer.setGain(streamGains.gain(ssrc: ssrc), slot: MixerSlot.firstRemote + i) }

@@ -76,10 +76,15 @@ final class RemoteStreams {
 
     /// Produces one period per stream into `slotAudio` (stream i at `slotAudio + i * period`)
     /// and points `pointers[i]` at it, or sets nil for an unused slot.
-    func render(into slotAudio: UnsafeMutablePointer<Float>, pointers: UnsafeMutablePointer<UnsafePointer<Float>?>, now: Int64) {
+    func render(into slotAudio: UnsafeMutablePointer<Float>, pointers: UnsafeMutablePointer<UnsafePointer<Float>?>,
+                now: Int64, publishing perStream: StreamStatistics) {
         var sum = JitterBufferStatistics()
         for i in 0..<count {
-            guard streams[i].inUse else { pointers[i] = nil; continue }
+            guard streams[i].inUse else {
+                pointers[i] = nil
+                perStream.publish(slot: i, ssrc: 0, JitterBufferStatistics())
+                continue
+            }
             let out = slotAudio + i * period
             var filled = 0
             while filled < period {
@@ -90,7 +95,9 @@ final class RemoteStreams {
                 filled += n
             }
             pointers[i] = UnsafePointer(out)
-            sum.add(buffers[i].statistics)
+            let stats = buffers[i].statistics
+            perStream.publish(slot: i, ssrc: streams[i].ssrc, stats)
+            sum.add(stats)
         }
         totals = sum
     }

@@ -162,6 +162,17 @@ final class ControlBridge {
             "received_lost": .int(s.receivedLost), "late": .int(s.receivedLate), "fec": .int(s.fecRecovered),
             "plc": .int(s.concealedFrames), "jitter_delay_ms": .int(s.jitterBufferDelayMs),
         ]
+        // Per remote stream, named by participant when the SSRC is known.
+        let bySSRC = Dictionary((session?.participants.values ?? [:].values).compactMap { p in p.ssrc.map { ($0, p) } },
+                                uniquingKeysWith: { a, _ in a })
+        o["streams"] = .array(engine.streamStatistics.rows().map { r in
+            var f: [String: JSONValue] = [
+                "ssrc": .int(Int(r.ssrc)), "received": .int(r.received), "lost": .int(r.lost), "late": .int(r.late),
+                "fec": .int(r.fecRecovered), "plc": .int(r.concealed), "jitter_ms": .double(r.jitterMs), "delay_ms": .double(r.delayMs),
+            ]
+            if let p = bySSRC[r.ssrc] { f["participant"] = .int(Int(p.id)); f["name"] = .string(p.name) }
+            return .object(f)
+        })
         if let st = session?.statistics {
             o["rtp_sent"] = .int(st.packetsSent)
             o["rtp_received"] = .int(st.packetsReceived)

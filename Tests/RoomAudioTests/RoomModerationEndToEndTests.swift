@@ -64,6 +64,13 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "3"]).status, 0)
         let t3 = E2E.monotonicNanoseconds()
         Thread.sleep(forTimeInterval: 2.5)
+        // Per-stream receive statistics name B's stream.
+        let stats = try ctl("c", ["--json", "stats"]).out
+        let result = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(stats.utf8)) as? [String: Any])?["result"] as? [String: Any])
+        let streams = try XCTUnwrap(result["streams"] as? [[String: Any]], stats)
+        let bStream = try XCTUnwrap(streams.first { ($0["participant"] as? Int) == id }, "C's stats name B's stream: \(stats)")
+        XCTAssertGreaterThan(bStream["received"] as? Int ?? 0, 100, "B's packets counted per stream: \(bStream)")
+        XCTAssertNotNil(bStream["delay_ms"] as? Double)
         // 3. A turns B down by 20 dB on its own speaker only.
         let t4 = E2E.monotonicNanoseconds()
         XCTAssertEqual(try ctl("a", ["volume", "\(id)", "-20"]).status, 0)

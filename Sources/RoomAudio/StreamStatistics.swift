@@ -1,0 +1,56 @@
+import RoomCore
+import Synchronization
+
+/// Receive statistics of each remote stream, published by the audio thread for `roomctl stats`
+/// and the status line: one row of relaxed atomics per jitter-buffer slot, so the reader never
+/// waits and the writer never allocates. A reader may see one row mid-update (counters from
+/// two consecutive periods); for statistics that is fine.
+public final class StreamStatistics: @unchecked Sendable {
+    public struct Row: Sendable, Equatable {
+        public var ssrc: UInt32
+        public var received, lost, late, fecRecovered, concealed: Int
+        public var jitterMs, delayMs: Double
+    }
+
+    private static let fields = 8
+    public let slots: Int
+    private let cells: UnsafeMutablePointer<Atomic<UInt64>>
+
+    public init(slots: Int) {
+        self.slots = slots
+        cells = .allocate(capacity: slots * Self.fields)
+        for i in 0..<(slots * Self.fields) { (cells + i).initialize(to: Atomic(0)) }
+    }
+
+    deinit {
+        cells.deinitialize(count: slots * Self.fields)
+        cells.deallocate()
+    }
+
+    /// Audio thread: the slot's stream and its jitter buffer's counters (ssrc 0: slot unused).
+    @inline(__always)
+    func publish(slot: Int, ssrc: UInt32, _ s: JitterBufferStatistics) {
+        let base = cells + slot * Self.fields
+        base[0].store(UInt64(ssrc), ordering: .relaxed)
+        base[1].store(UInt64(max(0, s.received)), ordering: .relaxed)
+        base[2].store(UInt64(max(0, s.lost)), ordering: .relaxed)
+        base[3].store(UInt64(max(0, s.late)), ordering: .relaxed)
+        base[4].store(UInt64(max(0, s.fecRecovered)), ordering: .relaxed)
+        base[5].store(UInt64(max(0, s.concealed)), ordering: .relaxed)
+        base[6].store(s.jitterMs.bitPattern, ordering: .relaxed)
+        base[7].store(s.currentDelayMs.bitPattern, ordering: .relaxed)
+    }
+
+    /// The streams in use now.
+    public func rows() -> [Row] {
+        (0..<slots).compactMap { slot in
+            let base = cells + slot * Self.fields
+            let ssrc = UInt32(truncatingIfNeeded: base[0].load(ordering: .relaxed))
+            guard ssrc != 0 else { return nil }
+            func n(_ i: Int) -> Int { Int(base[i].load(ordering: .relaxed)) }
+            return Row(ssrc: ssrc, received: n(1), lost: n(2), late: n(3), fecRecovered: n(4), concealed: n(5),
+                       jitterMs: Double(bitPattern: base[6].load(ordering: .relaxed)),
+                       delayMs: Double(bitPattern: base[7].load(ordering: .relaxed)))
+        }
+    }
+}
