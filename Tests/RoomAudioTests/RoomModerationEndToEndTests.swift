@@ -166,4 +166,37 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertTrue(cStatus.contains("\"connection\":\"disconnected\"") || cStatus.contains("failed"), "C's token expired: \(cStatus)")
         XCTAssertTrue(try String(contentsOfFile: dir + "/c.log", encoding: .utf8).contains("token"), "C's log says why")
     }
+
+    /// Open room: an audience member with the publish grant goes on stage at once when it raises
+    /// its hand, and the others start receiving it without anyone approving.
+    func testOpenRoomRaiseHandGoesOnStageAtOnce() throws {
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("open")
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
+        Thread.sleep(forTimeInterval: 0.3)
+        SimCard.writeWAV(dir + "/b-mic.wav", SimCard.speechLike(seconds: 3, seed: 2.7, level: 0.25))
+        try "input = \(dir)/b-mic.wav\ninput_end = loop\necho = off\n".write(toFile: dir + "/b.conf", atomically: true, encoding: .utf8)
+        try "echo = off\n".write(toFile: dir + "/a.conf", atomically: true, encoding: .utf8)
+        for (name, grants) in [("a", [String]()), ("b", ["--publish"])] {
+            try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--server", "127.0.0.1:\(tcp)",
+                               "--token", try mintToken(server, config: dir + "/server.conf", room: "open", user: name, grants),
+                               "--role", "audience", "--duration", "8", "--stats-interval", "0", "--control-socket", dir + "/\(name).sock"],
+                       env: ["ROOMSIM_CONFIG": dir + "/\(name).conf"], log: dir + "/\(name).log")
+        }
+        func ctl(_ who: String, _ a: [String]) throws -> (status: Int32, out: String) { try run(roomctl, ["--socket", dir + "/\(who).sock"] + a) }
+        for who in ["a", "b"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0) }
+        Thread.sleep(forTimeInterval: 1)
+        func receivedByA() throws -> Int {
+            let out = try ctl("a", ["--json", "stats"]).out
+            let result = (try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])?["result"] as? [String: Any]
+            return ((result?["streams"] as? [[String: Any]]) ?? []).reduce(0) { $0 + ($1["received"] as? Int ?? 0) }
+        }
+        XCTAssertEqual(try receivedByA(), 0, "an audience member sends nothing")
+        XCTAssertEqual(try ctl("b", ["raise-hand"]).status, 0)
+        XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "2"]).status, 0, "open room: on stage without approval")
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertGreaterThan(try receivedByA(), 10, "A receives B once B is on stage (the VAD gate holds back pauses)")
+    }
 }
