@@ -1,0 +1,2 @@
+/// Buttons and LEDs (docs/gpio.md).
+enum RoomGPIOModule {}
