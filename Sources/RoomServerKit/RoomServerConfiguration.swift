@@ -157,7 +157,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         return RoomServerKey(keyID: entry.key, appID: app, secret: secret)
     }
 
-    static func decodeHex(_ text: String) -> [UInt8]? {
+    public static func decodeHex(_ text: String) -> [UInt8]? {
         let digits = Array(text.utf8)
         guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
         func nibble(_ c: UInt8) -> UInt8? {

@@ -1,6 +1,7 @@
 import Glibc
 import RoomCore
 import RoomProtocol
+import RoomServerKit
 import RoomSystem
 
 // roomload: the server load benchmark (docs/benchmarks.md, "Server load (roomload)").
@@ -113,65 +114,13 @@ struct SigningKey {
     var secret: [UInt8]
 }
 
-func hexBytes(_ text: some StringProtocol) -> [UInt8]? {
-    let digits = Array(text.utf8)
-    guard digits.count % 2 == 0 else { return nil }
-    func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 48 ... 57: c - 48
-        case 65 ... 70: c - 55
-        case 97 ... 102: c - 87
-        default: nil
-        }
-    }
-    var out: [UInt8] = []
-    out.reserveCapacity(digits.count / 2)
-    var i = 0
-    while i < digits.count {
-        guard let hi = nibble(digits[i]), let lo = nibble(digits[i + 1]) else { return nil }
-        out.append(hi << 4 | lo)
-        i += 2
-    }
-    return out
-}
-
-func trimmed(_ s: Substring) -> String {
-    String(s.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
-}
-
-/// The `[keys]` section of a roomserver configuration (`kid = APP:hex:SECRET` or
-/// `APP:base64:SECRET`); roomload does not link RoomServerKit, so it reads only that.
+/// The signing key from a roomserver configuration's `[keys]`, read by roomserver's own parser.
 func loadKey(config path: String, keyID wanted: String?) -> SigningKey {
-    let text: String
-    do { text = try Files.readText(path) } catch { fail("\(error)", status: 66) }
-    var section = ""
-    var keys: [String: SigningKey] = [:]
-    for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
-        let line = trimmed(raw)
-        if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
-        if line.hasPrefix("[") {
-            section = trimmed(line.dropFirst().prefix { $0 != "]" })
-            continue
-        }
-        guard section == "keys", let eq = line.firstIndex(of: "=") else { continue }
-        let kid = trimmed(line[..<eq])
-        let parts = trimmed(line[line.index(after: eq)...]).split(separator: ":", maxSplits: 2)
-        guard parts.count == 3 else { fail("\(path): keys.\(kid): expected APP:hex:SECRET or APP:base64:SECRET") }
-        let secret: [UInt8]? = switch parts[1] {
-        case "hex": hexBytes(parts[2])
-        case "base64": Base64.decode(parts[2])
-        default: nil
-        }
-        guard let secret else { fail("\(path): keys.\(kid): cannot decode the secret") }
-        keys[kid] = SigningKey(keyID: kid, app: String(parts[0]), secret: secret)
-    }
-    if let wanted {
-        guard let key = keys[wanted] else { fail("\(path): no key \"\(wanted)\" in [keys]") }
-        return key
-    }
-    if let dev = keys["dev"] { return dev }
-    guard let first = keys.keys.sorted().first else { fail("\(path): no [keys]") }
-    return keys[first]!
+    let configuration: RoomServerConfiguration
+    do { configuration = try RoomServerConfiguration.load(path: path) } catch { fail("\(error)", status: 66) }
+    let id = wanted ?? (configuration.keys["dev"] != nil ? "dev" : configuration.keys.keys.sorted().first)
+    guard let id, let key = configuration.keys[id] else { fail("\(path): no key \"\(wanted ?? "")\" in [keys]") }
+    return SigningKey(keyID: key.keyID, app: key.appID, secret: key.secret)
 }
 
 // MARK: - CPU accounting
@@ -251,7 +200,7 @@ let key: SigningKey
 if let config = args.config {
     key = loadKey(config: config, keyID: args.keyID)
 } else {
-    guard let secret = hexBytes(args.secret!) else { fail("--secret: not hex") }
+    guard let secret = RoomServerConfiguration.decodeHex(args.secret!) else { fail("--secret: not hex") }
     key = SigningKey(keyID: args.keyID!, app: args.app, secret: secret)
 }
 

@@ -1,2 +1,0 @@
-/// Buttons and LEDs (docs/gpio.md).
-enum RoomGPIOModule {}
