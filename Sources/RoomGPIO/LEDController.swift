@@ -1,0 +1,101 @@
+import RoomSystem
+
+/// The connection to the room, as the LEDs show it.
+public enum ConnectionIndicator: String, Sendable, Equatable {
+    case connecting, connected, failed
+}
+
+/// Drives the LEDs from state, never by polling (docs/gpio.md). Call `apply` whenever the
+/// state changes (from any source: button, roomctl, moderator); it is idempotent and writes a
+/// line only when its level changes.
+///
+/// - mute LED = muted, always (also while connecting or failed: mute and LED never disagree);
+/// - connected: hand LED = hand raised, stage LED = on stage;
+/// - connecting: hand and stage LEDs blink together (on/off every `blinkInterval`, 500 ms);
+/// - failed: hand and stage LEDs blink alternately, twice as fast (250 ms).
+public final class LEDController {
+    public struct State: Equatable, Sendable {
+        public var muted = false
+        public var handRaised = false
+        public var onStage = false
+        public var connection = ConnectionIndicator.connected
+        public init(muted: Bool = false, handRaised: Bool = false, onStage: Bool = false,
+                    connection: ConnectionIndicator = .connected) {
+            self.muted = muted; self.handRaised = handRaised; self.onStage = onStage; self.connection = connection
+        }
+    }
+
+    public let blinkInterval: Duration
+    public private(set) var state: State?
+    /// What each LED shows now (also for LEDs without a line).
+    public private(set) var levels: [LEDID: Bool] = [:]
+    private let loop: EventLoop
+    private let outputs: [LEDID: GPIOOutput]
+    private var blinkTimer: EventLoop.TimerID?
+    private var blinkPhase = false
+
+    /// Does not own the outputs; `close()` cancels the blink timer.
+    public init(loop: EventLoop, outputs: [LEDID: GPIOOutput], blinkInterval: Duration = .milliseconds(500)) {
+        self.loop = loop
+        self.outputs = outputs
+        self.blinkInterval = blinkInterval
+    }
+
+    deinit { if let blinkTimer { loop.cancel(blinkTimer) } }
+
+    public func close() {
+        if let blinkTimer { loop.cancel(blinkTimer) }
+        blinkTimer = nil
+    }
+
+    public func apply(muted: Bool, handRaised: Bool, onStage: Bool, connection: ConnectionIndicator) {
+        apply(State(muted: muted, handRaised: handRaised, onStage: onStage, connection: connection))
+    }
+
+    public func apply(_ new: State) {
+        guard new != state else { return }
+        let old = state
+        state = new
+        if old?.connection != new.connection {
+            if let blinkTimer { loop.cancel(blinkTimer) }
+            blinkTimer = nil
+            blinkPhase = true
+            let interval: Duration? = switch new.connection {
+            case .connected: nil
+            case .connecting: blinkInterval
+            case .failed: blinkInterval / 2
+            }
+            if let interval {
+                blinkTimer = loop.schedule(after: interval, repeating: interval) { [weak self] in
+                    guard let self else { return }
+                    self.blinkPhase.toggle()
+                    self.render()
+                }
+            }
+        }
+        render()
+    }
+
+    private func render() {
+        guard let s = state else { return }
+        write(.mute, s.muted)
+        switch s.connection {
+        case .connected:
+            write(.hand, s.handRaised)
+            write(.stage, s.onStage)
+        case .connecting:
+            write(.hand, blinkPhase)
+            write(.stage, blinkPhase)
+        case .failed:
+            write(.hand, blinkPhase)
+            write(.stage, !blinkPhase)
+        }
+    }
+
+    private func write(_ led: LEDID, _ on: Bool) {
+        guard levels[led] != on else { return }
+        levels[led] = on
+        guard let out = outputs[led] else { return }
+        do { try out.set(on) } catch { Log.error("\(error)") }
+    }
+}
