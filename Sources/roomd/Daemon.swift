@@ -112,9 +112,18 @@ struct Daemon {
             }
         }
         defer { control?.close() }
+        // Buttons and LEDs. An appliance whose GPIO fails still serves audio: warn, go on.
+        var panel: Panel?
+        do {
+            panel = try Panel(board: board.gpio, loop: loop, session: session)
+        } catch {
+            Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")
+        }
+        defer { panel?.close() }
         session?.onEvent = { event in
             RoomEventLog.log(event)
             control?.forward(event)
+            panel?.refresh()
         }
         do {
             try engine.start()

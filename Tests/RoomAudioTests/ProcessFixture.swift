@@ -59,6 +59,13 @@ class ProcessTestCase: XCTestCase {
         return (p.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    /// Waits until a daemon's control socket exists (roomctl exits 69 while it does not).
+    func waitForSocket(_ path: String, timeout: TimeInterval = 10) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !FileManager.default.fileExists(atPath: path) && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path), "no control socket at \(path)")
+    }
+
     /// A development token from `roomserver mint-token`.
     func mintToken(_ server: String, config: String, room: String, user: String, _ extra: [String] = []) throws -> String {
         let r = try run(server, ["mint-token", "--config", config, "--key", "dev", "--room", room,

@@ -49,7 +49,10 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         func ctl(_ who: String, _ args: [String]) throws -> (status: Int32, out: String) {
             try run(roomctl, ["--socket", dir + "/\(who).sock"] + args)
         }
-        for who in ["a", "b", "c"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins") }
+        for who in ["a", "b", "c"] {
+            waitForSocket(dir + "/\(who).sock")
+            XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins")
+        }
 
         // 1. B is audience: nobody hears it.
         let t1 = E2E.monotonicNanoseconds()
@@ -136,7 +139,10 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
                        env: ["ROOMSIM_CONFIG": dir + "/\(name).conf"], log: dir + "/\(name).log")
         }
         func ctl(_ who: String, _ a: [String]) throws -> (status: Int32, out: String) { try run(roomctl, ["--socket", dir + "/\(who).sock"] + a) }
-        for who in ["a", "b", "c"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins") }
+        for who in ["a", "b", "c"] {
+            waitForSocket(dir + "/\(who).sock")
+            XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins")
+        }
 
         // C's token expires after 4 s (token_leeway 0); it is removed with the reason and
         // cannot rejoin after the restart.
@@ -186,7 +192,10 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
                        env: ["ROOMSIM_CONFIG": dir + "/\(name).conf"], log: dir + "/\(name).log")
         }
         func ctl(_ who: String, _ a: [String]) throws -> (status: Int32, out: String) { try run(roomctl, ["--socket", dir + "/\(who).sock"] + a) }
-        for who in ["a", "b"] { XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0) }
+        for who in ["a", "b"] {
+            waitForSocket(dir + "/\(who).sock")
+            XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0)
+        }
         Thread.sleep(forTimeInterval: 1)
         func receivedByA() throws -> Int {
             let out = try ctl("a", ["--json", "stats"]).out
@@ -198,5 +207,49 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "2"]).status, 0, "open room: on stage without approval")
         Thread.sleep(forTimeInterval: 1.5)
         XCTAssertGreaterThan(try receivedByA(), 10, "A receives B once B is on stage (the VAD gate holds back pauses)")
+    }
+
+    /// The simulated panel: pressing the buttons through their FIFOs changes the room state, and
+    /// the LEDs follow every change, also one made through roomctl.
+    func testButtonsAndLEDsOnTheSimulatedPanel() throws {
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("panel")
+        let gpio = dir + "/gpio"
+        try FileManager.default.createDirectory(atPath: gpio, withIntermediateDirectories: true)
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
+        Thread.sleep(forTimeInterval: 0.3)
+        try "echo = off\n".write(toFile: dir + "/room.conf", atomically: true, encoding: .utf8)
+        try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--server", "127.0.0.1:\(tcp)",
+                           "--token", try mintToken(server, config: dir + "/server.conf", room: "panel", user: "p", ["--publish"]),
+                           "--role", "audience", "--duration", "8", "--stats-interval", "0", "--control-socket", dir + "/p.sock"],
+                   env: ["ROOMSIM_CONFIG": dir + "/room.conf", "ROOMD_SIM_GPIO_DIR": gpio], log: dir + "/roomd.log")
+        func ctl(_ a: [String]) throws -> Int32 { try run(roomctl, ["--socket", dir + "/p.sock"] + a).status }
+        func leds() -> String { ((try? String(contentsOfFile: gpio + "/leds", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines) }
+        func press(_ button: String) throws {
+            for word in ["press", "release"] {
+                let h = try XCTUnwrap(FileHandle(forWritingAtPath: gpio + "/" + button), "no FIFO for \(button) in \(gpio)")
+                h.write(Data((word + "\n").utf8))
+                try h.close()
+                Thread.sleep(forTimeInterval: 0.15)
+            }
+        }
+        waitForSocket(dir + "/p.sock")
+        XCTAssertEqual(try ctl(["wait", "joined", "--timeout", "5"]), 0)
+        Thread.sleep(forTimeInterval: 0.3)
+        XCTAssertEqual(leds(), "mute=0 hand=0 stage=0")
+        try press("mute")
+        XCTAssertEqual(try ctl(["wait", "muted", "--timeout", "3"]), 0, "the mute button mutes")
+        Thread.sleep(forTimeInterval: 0.2)
+        XCTAssertEqual(leds(), "mute=1 hand=0 stage=0")
+        XCTAssertEqual(try ctl(["unmute"]), 0)
+        XCTAssertEqual(try ctl(["wait", "unmuted", "--timeout", "3"]), 0)
+        Thread.sleep(forTimeInterval: 0.2)
+        XCTAssertEqual(leds(), "mute=0 hand=0 stage=0", "the LED follows a mute change made through roomctl")
+        try press("hand")
+        XCTAssertEqual(try ctl(["wait", "on-stage", "--timeout", "3"]), 0, "open room: the hand button puts us on stage")
+        Thread.sleep(forTimeInterval: 0.2)
+        XCTAssertEqual(leds(), "mute=0 hand=0 stage=1")
     }
 }

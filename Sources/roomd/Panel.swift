@@ -1,0 +1,78 @@
+import RoomClient
+import RoomCore
+import RoomGPIO
+import RoomProtocol
+import RoomSystem
+
+/// The two buttons and three LEDs of the appliance. Buttons act on the room session; LEDs are
+/// recomputed from the session's state on every room event and after every button action, so
+/// the mute LED and the mute state never disagree, whoever changed the mute.
+///
+/// Mapping (docs/gpio.md): mute — short: toggle self mute; hand — short: raise the hand, lower
+/// it again, accept an invitation, or step down when on stage; hand — long: leave the room.
+final class Panel {
+    /// Kept alive for as long as its lines: the simulated backend's outputs refer back to it.
+    private let backend: GPIOBackend
+    private let lines: GPIOLines
+    private var buttons: Buttons?
+    private let leds: LEDController
+    private let session: RoomSession?
+
+    /// nil when the board has no GPIO lines. Throws when the lines cannot be opened.
+    init?(board: BoardGPIO, loop: EventLoop, session: RoomSession?) throws(SystemError) {
+        guard let backend = try GPIO.backend(for: board) else { return nil }
+        self.backend = backend
+        lines = try GPIOLines.open(board, backend: backend)
+        leds = LEDController(loop: loop, outputs: lines.outputs)
+        self.session = session
+        buttons = try Buttons(loop: loop, inputs: lines.inputs) { [weak self] event in self?.pressed(event) }
+        refresh()
+    }
+
+    func close() {
+        buttons?.close()
+        buttons = nil
+        leds.close()
+        lines.close()
+    }
+
+    private func pressed(_ event: Buttons.Event) {
+        guard let session else {
+            Log.info("button \(event): no room (roomd runs without --server)")
+            return
+        }
+        switch event {
+        case .shortPress(.mute):
+            Log.notice("mute button: \(session.isSelfMuted ? "unmute" : "mute")")
+            session.setMute(!session.isSelfMuted)
+        case .shortPress(.hand):
+            switch session.localParticipant?.stage {
+            case .onStage?: Log.notice("hand button: step down"); session.stepDown()
+            case .handRaised?: Log.notice("hand button: lower hand"); session.lowerHand()
+            case .invited?: Log.notice("hand button: accept invitation"); session.acceptInvite()
+            default: Log.notice("hand button: raise hand"); session.raiseHand()
+            }
+        case .longPress(.hand):
+            Log.notice("hand button held: leaving the room")
+            session.leave()
+        case .longPress(.mute):
+            break  // reserved: a long press on mute does nothing yet
+        }
+        refresh()
+    }
+
+    /// LEDs from the session's state (or "connected, idle" without a room).
+    func refresh() {
+        guard let session else { return leds.apply(muted: false, handRaised: false, onStage: false, connection: .connected) }
+        let me = session.localParticipant
+        let connection: ConnectionIndicator
+        switch session.connectionState {
+        case .connected: connection = .connected
+        case .failed, .disconnected: connection = .failed
+        default: connection = .connecting
+        }
+        leds.apply(muted: session.isSelfMuted || (me?.muted ?? false),
+                   handRaised: me?.stage == .handRaised || me?.stage == .invited,
+                   onStage: me?.stage == .onStage, connection: connection)
+    }
+}
