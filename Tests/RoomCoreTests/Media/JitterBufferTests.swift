@@ -7,7 +7,7 @@ final class JitterBufferTests: XCTestCase {
     // MARK: - Clean streams
 
     func testInOrderStreamPlaysEverythingAtMinimumDelay() {
-        var rng = MediaRNG(seed: 1)
+        var rng = SplitMix64(seed: 1)
         let stream = MediaStreamBuilder(frames: 1000)
         let packets = sortByArrival(stream.build(rng: &rng))
         let jb = JitterBuffer()
@@ -33,7 +33,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testTwentyMillisecondFrames() {
-        var rng = MediaRNG(seed: 2)
+        var rng = SplitMix64(seed: 2)
         var stream = MediaStreamBuilder(frames: 300)
         stream.frameSamples = 960
         stream.lostFrames = [100]
@@ -48,7 +48,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testSingleLossIsRecoveredFromNextPacketsFEC() {
-        var rng = MediaRNG(seed: 3)
+        var rng = SplitMix64(seed: 3)
         var stream = MediaStreamBuilder(frames: 100)
         stream.lostFrames = [40]
         let packets = sortByArrival(stream.build(rng: &rng))
@@ -64,7 +64,7 @@ final class JitterBufferTests: XCTestCase {
     // MARK: - Reordering, duplicates
 
     func testNeighbourSwapsAreAllDecodedAndCountedAsReordered() {
-        var rng = MediaRNG(seed: 4)
+        var rng = SplitMix64(seed: 4)
         let stream = MediaStreamBuilder(frames: 1000)
         var packets = stream.build(rng: &rng)
         var swaps = 0
@@ -88,7 +88,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testDuplicatesAreDroppedAndCounted() {
-        var rng = MediaRNG(seed: 5)
+        var rng = SplitMix64(seed: 5)
         let stream = MediaStreamBuilder(frames: 600)
         let original = stream.build(rng: &rng)
         var packets = original
@@ -119,7 +119,7 @@ final class JitterBufferTests: XCTestCase {
 
     func testRandomLossIsRecoveredOrConcealedAndCountsAddUp() {
         for (rate, seed) in [(0.05, UInt64(11)), (0.10, 12), (0.20, 13)] {
-            var rng = MediaRNG(seed: seed)
+            var rng = SplitMix64(seed: seed)
             var stream = MediaStreamBuilder(frames: 3000)
             for k in 1 ..< stream.frames - 5 where rng.unit() < rate { stream.lostFrames.insert(k) }
             let packets = sortByArrival(stream.build(rng: &rng))
@@ -155,7 +155,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testTargetGrowsToCoverJitterAndLatePacketsStayRare() {
-        var rng = MediaRNG(seed: 21)
+        var rng = SplitMix64(seed: 21)
         let stream = jitteryStream(frames: 3000)
         let packets = sortByArrival(stream.build(rng: &rng))
         let jb = JitterBuffer()
@@ -182,7 +182,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testTargetShrinksBackWithinSecondsAfterJitterStops() {
-        var rng = MediaRNG(seed: 22)
+        var rng = SplitMix64(seed: 22)
         let calmAfter = 2000                                  // 20 s of jitter, then 20 s calm
         let stream = jitteryStream(frames: 4000, calmAfter: calmAfter)
         let packets = sortByArrival(stream.build(rng: &rng))
@@ -208,7 +208,7 @@ final class JitterBufferTests: XCTestCase {
 
     func testSenderClockDriftKeepsDelayBounded() {
         for ppm in [500.0, -500.0] {
-            var rng = MediaRNG(seed: 31)
+            var rng = SplitMix64(seed: 31)
             var stream = MediaStreamBuilder(frames: 6000)                   // 60 s
             stream.driftPPM = ppm
             stream.jitter = { _, rng in Int64(rng.unit() * 2 * 48) }   // a little noise, 0-2 ms
@@ -250,7 +250,7 @@ final class JitterBufferTests: XCTestCase {
     // MARK: - Wrap-around
 
     func testSequenceAndTimestampWrapAround() {
-        var rng = MediaRNG(seed: 41)
+        var rng = SplitMix64(seed: 41)
         var stream = MediaStreamBuilder(frames: 400)
         stream.firstSequence = 65_436                 // wraps after 100 packets
         stream.firstTimestamp = UInt32.max - 480 * 150 + 17   // wraps after ~150 frames
@@ -273,7 +273,7 @@ final class JitterBufferTests: XCTestCase {
     // MARK: - DTX
 
     func testDTXGapIsSilenceNotLoss() {
-        var rng = MediaRNG(seed: 51)
+        var rng = SplitMix64(seed: 51)
         var stream = MediaStreamBuilder(frames: 500)
         stream.dtxFrames = Set(100 ..< 300)           // 2 s of nothing, sequence contiguous
         stream.lostFrames = [400]                     // and one real loss later
@@ -296,7 +296,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testLossRightAfterDTXIsRecoveredNotSilenced() {
-        var rng = MediaRNG(seed: 52)
+        var rng = SplitMix64(seed: 52)
         var stream = MediaStreamBuilder(frames: 300)
         stream.dtxFrames = Set(100 ..< 200)
         stream.lostFrames = [200]                     // first packet after the pause is lost
@@ -312,7 +312,7 @@ final class JitterBufferTests: XCTestCase {
     func testSenderSlowerAcrossLongPauseRestartsPlayout() {
         // The path gets 60 ms longer during a pause: the first packets after it would all be
         // late against the old schedule; playout restarts instead of dropping them.
-        var rng = MediaRNG(seed: 53)
+        var rng = SplitMix64(seed: 53)
         var stream = MediaStreamBuilder(frames: 400)
         stream.dtxFrames = Set(100 ..< 250)
         stream.jitter = { k, _ in k >= 250 ? 60 * 48 : 0 }
@@ -328,7 +328,7 @@ final class JitterBufferTests: XCTestCase {
     // MARK: - Stream changes and bad input
 
     func testResetForNewSSRCKeepsStatisticsAndPlaysNewStream() {
-        var rng = MediaRNG(seed: 61)
+        var rng = SplitMix64(seed: 61)
         var a = MediaStreamBuilder(frames: 200)
         a.lostFrames = [50]
         var b = MediaStreamBuilder(frames: 200)
@@ -353,7 +353,7 @@ final class JitterBufferTests: XCTestCase {
     }
 
     func testNumberingJumpWithinSameSSRCResynchronises() {
-        var rng = MediaRNG(seed: 62)
+        var rng = SplitMix64(seed: 62)
         let a = MediaStreamBuilder(frames: 200)
         var b = MediaStreamBuilder(frames: 200)
         b.firstSequence = 40_000
@@ -417,7 +417,7 @@ extension JitterBufferTests {
         // The audio thread stops calling for 1 s (device reopen) while packets keep
         // arriving; when it comes back it drains the backlog and must return to the target
         // delay at once rather than play a second late forever.
-        var rng = MediaRNG(seed: 71)
+        var rng = SplitMix64(seed: 71)
         let stream = MediaStreamBuilder(frames: 600)
         let packets = sortByArrival(stream.build(rng: &rng))
         let jb = JitterBuffer()

@@ -23,7 +23,7 @@ final class MediaAllocationTests: XCTestCase {
         XCTAssertGreaterThan(count(), probeBefore, "the probe sees allocations")
 
         // A jittery, lossy stream with duplicates, built before measuring.
-        var rng = MediaRNG(seed: 7)
+        var rng = SplitMix64(seed: 7)
         var stream = MediaStreamBuilder(frames: 3000)
         stream.baseDelay = 40 * 48
         stream.jitter = { _, rng in Int64(((rng.unit() * 2 - 1) * 20 * 48).rounded()) }

@@ -1,19 +1,5 @@
 import RoomCore
 
-/// Deterministic PRNG (MediaRNG) so every simulated stream is reproducible.
-struct MediaRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-}
 
 /// One simulated datagram as the receiver sees it.
 struct MediaSimPacket {
@@ -35,14 +21,14 @@ struct MediaStreamBuilder {
     /// Sender clock error: positive = sender runs fast.
     var driftPPM: Double = 0
     /// Extra delay per frame (jitter), samples; nil = none.
-    var jitter: ((Int, inout MediaRNG) -> Int64)?
+    var jitter: ((Int, inout SplitMix64) -> Int64)?
     /// Frames the sender does not send at all (DTX): sequence stays contiguous.
     var dtxFrames: Set<Int> = []
     /// Frames sent but lost in the network.
     var lostFrames: Set<Int> = []
 
     /// Returns the packets sorted by arrival, and the sequence numbers per sent frame.
-    func build(rng: inout MediaRNG) -> [MediaSimPacket] {
+    func build(rng: inout SplitMix64) -> [MediaSimPacket] {
         var out: [MediaSimPacket] = []
         var seq = firstSequence
         let period = Double(frameSamples) / (1 + driftPPM * 1e-6)

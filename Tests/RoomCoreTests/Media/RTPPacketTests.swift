@@ -170,7 +170,7 @@ final class RTPPacketTests: XCTestCase {
     }
 
     func testRandomGarbageNeverTrapsAndRangesStayInside() {
-        var rng = MediaRNG(seed: 99)
+        var rng = SplitMix64(seed: 99)
         var parsed = 0
         var errors: [String: Int] = [:]
         let template: [UInt8] = [0x90, 111, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0xBE, 0xDE, 0, 1, 0x10, 0x05, 0, 0, 1, 2, 3]

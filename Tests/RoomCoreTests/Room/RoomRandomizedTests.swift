@@ -32,7 +32,7 @@ final class RoomRandomizedTests: XCTestCase {
     }
 
     private func run(seed: UInt64, steps: Int) -> Stats {
-        var rng = RoomTestRNG(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let policy: RoomStagePolicy = seed % 2 == 0 ? .open : .moderated
         let config = RoomConfig(policy: policy, speakerLimit: Int.random(in: 0...4, using: &rng),
                                 topN: Int.random(in: 1...3, using: &rng))
@@ -161,7 +161,7 @@ final class RoomRandomizedTests: XCTestCase {
         XCTAssertTrue(Set(room.activeSpeakers).isSubset(of: Set(forwarded)), "\(context): active speaker not forwarded")
     }
 
-    private func randomCommand(_ rng: inout RoomTestRNG, now: RoomInstant) -> RoomCommand {
+    private func randomCommand(_ rng: inout SplitMix64, now: RoomInstant) -> RoomCommand {
         func id() -> RoomParticipantID { RoomParticipantID.random(in: 1...12, using: &rng) }
         let grants: [RoomGrants] = [.none, .publisher, .publisher, .moderator]
         switch Int.random(in: 0..<24, using: &rng) {
