@@ -136,7 +136,7 @@ final class AudioLoop: @unchecked Sendable {
     /// The frame being built for sending; its header fields advance frame by frame.
     private var packet = MediaPacket()
     private let rtpTicksPerFrame: UInt32
-    private var lossRandom: UInt64 = 0x9E37_79B9_7F4A_7C15
+    private var lossRandom = SplitMix64(seed: 0x524F_4F4D)
     private var gate = VoiceActivityGate()
     private let probe = AllocationProbe()
 
@@ -400,10 +400,7 @@ final class AudioLoop: @unchecked Sendable {
     /// Loopback mode: the frame "arrives" now, unless the simulated network drops it.
     private func loopBack() {
         if config.loopbackLossPercent > 0 {
-            lossRandom ^= lossRandom << 13
-            lossRandom ^= lossRandom >> 7
-            lossRandom ^= lossRandom << 17
-            if Int(lossRandom % 100) < config.loopbackLossPercent {
+            if Int(lossRandom.next() % 100) < config.loopbackLossPercent {
                 stats.packetsLost.wrappingAdd(1, ordering: .relaxed)
                 return
             }

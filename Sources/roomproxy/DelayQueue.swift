@@ -1,20 +1,4 @@
-/// SplitMix64: small, fast, and the same sequence for the same seed on every machine, so a
-/// run with `--seed` makes the same decisions for the same datagram sequence.
-struct SplitMix64 {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    mutating func unit() -> Double { Double(next() >> 11) * (1.0 / 9_007_199_254_740_992.0) }
-}
+import RoomCore
 
 /// The fate of one datagram. Every datagram draws the same five numbers whatever the
 /// outcome, so the decisions for datagram n depend only on the seed and n.

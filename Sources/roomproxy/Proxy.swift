@@ -1,4 +1,5 @@
 import Glibc
+import RoomCore
 import RoomSystem
 
 /// Counters of one direction (docs/roomproxy.md names each).
