@@ -30,11 +30,7 @@ class ProcessTestCase: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
         p.arguments = args
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
-        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
-        for (k, v) in env { environment[k] = v }
-        p.environment = environment
+        p.environment = Self.environment(env)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         p.standardOutput = handle
@@ -42,6 +38,38 @@ class ProcessTestCase: XCTestCase {
         try p.run()
         processes.append(p)
         return p
+    }
+
+    /// This process's environment plus `extra`, without the ALSA variables: roomd sets them
+    /// itself from the board profile.
+    static func environment(_ extra: [String: String]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
+        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
+        for (k, v) in extra { environment[k] = v }
+        return environment
+    }
+
+    /// Runs a command to completion keeping stdout and stderr apart (stderr goes through a
+    /// file, so a chatty stderr cannot block the child while stdout is being read).
+    func runSeparated(_ exe: String, _ args: [String], env: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        p.environment = Self.environment(env)
+        let errPath = NSTemporaryDirectory() + "roomd-test-stderr-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: errPath) }
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        try err.close()
+        let e = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), e)
     }
 
     /// Runs a short command to completion; stdout and stderr together, trimmed.

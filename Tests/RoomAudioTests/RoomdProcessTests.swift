@@ -3,31 +3,9 @@ import RoomCore
 import XCTest
 
 /// roomd as a process, the way systemd, the rig and the benches run it.
-final class RoomdProcessTests: XCTestCase {
-    struct Result { let status: Int32; let stdout: String; let stderr: String }
-
-    private func roomd(_ args: [String], env: [String: String] = [:]) throws -> Result {
-        let exe = SimCard.buildDirectory + "/roomd"
-        guard FileManager.default.isExecutableFile(atPath: exe) else {
-            throw XCTSkip("roomd not built at \(exe): run `swift build` first (scripts/test does)")
-        }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        var environment = ProcessInfo.processInfo.environment
-        // roomd sets the ALSA variables itself from the board profile.
-        environment.removeValue(forKey: "ALSA_CONFIG_PATH")
-        environment.removeValue(forKey: "ALSA_PLUGIN_DIR")
-        for (k, v) in env { environment[k] = v }
-        p.environment = environment
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+final class RoomdProcessTests: ProcessTestCase {
+    private func roomd(_ args: [String], env: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+        try runSeparated(try executable("roomd"), args, env: env)
     }
 
     private var board: String { SimCard.repoRoot + "/board/sim" }
