@@ -16,7 +16,7 @@ _roomctl() {
 
     local subcommands="status join leave mute unmute toggle-mute raise-hand lower-hand step-down
         accept-invite decline-invite approve deny invite demote mute-participant kick participants
-        volume send-message set-attribute profile stats log-level reload version events wait help"
+        volume send-message set-attribute profile stats selftest log-level reload version events wait help"
     local events="connection joined participant_joined participant_left participant_updated stage mute
         invited stage_request active_speakers message attribute token_will_expire removed request_failed
         media_path device config levels"

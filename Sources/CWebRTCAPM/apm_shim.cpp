@@ -145,3 +145,11 @@ extern "C" int rapm_aec_stats(rapm_t *a, rapm_aec_stats_t *s) {
     s->fraction_poor_delays = poor;
     return rc;
 }
+
+extern "C" int rapm_set_noise_suppression(rapm_t *a, int on) {
+    return a->apm->noise_suppression()->Enable(on != 0);
+}
+
+extern "C" int rapm_set_gain_control(rapm_t *a, int on) {
+    return a->apm->gain_control()->Enable(on != 0);
+}

@@ -38,6 +38,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let streamGains = StreamGains()
     /// Per-stream receive statistics (loss, late, FEC, PLC, jitter, buffer delay).
     public let streamStatistics = StreamStatistics(slots: MixerSlot.remoteCount)
+    /// `roomctl selftest`: the speaker plays a test signal while the mics are recorded.
+    public let selfTest: SelfTestCapture
     private var thread: NativeThread?
     // Confined to the audio thread once `start` has handed them over.
     private var loop: AudioLoop?
@@ -47,6 +49,9 @@ public final class AudioEngine: @unchecked Sendable {
         self.configuration = configuration
         stats = EngineStats(periodFrames: configuration.periodFrames)
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
+        selfTest = SelfTestCapture(micCount: configuration.micChannels, periodFrames: configuration.periodFrames,
+                                   rate: configuration.rate)
+        control.setProfile(configuration.profile)
         mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
         mixer.setActive(!configuration.farEnd.isEmpty, slot: MixerSlot.farEnd)
         for i in 0..<MixerSlot.remoteCount { mixer.setActive(true, slot: MixerSlot.firstRemote + i) }
@@ -61,7 +66,7 @@ public final class AudioEngine: @unchecked Sendable {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
                                  outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
-                                 streamGains: streamGains, streamStatistics: streamStatistics)
+                                 streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -97,6 +102,15 @@ public final class AudioEngine: @unchecked Sendable {
 public final class EngineControl: Sendable {
     /// Cleared to stop the loop after its current period.
     public let running = Atomic<Bool>(false)
+    /// The audio profile asked for (`AudioProfile.allCases` index); the loop retunes the
+    /// encoder and the APM at the next period boundary when it differs from what it applied.
+    let profileIndex = Atomic<Int>(0)
+
+    public func setProfile(_ profile: AudioProfile) {
+        profileIndex.store(AudioProfile.allCases.firstIndex(of: profile) ?? 0, ordering: .releasing)
+    }
+
+    public var profile: AudioProfile { AudioProfile.allCases[profileIndex.load(ordering: .acquiring)] }
 }
 
 /// The speaker mixer's stream slots.
@@ -132,12 +146,17 @@ final class AudioLoop: @unchecked Sendable {
     private let outgoingSignal: EventSignal?
     private let streamGains: StreamGains
     private let streamStatistics: StreamStatistics
+    private let selfTest: SelfTestCapture
     private let incoming: SPSCRing<MediaPacket>
     /// The frame being built for sending; its header fields advance frame by frame.
     private var packet = MediaPacket()
     private let rtpTicksPerFrame: UInt32
     private var lossRandom = SplitMix64(seed: 0x524F_4F4D)
     private var gate = VoiceActivityGate()
+    /// Index of the profile the encoder and APM are tuned for (-1: not yet) and its settings.
+    private var appliedProfile = -1
+    private var voiceGateOn = true
+    private let profiles: [AudioProfileSettings]
     private let probe = AllocationProbe()
 
     private let period: Int
@@ -172,7 +191,7 @@ final class AudioLoop: @unchecked Sendable {
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
          outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
-         streamGains: StreamGains, streamStatistics: StreamStatistics) throws {
+         streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture) throws {
         config = c
         self.stats = stats
         self.events = events
@@ -196,8 +215,10 @@ final class AudioLoop: @unchecked Sendable {
         self.outgoingSignal = outgoingSignal
         self.streamGains = streamGains
         self.streamStatistics = streamStatistics
+        self.selfTest = selfTest
         rtpTicksPerFrame = UInt32(48 * c.opus.frameMilliseconds)
         packet.ssrc = c.ssrc
+        profiles = AudioProfile.allCases.map { AudioProfileSettings($0, processing: c.processing, opus: c.opus) }
 
         captureInterleaved = .allocate(capacity: period * micCount)
         mics = .allocate(capacity: period * micCount)
@@ -313,7 +334,22 @@ final class AudioLoop: @unchecked Sendable {
         return true
     }
 
+    /// Retunes encoder and APM when the daemon asked for another profile. A relaxed load per
+    /// period; the work (a few ctl calls) happens only on a change.
+    @inline(__always)
+    private func followProfile() {
+        let wanted = control.profileIndex.load(ordering: .relaxed)
+        guard wanted != appliedProfile, wanted >= 0, wanted < profiles.count else { return }
+        let p = profiles[wanted]
+        _ = encoder.apply(p)
+        _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl)
+        voiceGateOn = p.voiceGate
+        appliedProfile = wanted
+        stats.profileIndex.store(wanted, ordering: .relaxed)
+    }
+
     private func processPeriod() {
+        followProfile()
         // Mics: interleaved 16-bit → one float plane per mic.
         let scale: Float = 1.0 / 32768
         for f in 0..<period {
@@ -321,6 +357,10 @@ final class AudioLoop: @unchecked Sendable {
             for m in 0..<micCount { mics[m * period + f] = Float(frame[m]) * scale }
         }
         renderSpeakerPeriod()
+        // A self-test owns the speaker: the test signal replaces the room (and is the AEC's
+        // reference, so the echo figure is the canceller's real work).
+        let testing = selfTest.active()
+        if testing { selfTest.fillSpeaker(speaker) }
         _ = apm.analyzeRender(speakerPointers)
         let delayFrames = (playback?.delayFrames() ?? 0) + period
         _ = apm.processCapture(micPointers, into: cleanedPointers, delayMilliseconds: delayFrames * 1000 / config.rate)
@@ -356,13 +396,15 @@ final class AudioLoop: @unchecked Sendable {
             for i in 0..<period { recordBlock[i] = Int16(clamping: Int((cleaned[i] * 32767).rounded())) }
             _ = ring.write(from: UnsafeBufferPointer(start: recordBlock, count: period))
         }
-        encodeCleaned(voice: voice)
+        if testing { selfTest.record(micPlanes: mics, cleanedPeriod: cleaned) }
+        // During a self-test nothing is sent: the room must not hear the sweep's residue.
+        encodeCleaned(voice: voice, send: !testing)
     }
 
     /// Accumulates the cleaned channel into Opus frames; each finished frame goes through the
     /// voice-activity gate and Opus DTX, then to the network ring (or, in loopback mode, through
     /// a simulated lossy network straight back to our own receive side).
-    private func encodeCleaned(voice: Bool) {
+    private func encodeCleaned(voice: Bool, send allowed: Bool) {
         var offset = 0
         while offset < period {
             let n = min(period - offset, frameSamples - encodeFill)
@@ -374,7 +416,7 @@ final class AudioLoop: @unchecked Sendable {
             let length = withUnsafeMutableBytes(of: &packet.payload) { raw in
                 encoder.encode(encodeFrame, into: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: MediaPacket.maxPayload)
             }
-            let send = gate.shouldSend(voice: voice) && length > 2 && !encoder.inDTX
+            let send = allowed && (!voiceGateOn || gate.shouldSend(voice: voice)) && length > 2 && !encoder.inDTX
             if length > 0 { stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed) }
             if length > 0 && send {
                 packet.length = UInt16(length)
@@ -481,6 +523,7 @@ final class AudioLoop: @unchecked Sendable {
     }
 
     private func handleCaptureError(_ code: Int32) {
+        selfTest.abort()
         if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
             stats.captureXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: true))
@@ -494,6 +537,7 @@ final class AudioLoop: @unchecked Sendable {
     }
 
     private func handlePlaybackError(_ code: Int32) {
+        selfTest.abort()
         if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
             stats.playbackXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: false))

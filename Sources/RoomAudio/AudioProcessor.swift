@@ -91,6 +91,14 @@ public final class AudioProcessor {
         rapm_process_capture(apm, mics, out, Int32(delayMilliseconds))
     }
 
+    /// Noise suppression and gain control on or off while running (the audio profile). On the
+    /// audio thread, between blocks; the library only flips flags (no allocation counted).
+    public func setSpeechProcessing(noiseSuppression: Bool, gainControl: Bool) -> Int32 {
+        let a = rapm_set_noise_suppression(apm, noiseSuppression ? 1 : 0)
+        let b = rapm_set_gain_control(apm, gainControl ? 1 : 0)
+        return a != 0 ? a : b
+    }
+
     public var voiceDetected: Bool { rapm_voice_detected(apm) != 0 }
     public var echoPresent: Bool { rapm_echo_present(apm) != 0 }
 

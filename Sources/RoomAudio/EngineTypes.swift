@@ -17,6 +17,8 @@ public struct EngineConfiguration: Sendable {
     public var playbackPrefillPeriods = 2
     public var processing = ProcessingSettings()
     public var opus = OpusSettings()
+    /// The profile the engine starts with; `EngineControl.profile` switches it while running.
+    public var profile: AudioProfile = .speech
     /// Local loopback: what the mics hear, cleaned and Opus-coded, comes out of the speaker.
     public var loopback = false
     /// The jitter buffers' delay floor. One 10 ms frame: on a quiet network the buffer waits no
@@ -92,6 +94,13 @@ public enum EngineEvent: Sendable, Equatable, BitwiseCopyable {
 /// value, the writer never waits.
 public final class EngineStats: Sendable {
     public let periods = Atomic<Int>(0)
+    /// The profile the audio thread has applied (index in `AudioProfile.allCases`; -1 before
+    /// the first period): how a caller sees a switch take effect.
+    public let profileIndex = Atomic<Int>(-1)
+    public var appliedProfile: AudioProfile? {
+        let i = profileIndex.load(ordering: .relaxed)
+        return i >= 0 && i < AudioProfile.allCases.count ? AudioProfile.allCases[i] : nil
+    }
     public let captureXruns = Atomic<Int>(0)
     public let playbackXruns = Atomic<Int>(0)
     public let deviceLosses = Atomic<Int>(0)

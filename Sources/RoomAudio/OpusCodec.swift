@@ -48,6 +48,19 @@ public final class OpusEncoderBox {
 
     deinit { opus_encoder_destroy(encoder) }
 
+    /// Retunes the running encoder for an audio profile: bitrate, audio band, signal type and
+    /// DTX. The application mode (VOIP) cannot change after the first frame in libopus, so the
+    /// signal-type hint carries the speech/music choice. On the audio thread, between frames.
+    public func apply(_ p: AudioProfileSettings) -> Int32 {
+        for rc in [copus_set_bitrate(encoder, p.bitrate),
+                   copus_set_max_bandwidth(encoder, p.fullBand ? copus_bandwidth_fullband() : copus_bandwidth_superwideband()),
+                   p.music ? copus_set_signal_music(encoder) : copus_set_signal_voice(encoder),
+                   copus_set_dtx(encoder, p.dtx ? 1 : 0)] where rc != OPUS_OK {
+            return rc
+        }
+        return OPUS_OK
+    }
+
     /// Encodes one frame; returns the packet length (> 0), or a negative Opus error code.
     @inline(__always)
     public func encode(_ pcm: UnsafePointer<Float>, into packet: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {

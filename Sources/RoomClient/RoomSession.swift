@@ -85,9 +85,13 @@ public final class RoomSession {
     /// - Parameters:
     ///   - outgoing: encoded packets from the audio thread (it pushes, this session pops).
     ///   - incoming: received packets for the audio thread (this session pushes).
+    ///   - externalSignal: the eventfd the audio thread already signals, when the owner keeps
+    ///     one across sessions (roomd creates a session only when a room is configured, possibly
+    ///     after the engine started); the owner then calls `drainOutgoingMedia()` on it. When
+    ///     nil the session makes its own and exposes it as `outgoingSignal`.
     public init(
         loop: EventLoop, configuration: RoomSessionConfiguration,
-        outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>
+        outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, externalSignal: EventSignal? = nil
     ) throws(SystemError) {
         guard !configuration.servers.isEmpty else { throw SystemError("room session: no server address configured") }
         self.loop = loop
@@ -100,12 +104,34 @@ public final class RoomSession {
         readBuffer = [UInt8](repeating: 0, count: 16 * 1024)
         sendBuffer = .allocate(byteCount: 2048, alignment: 8)
         receiveBuffer = .allocate(byteCount: 2048, alignment: 8)
+        if let externalSignal {
+            outgoingSignal = externalSignal
+            return
+        }
         // The handler needs `self`, which is not complete yet: route through a box.
         let box = WeakSessionBox()
         let source = try EventSignalSource(loop: loop) { _ in box.session?.drainOutgoing() }
         signalSource = source
         outgoingSignal = source.signal
         box.session = self
+    }
+
+    /// Sends (or drops, with a reason counted) what the audio thread queued. Call it from the
+    /// handler of an `externalSignal`.
+    public func drainOutgoingMedia() { drainOutgoing() }
+
+    /// Replaces the servers, token and role for the next `start()`. Only when not in a room
+    /// (idle, or disconnected after `leave`/`stop`): a session is one membership at a time.
+    public func reconfigure(servers: [SocketAddress], token: String, role: RoomRole) throws(SystemError) {
+        guard phase == .idle || phase == .stopped else { throw SystemError("room session: leave the room before changing its servers or role") }
+        guard !servers.isEmpty else { throw SystemError("room session: no server address configured") }
+        configuration.servers = servers
+        configuration.token = token
+        configuration.role = role
+        askedRole = role
+        addressIndex = 0
+        previousParticipantID = nil
+        joinedBefore = false
     }
 
     deinit {

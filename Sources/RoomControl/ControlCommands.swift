@@ -1,3 +1,5 @@
+import RoomCore
+
 /// The command table of control API 1: names, argument schemas, and who may run them.
 /// Validation is driven by this table (`ControlRequest.parse`), roomctl's subcommands and
 /// help are derived from it, and tests check docs/control-api.md and the bash completion
@@ -83,7 +85,7 @@ public enum ControlCommands {
     }
 
     public static let logLevels = ["error", "warning", "notice", "info", "debug"]
-    public static let profiles = ["speech", "music"]
+    public static let profiles = AudioProfile.allCases.map(\.rawValue)
     public static let roles = ["audience", "streamer"]
 
     /// Every command, in the order help lists them.
@@ -126,6 +128,7 @@ public enum ControlCommands {
             ControlArgument("name", .oneOf(profiles), required: true, help: "speech or music"),
         ], access: .control, summary: "switch the audio profile (rate, bitrate, noise suppression)"),
         plain("stats", .read, "audio, network and control statistics"),
+        plain("selftest", .control, "play a test signal: per-mic level and noise floor, speaker-to-mic delay, clipping, echo cancellation"),
         ControlCommandSpec(name: "log_level", arguments: [
             ControlArgument("level", .oneOf(logLevels), required: true, help: "error, warning, notice, info or debug"),
         ], access: .control, summary: "change roomd's log level"),
@@ -149,9 +152,6 @@ public enum ModeratorAction: String, Sendable, Equatable, CaseIterable {
     case kick
 }
 
-public enum AudioProfileName: String, Sendable, Equatable {
-    case speech, music
-}
 
 /// A validated command with typed arguments: what roomd switches on.
 public enum ControlCommand: Sendable, Equatable {
@@ -166,7 +166,8 @@ public enum ControlCommand: Sendable, Equatable {
     case volume(participant: UInt32?, dB: Double)
     case sendMessage(to: UInt32?, data: String)
     case setAttribute(key: String, value: String?)
-    case profile(AudioProfileName)
+    case profile(AudioProfile)
+    case selfTest
     case stats
     case logLevel(String)
     case reload
@@ -301,7 +302,8 @@ public struct ControlRequest: Sendable, Equatable {
         case "volume": return .volume(participant: id("participant"), dB: a["db"]?.doubleValue ?? 0)
         case "send_message": return .sendMessage(to: id("to"), data: text("data") ?? "")
         case "set_attribute": return .setAttribute(key: text("key") ?? "", value: text("value"))
-        case "profile": return .profile(AudioProfileName(rawValue: text("name") ?? "") ?? .speech)
+        case "profile": return .profile(AudioProfile(rawValue: text("name") ?? "") ?? .speech)
+        case "selftest": return .selfTest
         case "stats": return .stats
         case "log_level": return .logLevel(text("level") ?? "info")
         case "reload": return .reload

@@ -16,6 +16,13 @@ public enum ControlErrorCode: String, Sendable, CaseIterable, Equatable {
     case notInRoom = "not_in_room"
     /// The room service refused the request; `room_code` carries its code.
     case roomError = "room_error"
+    /// The configuration file has a problem (`reload`); the message names file, line and key,
+    /// and nothing was changed.
+    case configError = "config_error"
+    /// Another run of the same long command is in progress (`selftest`).
+    case busy = "busy"
+    /// The audio device is not running, so the command cannot be carried out (`selftest`).
+    case deviceError = "device_error"
     /// Something went wrong inside roomd.
     case `internal` = "internal"
 }

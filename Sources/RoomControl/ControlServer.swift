@@ -66,7 +66,9 @@ public final class ControlServer {
     public var hasLevelSubscribers: Bool { clients.values.contains { $0.subscription?.levels == true } }
 
     private let loop: EventLoop
-    private let authorize: Authorizer
+    private var authorize: Authorizer
+    /// Set when the caller supplied its own authorizer: `setAllowedGroup` leaves it alone.
+    private let customAuthorizer: Bool
     private var listener: UnixListener?
     private var clients: [Int: Client] = [:]
     private var nextClientID = 1
@@ -81,6 +83,7 @@ public final class ControlServer {
         self.loop = loop
         self.handler = handler
         self.authorize = authorize ?? ControlAuthorization.policy(allowedGroup: configuration.group)
+        customAuthorizer = authorize != nil
         listener = try UnixListener(path: configuration.path, mode: configuration.mode, group: configuration.group,
                                     loop: loop, outgoingLimit: configuration.outgoingLimit) { [weak self] connection in
             self?.accept(connection)
@@ -88,6 +91,14 @@ public final class ControlServer {
     }
 
     deinit { close() }
+
+    /// A reloaded configuration names another control group: the socket file changes group
+    /// and `control` commands are checked against the new one from the next request on.
+    /// Connected clients stay connected (their credentials are re-checked per request).
+    public func setAllowedGroup(_ group: gid_t?) throws(SystemError) {
+        try Files.changeGroup(configuration.path, to: group ?? getgid())
+        if !customAuthorizer { authorize = ControlAuthorization.policy(allowedGroup: group) }
+    }
 
     /// Stops listening, removes the socket file and closes every client.
     public func close() {

@@ -12,6 +12,8 @@ public enum Roomctl {
         public static let usage: Int32 = 2
         /// `wait` (or `events --count`) did not see the condition in time.
         public static let timeout: Int32 = 3
+        /// `selftest` ran and found problems (they are printed).
+        public static let checkFailed: Int32 = 4
         /// No daemon at the socket, or it stopped answering (EX_UNAVAILABLE).
         public static let unavailable: Int32 = 69
     }
@@ -185,7 +187,7 @@ public enum Roomctl {
             "  --version         roomctl's version",
             "",
             "Exit status: 0 ok, 1 refused by roomd (its error code is printed), 2 usage,",
-            "3 timeout (wait, events --count), 69 roomd not reachable.",
+            "3 timeout (wait, events --count), 4 selftest found problems, 69 roomd not reachable.",
         ]
         return lines.joined(separator: "\n")
     }
@@ -470,9 +472,9 @@ public enum Roomctl {
                                    _ options: Options, _ io: IO) -> Int32 {
         if options.json {
             do {
-                let answer = try client.requestRaw(command, arguments)
+                let answer = try client.requestRaw(command, arguments, timeout: requestTimeout(command))
                 io.out(answer.jsonText)
-                if answer["ok"]?.boolValue == true { return Exit.ok }
+                if answer["ok"]?.boolValue == true { return outcome(command, answer["result"]?.objectValue ?? [:]) }
                 if let e = answer["error"].flatMap(ControlError.init(json:)) { io.err("roomctl: \(sub): \(e.codeText): \(e.message)") }
                 return Exit.refused
             } catch {
@@ -480,12 +482,22 @@ public enum Roomctl {
             }
         }
         do {
-            let result = try client.request(command, arguments)
+            let result = try client.request(command, arguments, timeout: requestTimeout(command))
             io.out(formatHuman(result))
-            return Exit.ok
+            return outcome(command, result)
         } catch {
             return failure(error, sub, io)
         }
+    }
+
+    /// A self-test that found problems is a failure for a rig script, though roomd answered ok.
+    private static func outcome(_ command: String, _ result: [String: JSONValue]) -> Int32 {
+        command == "selftest" && result["passed"]?.boolValue == false ? Exit.checkFailed : Exit.ok
+    }
+
+    /// The self-test plays for about 3 s and is analysed after: give it longer than a command.
+    private static func requestTimeout(_ command: String) -> Duration {
+        command == "selftest" ? .seconds(20) : .seconds(10)
     }
 
     private static func remaining(_ deadline: UInt64?) -> Duration? {
@@ -579,7 +591,8 @@ public enum Roomctl {
         return lines.joined(separator: "\n")
     }
 
-    static let preferredColumns = ["id", "name", "role", "stage", "muted", "speaking", "volume_db"]
+    static let preferredColumns = ["id", "name", "role", "stage", "muted", "speaking", "volume_db",
+                                   "mic", "level_dbfs", "peak_dbfs", "noise_floor_dbfs", "snr_db", "delay_ms", "correlation", "clipped"]
 
     public static func formatTable(_ rows: [[String: JSONValue]]) -> String {
         var keys = Set<String>()

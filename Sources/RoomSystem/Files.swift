@@ -50,10 +50,19 @@ public enum Files {
         }
         if fsync(fd) != 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
         close(fd)
-        if rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw .errno(path, e) }
+        if Glibc.rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw .errno(path, e) }
     }
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    public static func rename(_ path: String, to newPath: String) throws(SystemError) {
+        if Glibc.rename(path, newPath) != 0 { throw .errno("rename \(path) to \(newPath)") }
+    }
+
+    /// Gives an existing file to `group` (owner unchanged).
+    public static func changeGroup(_ path: String, to group: gid_t) throws(SystemError) {
+        if chown(path, uid_t.max, group) != 0 { throw .errno("chown \(path) to group \(group)") }
+    }
 
     public static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
@@ -79,6 +88,21 @@ public enum Files {
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         if n <= 0 { return CommandLine.arguments.first ?? "" }
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// Group names from the system's group database (/etc/group, or NSS).
+public enum Groups {
+    /// The gid of `nameOrNumber` (a number is taken as it is), or an error naming it.
+    public static func id(of nameOrNumber: String) throws(SystemError) -> gid_t {
+        if let n = UInt32(nameOrNumber) { return gid_t(n) }
+        var group = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        let rc = getgrnam_r(nameOrNumber, &group, &buffer, buffer.count, &result)
+        guard rc == 0 else { throw .errno("group \(nameOrNumber)", rc) }
+        guard let result else { throw SystemError("group \(nameOrNumber): no such group (create it, e.g. with the board's sysusers file)") }
+        return result.pointee.gr_gid
     }
 }
 

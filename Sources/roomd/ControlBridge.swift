@@ -10,22 +10,26 @@ import RoomSystem
 /// events onto control events, so roomctl, scripts and the rig see what the room sees.
 /// Lives on the event-loop thread with the session.
 final class ControlBridge {
-    private let engine: AudioEngine
-    private let session: RoomSession?
+    private unowned let appliance: Appliance
+    private var engine: AudioEngine { appliance.engine }
+    private var session: RoomSession? { appliance.session }
     private var server: ControlServer?
     /// Per-participant playback volume in dB, applied to the participant's SSRC when known.
+    /// Kept for the room session only: participant ids are new at every join (docs/config.md).
     private var volumes: [UInt32: Float] = [:]
 
-    init(path: String, group: gid_t?, loop: EventLoop, engine: AudioEngine, session: RoomSession?) throws(SystemError) {
-        self.engine = engine
-        self.session = session
-        server = try ControlServer(configuration: .init(path: path, group: group), loop: loop) { [weak self] request, reply in
+    init(path: String, group: gid_t?, appliance: Appliance) throws(SystemError) {
+        self.appliance = appliance
+        server = try ControlServer(configuration: .init(path: path, group: group), loop: appliance.loop) { [weak self] request, reply in
             guard let self else { return reply(.failure(ControlError(.internal, "shutting down"))) }
             self.handle(request.command, reply: reply)
+            self.appliance.noteMuteState()
         }
     }
 
     func close() { server?.close(); server = nil }
+
+    func setAllowedGroup(_ group: gid_t?) throws(SystemError) { try server?.setAllowedGroup(group) }
 
     // MARK: requests
 
@@ -36,8 +40,7 @@ final class ControlBridge {
         case .participants: reply(.success(["participants": .array(participants())]))
         case .stats: reply(.success(stats()))
         case .logLevel(let name):
-            guard let level = LogLevel(name: name) else { return reply(.failure(ControlError(.badRequest, "args.level: unknown level \(name)"))) }
-            Log.level = level
+            guard appliance.setLogLevel(name) else { return reply(.failure(ControlError(.badRequest, "args.level: unknown level \(name)"))) }
             server?.broadcast(event: "config", ["what": .string("log_level"), "value": .string(name)])
             reply(.ok)
         case .volume(let participant, let dB):
@@ -46,19 +49,46 @@ final class ControlBridge {
                 volumes[participant] = Float(dB)
                 applyVolume(participant)
             } else {
-                engine.mixer.masterGain = linear(fromDB: Float(dB))
+                appliance.setMasterVolume(dB: dB)
             }
             var fields: [String: JSONValue] = ["what": .string("volume"), "db": .double(dB)]
             if let participant { fields["participant"] = .int(Int(participant)) }
             server?.broadcast(event: "config", fields)
             reply(.ok)
+        case .profile(let profile):
+            appliance.setProfile(profile)
+            server?.broadcast(event: "config", ["what": .string("profile"), "value": .string(profile.rawValue)])
+            reply(.ok)
+        case .selfTest:
+            appliance.selfTest.start(reply: reply)
+        case .reload:
+            switch appliance.reloadAndLog(origin: "roomctl reload") {
+            case .success(let r):
+                if !r.applied.isEmpty || !r.rejoined.isEmpty {
+                    server?.broadcast(event: "config", ["what": .string("reload"), "keys": .array((r.applied + r.rejoined).map(JSONValue.string))])
+                }
+                reply(.success(["config": appliance.settings.configPath.map(JSONValue.string) ?? .null,
+                                "applied": .array(r.applied.map(JSONValue.string)),
+                                "rejoined": .array(r.rejoined.map(JSONValue.string)),
+                                "restart_needed": .array(r.restartNeeded.map(JSONValue.string)),
+                                "overridden": .array(r.unchangedInEffect.map(JSONValue.string))]))
+            case .failure(let e):
+                reply(.failure(ControlError(.configError, "\(e)")))
+            }
+        case .join(let servers, let token, let role):
+            do {
+                try appliance.join(servers: servers, token: token, role: role)
+                reply(.ok)
+            } catch {
+                reply(.failure(.notInRoom(error.description)))
+            }
         default:
             roomCommand(command, reply: reply)
         }
     }
 
     private func roomCommand(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
-        guard let session else { return reply(.failure(.notInRoom("roomd runs without --server"))) }
+        guard let session else { return reply(.failure(.notInRoom("no room: no server configured (room.server, or roomctl join --server)"))) }
         let done: RoomRequestCompletion = { result in
             switch result {
             case .success: reply(.ok)
@@ -101,8 +131,10 @@ final class ControlBridge {
     private func status() -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "version": .string(roomdVersion),
-            "mic_dbfs": .double(Double(engine.stats.inputLevel)),
-            "speaker_dbfs": .double(Double(engine.stats.playbackLevel)),
+            "mic_dbfs": .double(Double((max(engine.stats.inputLevel, -120) * 10).rounded() / 10)),
+            "speaker_dbfs": .double(Double((max(engine.stats.playbackLevel, -120) * 10).rounded() / 10)),
+            "profile": .string(engine.control.profile.rawValue),
+            "volume_db": .double(appliance.settings.effective.volumeDB),
         ]
         guard let session else {
             o["connection"] = .string("idle")
@@ -222,6 +254,16 @@ final class ControlBridge {
             server.broadcast(event: "request_failed", ["message": .string("\(failure)")])
         case .mediaPathChanged(let up): server.broadcast(event: "media_path", ["up": .bool(up)])
         }
+    }
+
+    /// `levels` events, ten a second, only while someone asked for them (meters for a rig or
+    /// an installer's terminal; nobody pays for them otherwise).
+    func publishLevels() {
+        guard let server, server.hasLevelSubscribers else { return }
+        let s = engine.stats
+        func db(_ v: Float) -> JSONValue { .double(Double((max(v, -120) * 10).rounded() / 10)) }
+        server.broadcast(event: "levels", ["mic_dbfs": db(s.inputLevel), "out_dbfs": db(s.outputLevel),
+                                           "speaker_dbfs": db(s.playbackLevel), "voice": .bool(s.voiceActive.load(ordering: .relaxed))])
     }
 
     /// Audio device exceptions → `device` events.

@@ -9,10 +9,24 @@ struct Daemon {
     let options: Options
 
     func run() -> Int32 {
-        if let level = LogLevel(name: options.logLevel) { Log.level = level } else {
-            Log.error("--log-level: unknown level \"\(options.logLevel)\" (error, warning, notice, info, debug)")
+        // Settings first: a bad configuration file is reported before anything opens.
+        let settings: SettingsStore
+        do {
+            settings = try SettingsStore(options: options)
+        } catch {
+            Log.error("\(error)")
+            return 78  // EX_CONFIG
+        }
+        let initial = settings.effective
+        if let level = LogLevel(name: initial.logLevel) { Log.level = level } else {
+            Log.error("--log-level: unknown level \"\(initial.logLevel)\" (error, warning, notice, info, debug)")
             return 2
         }
+        if !initial.servers.isEmpty && options.loopback {
+            Log.error("--loopback: the configuration joins a room (room.server); loopback and a room exclude each other")
+            return 2
+        }
+        var reload: (() -> Void)?
         let loop: EventLoop
         let signals: SignalSource
         do {
@@ -21,7 +35,7 @@ struct Daemon {
             // signals arrive only through the signalfd.
             signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
                 if signal == SIGHUP {
-                    Log.notice("SIGHUP: nothing to reload yet")
+                    reload?()
                 } else {
                     Log.notice("stopping on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
                     loop.stop()
@@ -36,7 +50,7 @@ struct Daemon {
         let board: BoardProfile
         let boardFile: String
         do {
-            (board, boardFile) = try loadBoard(options.board)
+            (board, boardFile) = try loadBoard(initial.boardPath)
         } catch {
             Log.error("\(error)")
             return 78  // EX_CONFIG
@@ -48,39 +62,16 @@ struct Daemon {
             return 78
         }
         let env = AlsaEnvironment.prepare(boardAlsaConfig: alsaConfig)
-        Log.info("roomd \(roomdVersion): board \(board.name) (\(boardFile))\(env.isEmpty ? "" : "; " + env)")
+        Log.info("roomd \(roomdVersion): board \(board.name) (\(boardFile))\(env.isEmpty ? "" : "; " + env)"
+                 + "; configuration \(settings.configPath ?? "none"); run-time settings \(settings.statePath ?? "not kept")")
 
-        var config = EngineConfiguration(
-            captureDevice: board.captureDevice, playbackDevice: board.playbackDevice, rate: board.rate,
-            micChannels: board.captureChannels, playbackChannels: board.playbackChannels,
-            micPositions: board.micPositions.map { (Float($0.x), Float($0.y), Float($0.z)) })
-        config.periodMilliseconds = board.periodMilliseconds
-        config.processing.beamform = board.beamformer
-        config.loopback = options.loopback
-        config.loopbackLossPercent = options.loopbackLossPercent
-        config.recordProcessed = options.record != nil
-        config.opus.frameMilliseconds = options.opusFrameMilliseconds
-        config.farEndLoops = !options.farEndOnce
-        for (feature, on) in options.processing {
-            switch feature {
-            case "aec": config.processing.echoCancel = on
-            case "ns": config.processing.noiseSuppress = on
-            case "agc": config.processing.gainControl = on
-            case "vad": config.processing.voiceDetect = on
-            case "hpf": config.processing.highPass = on
-            default: config.processing.beamform = on
-            }
+        let config: EngineConfiguration
+        switch engineConfiguration(board: board, settings: initial) {
+        case .success(let c): config = c
+        case .failure(let message):
+            Log.error(message)
+            return 66  // EX_NOINPUT
         }
-        if let level = options.aecSuppression { config.processing.echoSuppression = level }
-        if let path = options.farEnd {
-            do {
-                config.farEnd = try loadFarEnd(path, rate: board.rate)
-            } catch {
-                Log.error("--far-end \(path): \(error)")
-                return 66  // EX_NOINPUT
-            }
-        }
-
         let engine: AudioEngine
         do {
             engine = try AudioEngine(configuration: config)
@@ -89,41 +80,40 @@ struct Daemon {
             Log.error("\(boardFile): \(error)")
             return 69  // EX_UNAVAILABLE
         }
-        // The room session lives on this loop and shares the engine's media rings; it must
-        // exist before the engine starts, because the engine wakes it through its eventfd.
-        var session: RoomSession?
-        if !options.servers.isEmpty {
-            switch makeSession(loop: loop, engine: engine) {
-            case .success(let s): session = s
-            case .failure(let message):
-                Log.error(message)
-                return 78
-            }
-            engine.outgoingSignal = session?.outgoingSignal
+        // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
+        let room: RoomLink
+        do {
+            room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback)
+        } catch {
+            Log.error("\(error)")
+            return 71
         }
-        var control: ControlBridge?
-        if let path = controlSocketPath() {
+        let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room)
+        reload = { [unowned appliance] in _ = appliance.reloadAndLog(origin: "SIGHUP") }
+        if let path = controlSocketPath(initial) {
             do {
-                control = try ControlBridge(path: path, group: nil, loop: loop, engine: engine, session: session)
-                Log.info("control socket \(path)")
+                let group = try initial.controlGroup.map { g throws(SystemError) in try Groups.id(of: g) }
+                appliance.control = try ControlBridge(path: path, group: group, appliance: appliance)
+                Log.info("control socket \(path)\(initial.controlGroup.map { ", group " + $0 } ?? "")")
             } catch {
-                Log.error("--control-socket \(path): \(error)")
+                Log.error("control socket \(path): \(error)")
                 return 71  // EX_OSERR
             }
         }
-        defer { control?.close() }
+        defer { appliance.control?.close() }
         // Buttons and LEDs. An appliance whose GPIO fails still serves audio: warn, go on.
-        var panel: Panel?
         do {
-            panel = try Panel(board: board.gpio, loop: loop, session: session)
+            appliance.panel = try Panel(board: board.gpio, loop: loop, room: room)
+            appliance.panel?.afterAction = { [unowned appliance] in appliance.noteMuteState() }
         } catch {
             Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")
         }
-        defer { panel?.close() }
-        session?.onEvent = { event in
+        defer { appliance.panel?.close() }
+        room.onEvent = { [unowned appliance] event in
             RoomEventLog.log(event)
-            control?.forward(event)
-            panel?.refresh()
+            appliance.control?.forward(event)
+            appliance.panel?.refresh()
+            appliance.noteMuteState()
         }
         do {
             try engine.start()
@@ -131,22 +121,29 @@ struct Daemon {
             Log.error("\(boardFile): \(error)")
             return 69  // EX_UNAVAILABLE
         }
-        if let session {
+        if !initial.servers.isEmpty {
             // The benches turn this into e2e.join_ms (join request to first remote audio played).
             if options.json { printLine("{\"event\":\"room_session_start\",\"monotonic_ns\":\(monotonicNanoseconds())}") }
-            session.start()
+            do {
+                try appliance.join()
+            } catch {
+                Log.error("room: \(error)")
+                engine.stop()
+                return 78
+            }
         }
 
-        let reporter = StatusReporter(json: options.json, engine: engine, session: session)
+        let reporter = StatusReporter(json: options.json, engine: engine, room: room)
         var recorded: [Int16] = []
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
         // The event loop owns everything but the audio: engine events and the recorder are
         // drained every 50 ms, status lines on their own timer, signals through a signalfd.
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
-            drainEvents(engine, control: control)
+            drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: &recorded)
         }
+        _ = loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { appliance.control?.publishLevels() }
         if options.statsInterval > 0 {
             let interval = Duration.milliseconds(Int64(options.statsInterval * 1000))
             _ = loop.schedule(after: interval, repeating: interval) { reporter.report(elapsed: elapsed()) }
@@ -157,7 +154,7 @@ struct Daemon {
         // systemd: READY once the engine and the control socket are up; watchdog keepalives
         // from this loop, so a wedged loop gets the service restarted. No-ops outside systemd.
         let notifier = SystemdNotifier()
-        _ = try? notifier.ready(status: "audio engine running\(session == nil ? "" : ", joining the room")")
+        _ = try? notifier.ready(status: "audio engine running\(initial.servers.isEmpty ? "" : ", joining the room")")
         if let interval = SystemdNotifier.watchdogInterval() {
             _ = loop.schedule(after: interval, repeating: interval) { _ = try? notifier.watchdog() }
         }
@@ -167,17 +164,11 @@ struct Daemon {
             Log.error("event loop: \(error)")
         }
         _ = try? notifier.stopping()
-        // Leave the room properly (others see "left", not a timeout), waiting at most the
-        // session's leave timeout; then audio, then the session: it owns the eventfd the audio
-        // thread signals.
-        if let session {
-            var left = false
-            session.leave { _ in left = true }
-            let deadline = monotonicNanoseconds() + 3_000_000_000
-            while !left && monotonicNanoseconds() < deadline { _ = try? loop.runOnce(timeout: .milliseconds(50)) }
-        }
+        // Leave the room properly (others see "left", not a timeout); then audio, then the
+        // session: it owns the eventfd the audio thread signals.
+        room.shutdown()
         engine.stop()
-        session?.stop()
+        room.close()
         drainEvents(engine)
         drainRecording(engine, into: &recorded)
         reporter.summary(elapsed: elapsed())
@@ -195,35 +186,49 @@ struct Daemon {
         return exitCode
     }
 
-    /// The option, else $ROOMD_CONTROL_SOCKET, else /run/roomd/control.sock when systemd made
-    /// /run/roomd for us (RuntimeDirectory); "none" switches the socket off.
-    private func controlSocketPath() -> String? {
-        let chosen = options.controlSocket ?? Environment.get("ROOMD_CONTROL_SOCKET")
-        if let chosen { return chosen == "none" ? nil : chosen }
-        return Files.exists("/run/roomd") ? "/run/roomd/control.sock" : nil
+    private enum ConfigurationResult { case success(EngineConfiguration), failure(String) }
+
+    /// Board profile + settings + command line → what the engine runs with.
+    private func engineConfiguration(board: BoardProfile, settings e: EffectiveSettings) -> ConfigurationResult {
+        var config = EngineConfiguration(
+            captureDevice: board.captureDevice, playbackDevice: board.playbackDevice, rate: board.rate,
+            micChannels: board.captureChannels, playbackChannels: board.playbackChannels,
+            micPositions: board.micPositions.map { (Float($0.x), Float($0.y), Float($0.z)) })
+        config.periodMilliseconds = board.periodMilliseconds
+        config.processing.beamform = board.beamformer
+        config.loopback = options.loopback
+        config.loopbackLossPercent = options.loopbackLossPercent
+        config.recordProcessed = options.record != nil
+        config.opus.frameMilliseconds = e.opusFrameMilliseconds
+        config.profile = e.profile
+        config.farEndLoops = !options.farEndOnce
+        for (feature, on) in options.processing {
+            switch feature {
+            case "aec": config.processing.echoCancel = on
+            case "ns": config.processing.noiseSuppress = on
+            case "agc": config.processing.gainControl = on
+            case "vad": config.processing.voiceDetect = on
+            case "hpf": config.processing.highPass = on
+            default: config.processing.beamform = on
+            }
+        }
+        if let level = e.aecSuppression { config.processing.echoSuppression = level }
+        if let path = options.farEnd {
+            do {
+                config.farEnd = try loadFarEnd(path, rate: board.rate)
+            } catch {
+                return .failure("--far-end \(path): \(error)")
+            }
+        }
+        return .success(config)
     }
 
-    private enum SessionResult { case success(RoomSession), failure(String) }
-
-    private func makeSession(loop: EventLoop, engine: AudioEngine) -> SessionResult {
-        var addresses: [SocketAddress] = []
-        for text in options.servers {
-            do { addresses.append(try SocketAddress(parsing: text)) } catch { return .failure("--server \(text): \(error)") }
-        }
-        var token = options.token ?? ""
-        if let path = options.tokenFile {
-            do { token = String(try Files.readText(path).filter { !$0.isWhitespace }) } catch { return .failure("--token-file: \(error)") }
-        }
-        let role: RoomRole = options.role == "audience" ? .audience : .streamer
-        let configuration = RoomSessionConfiguration(servers: addresses, token: token, role: role)
-        let session: RoomSession
-        do {
-            session = try RoomSession(loop: loop, configuration: configuration,
-                                      outgoing: engine.outgoingMedia, incoming: engine.incomingMedia)
-        } catch {
-            return .failure("room session: \(error)")
-        }
-        return .success(session)
+    /// The option, else $ROOMD_CONTROL_SOCKET, else /run/roomd/control.sock when systemd made
+    /// /run/roomd for us (RuntimeDirectory); "none" switches the socket off.
+    private func controlSocketPath(_ e: EffectiveSettings) -> String? {
+        let chosen = e.controlSocket ?? Environment.get("ROOMD_CONTROL_SOCKET")
+        if let chosen { return chosen == "none" ? nil : chosen }
+        return Files.exists("/run/roomd") ? "/run/roomd/control.sock" : nil
     }
 
     private func loadBoard(_ path: String) throws -> (BoardProfile, String) {

@@ -2,7 +2,10 @@ import RoomCore
 
 /// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
 struct Options {
-    var board = "board/sim"
+    /// Settings that roomd.conf can also give are optional here: nil means "not on the command
+    /// line", so the file (or the run-time settings) decides. docs/config.md: precedence.
+    var config: String?
+    var board: String?
     var loopback = false
     var loopbackLossPercent = 0
     var farEnd: String?
@@ -12,23 +15,31 @@ struct Options {
     var duration: Double?
     var statsInterval = 1.0
     var json = false
-    var logLevel = "info"
-    var opusFrameMilliseconds = 10
+    var logLevel: String?
+    var opusFrameMilliseconds: Int?
     var processing: [String: Bool] = [:]
     var aecSuppression: Int32?
     var servers: [String] = []
     var token: String?
     var tokenFile: String?
-    var role = "streamer"
+    var role: String?
     var controlSocket: String?
+    var controlGroup: String?
+    var stateDirectory: String?
+    var profile: AudioProfile?
 
     static let usage = """
     usage: roomd [options]
 
-    Runs the conference-room audio engine on the board described by --board. Until rooms exist
-    (issue 3) it runs in local loopback: the microphones, cleaned by echo cancellation, noise
-    suppression, gain control and the beamformer, are Opus-coded and come out of the speaker.
+    Runs the conference-room appliance: the audio engine on the board described by --board
+    (microphones cleaned by echo cancellation, noise suppression, gain control, Opus-coded),
+    the room on roomserver, the control socket for roomctl, the buttons and LEDs.
+    Settings come from the command line, then the run-time settings (roomctl), then the
+    configuration file, then the defaults (docs/config.md).
 
+      --config PATH          configuration file (default $ROOMD_CONFIG, else /etc/roomd/roomd.conf
+                             when it exists; "none" = no file). SIGHUP or `roomctl reload`
+                             re-read it.
       --board PATH           board directory or its board.conf (default board/sim)
       --server ADDR[,ADDR]   join a room on roomserver at ADDR (host:port, numeric; a list
                              is tried in turn for failover)
@@ -50,6 +61,11 @@ struct Options {
       --aec-suppression L    echo suppression: low, moderate or high (default moderate)
       --control-socket PATH  the control API socket for roomctl (default $ROOMD_CONTROL_SOCKET,
                              else /run/roomd/control.sock when /run/roomd exists; "none" = off)
+      --control-group GROUP  members of GROUP may change the appliance through the socket
+                             (besides root and roomd's own user); the socket belongs to it
+      --state-dir DIR        keep run-time settings (volume, profile, mute, log level) in
+                             DIR/settings.conf (default $STATE_DIRECTORY from systemd; "none" = off)
+      --profile NAME         audio profile: speech or music (default speech)
       --log-level LEVEL      error, warning, notice, info or debug (default info)
       --version              print the version and exit
       --help                 print this help and exit
@@ -84,6 +100,16 @@ struct Options {
             case "--control-socket":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: --control-socket needs a path (or none)", 2) }
                 o.controlSocket = v
+            case "--config", "--control-group", "--state-dir":
+                guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
+                switch a {
+                case "--config": o.config = v
+                case "--control-group": o.controlGroup = v
+                default: o.stateDirectory = v
+                }
+            case "--profile":
+                guard let v = value(a), let p = AudioProfile(rawValue: v) else { return .exit("roomd: --profile takes speech or music", 2) }
+                o.profile = p
             case "--board", "--far-end", "--record", "--log-level":
                 guard let v = value(a) else { return .exit("roomd: \(a) needs a value\n\(usage)", 2) }
                 switch a {
@@ -123,7 +149,7 @@ struct Options {
             i += 1
         }
         if !o.servers.isEmpty && o.token == nil && o.tokenFile == nil { return .exit("roomd: --server needs --token or --token-file", 2) }
-        if o.servers.isEmpty && (o.token != nil || o.tokenFile != nil) { return .exit("roomd: --token needs --server", 2) }
+        if o.token != nil && o.tokenFile != nil { return .exit("roomd: --token and --token-file exclude each other", 2) }
         if !o.servers.isEmpty && o.loopback { return .exit("roomd: --loopback and --server exclude each other", 2) }
         return .run(o)
     }

@@ -9,22 +9,26 @@ import RoomSystem
 /// the mute LED and the mute state never disagree, whoever changed the mute.
 ///
 /// Mapping (docs/gpio.md): mute — short: toggle self mute; hand — short: raise the hand, lower
-/// it again, accept an invitation, or step down when on stage; hand — long: leave the room.
+/// it again, accept an invitation, or step down when on stage; hand — long: leave the room, or
+/// join it again when it was left.
 final class Panel {
     /// Kept alive for as long as its lines: the simulated backend's outputs refer back to it.
     private let backend: GPIOBackend
     private let lines: GPIOLines
     private var buttons: Buttons?
     private let leds: LEDController
-    private let session: RoomSession?
+    private let room: RoomLink
+    private var session: RoomSession? { room.session }
+    /// Called after every button action (roomd records the mute state).
+    var afterAction: (() -> Void)?
 
     /// nil when the board has no GPIO lines. Throws when the lines cannot be opened.
-    init?(board: BoardGPIO, loop: EventLoop, session: RoomSession?) throws(SystemError) {
+    init?(board: BoardGPIO, loop: EventLoop, room: RoomLink) throws(SystemError) {
         guard let backend = try GPIO.backend(for: board) else { return nil }
         self.backend = backend
         lines = try GPIOLines.open(board, backend: backend)
         leds = LEDController(loop: loop, outputs: lines.outputs)
-        self.session = session
+        self.room = room
         buttons = try Buttons(loop: loop, inputs: lines.inputs) { [weak self] event in self?.pressed(event) }
         refresh()
     }
@@ -38,7 +42,7 @@ final class Panel {
 
     private func pressed(_ event: Buttons.Event) {
         guard let session else {
-            Log.info("button \(event): no room (roomd runs without --server)")
+            Log.info("button \(event): no room (no server configured)")
             return
         }
         switch event {
@@ -53,12 +57,19 @@ final class Panel {
             default: Log.notice("hand button: raise hand"); session.raiseHand()
             }
         case .longPress(.hand):
-            Log.notice("hand button held: leaving the room")
-            session.leave()
+            // Held again after leaving: join again, so the panel alone can undo its own leave.
+            if case .disconnected = session.connectionState {
+                Log.notice("hand button held: joining the room again")
+                _ = room.rejoin()
+            } else {
+                Log.notice("hand button held: leaving the room")
+                session.leave()
+            }
         case .longPress(.mute):
             break  // reserved: a long press on mute does nothing yet
         }
         refresh()
+        afterAction?()
     }
 
     /// LEDs from the session's state (or "connected, idle" without a room).

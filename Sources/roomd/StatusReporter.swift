@@ -8,7 +8,8 @@ import RoomSystem
 final class StatusReporter {
     private let json: Bool
     private let engine: AudioEngine
-    private let session: RoomSession?
+    private let room: RoomLink
+    private var session: RoomSession? { room.session }
     private var last: EngineSnapshot
     private var lastCPU: UInt64
     private var lastTime: UInt64
@@ -20,10 +21,10 @@ final class StatusReporter {
     private var echoOnlyBase: EngineSnapshot
     private var echoOnly: EngineSnapshot
 
-    init(json: Bool, engine: AudioEngine, session: RoomSession?) {
+    init(json: Bool, engine: AudioEngine, room: RoomLink) {
         self.json = json
         self.engine = engine
-        self.session = session
+        self.room = room
         last = engine.stats.snapshot()
         first = last
         echoOnlyBase = last

@@ -23,4 +23,5 @@ static inline int copus_application_voip(void) { return OPUS_APPLICATION_VOIP; }
 static inline int copus_application_audio(void) { return OPUS_APPLICATION_AUDIO; }
 static inline int copus_bandwidth_fullband(void) { return OPUS_BANDWIDTH_FULLBAND; }
 static inline int copus_bandwidth_wideband(void) { return OPUS_BANDWIDTH_WIDEBAND; }
+static inline int copus_bandwidth_superwideband(void) { return OPUS_BANDWIDTH_SUPERWIDEBAND; }
 #endif

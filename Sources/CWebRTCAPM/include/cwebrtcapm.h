@@ -51,6 +51,11 @@ int rapm_voice_detected(const rapm_t *apm);
 /// Whether the AEC believes the last block held echo (0/1).
 int rapm_echo_present(const rapm_t *apm);
 
+/// Switches noise suppression and gain control while running (the audio profile: music wants
+/// neither). Call on the thread that processes capture, between blocks. Returns 0 or an APM error.
+int rapm_set_noise_suppression(rapm_t *apm, int on);
+int rapm_set_gain_control(rapm_t *apm, int on);
+
 typedef struct {
     float erle_db;            // AEC's own average ERLE estimate
     float erl_db;             // echo return loss (far-end power vs echo power)

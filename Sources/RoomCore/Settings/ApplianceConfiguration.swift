@@ -1,0 +1,153 @@
+/// roomd's configuration file (`/etc/roomd/roomd.conf`, reference: docs/config.md).
+///
+/// Only the installer's choices live here; what people change at run time through roomctl
+/// (volume, profile, mute, log level) is kept apart in `RuntimeSettings`, so that roomd never
+/// rewrites a file someone edits by hand. Every field is optional: an absent key means "the
+/// built-in default, or the command line".
+public struct ApplianceConfiguration: Sendable, Equatable {
+    /// The board directory (or its board.conf), absolute after parsing.
+    public var boardPath: String?
+    /// Room servers tried in turn (`host:port`, numeric); empty: no room (local only).
+    public var servers: [String] = []
+    public var token: String?
+    /// Absolute after parsing. Preferred over `token`: it keeps the token out of a world-readable file.
+    public var tokenFile: String?
+    public var role: String?
+    public var profile: AudioProfile?
+    public var volumeDB: Double?
+    /// 0 low, 1 moderate, 2 high.
+    public var aecSuppression: Int32?
+    public var opusFrameMilliseconds: Int?
+    /// A path, or "none" to switch the socket off.
+    public var controlSocket: String?
+    /// A group name or number; resolved by roomd (this module does not touch the system).
+    public var controlGroup: String?
+    public var logLevel: String?
+    /// Where roomd keeps settings changed at run time; "none" keeps them in memory only.
+    public var stateDirectory: String?
+
+    public init() {}
+
+    public static let logLevels = ["error", "warning", "notice", "info", "debug"]
+    public static let roles = ["streamer", "audience"]
+    public static let aecSuppressionLevels = ["low", "moderate", "high"]
+    public static let volumeRange: ClosedRange<Double> = -80...20
+
+    static let schema: [(name: String, keys: [String])] = [
+        ("board", ["path"]),
+        ("room", ["server", "token", "token_file", "role"]),
+        ("audio", ["profile", "volume_db", "aec_suppression", "opus_frame_ms"]),
+        ("control", ["socket", "group"]),
+        ("log", ["level"]),
+        ("state", ["directory"]),
+    ]
+
+    /// Parses and validates the whole file; the first problem is thrown as `file:line: key: …`.
+    /// Relative paths are resolved against `directory` (the file's own directory), so a
+    /// configuration directory can be moved as a whole.
+    public static func parse(text: String, file: String, directory: String) throws(ConfigError) -> ApplianceConfiguration {
+        let values = ConfigValues(entries: try INIParser.parse(text: text, file: file), file: file)
+        try values.checkNames(sections: schema)
+        var c = ApplianceConfiguration()
+        func path(_ key: String) throws(ConfigError) -> String? {
+            guard let p = try values.string(key) else { return nil }
+            return p.hasPrefix("/") ? p : (directory.hasSuffix("/") ? directory : directory + "/") + p
+        }
+        c.boardPath = try path("board.path")
+
+        if let list = try values.string("room.server") {
+            let servers = list.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
+            for s in servers where !isHostPort(s) {
+                throw values.error("room.server", "\"\(s)\" is not host:port (numeric address and port 1..65535; several are separated by commas)")
+            }
+            c.servers = servers
+        }
+        c.token = try values.string("room.token")
+        c.tokenFile = try path("room.token_file")
+        if c.token != nil && c.tokenFile != nil {
+            throw values.error("room.token_file", "give room.token or room.token_file, not both")
+        }
+        if !c.servers.isEmpty && c.token == nil && c.tokenFile == nil {
+            throw values.error("room.server", "needs room.token_file (or room.token)")
+        }
+        c.role = try oneOf(values, "room.role", roles)
+
+        if let name = try values.string("audio.profile") {
+            guard let p = AudioProfile(rawValue: name) else {
+                throw values.error("audio.profile", "\"\(name)\" is not \(ConfigValues.list(AudioProfile.allCases.map(\.rawValue)))")
+            }
+            c.profile = p
+        }
+        c.volumeDB = try number(values, "audio.volume_db", in: volumeRange)
+        if let level = try oneOf(values, "audio.aec_suppression", aecSuppressionLevels) {
+            c.aecSuppression = Int32(aecSuppressionLevels.firstIndex(of: level)!)
+        }
+        c.opusFrameMilliseconds = try values.int("audio.opus_frame_ms", oneOf: [10, 20])
+
+        if let socket = try values.string("control.socket") {
+            c.controlSocket = socket == "none" ? "none" : try path("control.socket")
+        }
+        if let group = try values.string("control.group") {
+            guard group.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }), group.count <= 32 else {
+                throw values.error("control.group", "\"\(group)\" is not a group name or number")
+            }
+            c.controlGroup = group
+        }
+        c.logLevel = try oneOf(values, "log.level", logLevels)
+        if let dir = try values.string("state.directory") {
+            c.stateDirectory = dir == "none" ? "none" : try path("state.directory")
+        }
+        return c
+    }
+
+    static func oneOf(_ values: ConfigValues, _ key: String, _ allowed: [String]) throws(ConfigError) -> String? {
+        guard let v = try values.string(key) else { return nil }
+        guard allowed.contains(v) else { throw values.error(key, "\"\(v)\" is not \(ConfigValues.list(allowed))") }
+        return v
+    }
+
+    static func number(_ values: ConfigValues, _ key: String, in range: ClosedRange<Double>) throws(ConfigError) -> Double? {
+        guard let text = try values.string(key) else { return nil }
+        guard let v = Double(text), v.isFinite else { throw values.error(key, "\"\(text)\" is not a number") }
+        guard range.contains(v) else { throw values.error(key, "\(text) is out of range (\(Int(range.lowerBound))..\(Int(range.upperBound)))") }
+        return v
+    }
+
+    /// `a.b.c.d:port` or `[v6]:port` with a numeric address: the same rule as `--server`, checked
+    /// here so a typo is reported with its line rather than when roomd first connects.
+    static func isHostPort(_ s: String) -> Bool {
+        guard let colon = s.lastIndex(of: ":"), let port = Int(s[s.index(after: colon)...]), (1...65535).contains(port) else { return false }
+        let host = s[..<colon]
+        if host.hasPrefix("[") && host.hasSuffix("]") { return host.count > 2 }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { p in p.count <= 3 && Int(p).map { (0...255).contains($0) } == true }
+    }
+
+    /// The keys whose values differ between two configurations, in schema order: what a
+    /// reload has to act on.
+    public func changedKeys(from old: ApplianceConfiguration) -> [String] {
+        var keys: [String] = []
+        if boardPath != old.boardPath { keys.append("board.path") }
+        if servers != old.servers { keys.append("room.server") }
+        if token != old.token { keys.append("room.token") }
+        if tokenFile != old.tokenFile { keys.append("room.token_file") }
+        if role != old.role { keys.append("room.role") }
+        if profile != old.profile { keys.append("audio.profile") }
+        if volumeDB != old.volumeDB { keys.append("audio.volume_db") }
+        if aecSuppression != old.aecSuppression { keys.append("audio.aec_suppression") }
+        if opusFrameMilliseconds != old.opusFrameMilliseconds { keys.append("audio.opus_frame_ms") }
+        if controlSocket != old.controlSocket { keys.append("control.socket") }
+        if controlGroup != old.controlGroup { keys.append("control.group") }
+        if logLevel != old.logLevel { keys.append("log.level") }
+        if stateDirectory != old.stateDirectory { keys.append("state.directory") }
+        return keys
+    }
+}
+
+/// What the appliance is tuned for. Speech: voice codec mode, noise suppression and gain
+/// control on, DTX. Music: full band at a higher bitrate, no noise suppression or gain control
+/// (they treat sustained tones as noise and pump on dynamics), no DTX (quiet passages are not
+/// silence). Values: docs/audio-engine.md.
+public enum AudioProfile: String, Sendable, Equatable, CaseIterable {
+    case speech, music
+}

@@ -1,0 +1,208 @@
+import Glibc
+import RoomAudio
+import RoomClient
+import RoomControl
+import RoomCore
+import RoomSystem
+
+/// The running appliance's parts, and the operations that span several of them: changing a
+/// setting (apply it, keep it across restarts, tell subscribers), joining, and reloading the
+/// configuration file. On the event-loop thread.
+final class Appliance {
+    let loop: EventLoop
+    let engine: AudioEngine
+    let settings: SettingsStore
+    let room: RoomLink
+    /// Set once the control socket is up (it needs the appliance to exist).
+    var control: ControlBridge?
+    var panel: Panel?
+    let selfTest: SelfTestRunner
+
+    init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink) {
+        selfTest = SelfTestRunner(engine: engine, loop: loop)
+        self.loop = loop
+        self.engine = engine
+        self.settings = settings
+        self.room = room
+        engine.mixer.masterGain = linear(fromDB: Float(settings.effective.volumeDB))
+    }
+
+    var session: RoomSession? { room.session }
+
+    // MARK: settings changed at run time
+
+    func setMasterVolume(dB: Double) {
+        engine.mixer.masterGain = linear(fromDB: Float(dB))
+        settings.update { $0.volumeDB = dB }
+    }
+
+    func setProfile(_ profile: AudioProfile) {
+        engine.control.setProfile(profile)
+        settings.update { $0.profile = profile }
+        Log.notice("audio profile \(profile.rawValue)")
+    }
+
+    func setLogLevel(_ name: String) -> Bool {
+        guard let level = LogLevel(name: name) else { return false }
+        Log.level = level
+        settings.update { $0.logLevel = name }
+        return true
+    }
+
+    /// Self mute is recorded whenever it may have changed (button, roomctl, a rejoin), so
+    /// the appliance comes back muted after a restart if it was muted before.
+    func noteMuteState() {
+        guard let session else { return }
+        let muted = session.isSelfMuted
+        if settings.runtime.muted ?? false != muted { settings.update { $0.muted = muted } }
+    }
+
+    // MARK: room
+
+    /// Joins with the effective settings, or with what a `join` request overrides.
+    func join(servers serverText: String? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
+        let e = settings.effective
+        let servers = serverText.map { $0.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) } } ?? e.servers
+        guard !servers.isEmpty else {
+            throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
+        }
+        var addresses: [SocketAddress] = []
+        for text in servers { addresses.append(try SocketAddress(parsing: text)) }
+        let joinToken: String
+        if let token { joinToken = token } else { joinToken = try Self.readToken(e) }
+        let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
+        try room.connect(servers: addresses, token: joinToken, role: roomRole, muted: session?.isSelfMuted ?? e.muted)
+    }
+
+    static func readToken(_ e: EffectiveSettings) throws(SystemError) -> String {
+        if let token = e.token { return token }
+        guard let path = e.tokenFile else { throw SystemError("no room token: set room.token_file (or --token-file)") }
+        do {
+            return String(try Files.readText(path).filter { !$0.isWhitespace })
+        } catch {
+            throw SystemError("token file: \(error)")
+        }
+    }
+
+    // MARK: reload
+
+    struct ReloadReport {
+        /// Keys now in effect without interrupting anything.
+        var applied: [String] = []
+        /// Keys whose change needed the room to be joined again.
+        var rejoined: [String] = []
+        /// Keys that take effect only when roomd restarts (board, socket, codec frame, AEC level).
+        var restartNeeded: [String] = []
+        /// Changed in the file but overridden by the command line or unchanged in effect.
+        var unchangedInEffect: [String] = []
+    }
+
+    enum ReloadFailure: Error, CustomStringConvertible {
+        case config(ConfigError)
+        case system(String)
+        var description: String {
+            switch self {
+            case .config(let e): "\(e)"
+            case .system(let s): s
+            }
+        }
+    }
+
+    /// Re-reads the configuration file (SIGHUP, `roomctl reload`). Everything is checked before
+    /// anything changes: the file, the control group, the servers and the token; on any error the
+    /// appliance runs on exactly as before. The call is dropped only when the room itself
+    /// changes (servers, role).
+    func reload() -> Result<ReloadReport, ReloadFailure> {
+        let next: ApplianceConfiguration
+        do { next = try settings.readAgain() } catch { return .failure(.config(error)) }
+        let before = settings.effective
+        let after = settings.effective(file: next)
+        var group: gid_t??
+        if after.controlGroup != before.controlGroup {
+            do { group = .some(try after.controlGroup.map { g throws(SystemError) in try Groups.id(of: g) }) } catch {
+                return .failure(.system("control.group: \(error)"))
+            }
+        }
+        let roomChanged = after.servers != before.servers || after.role != before.role
+        // The token file is compared by content: rotating a token is rewriting that file and
+        // reloading, with the path unchanged.
+        var token: String?
+        var addresses: [SocketAddress] = []
+        if !after.servers.isEmpty && room.isEnabled {
+            do {
+                token = try Self.readToken(after)
+                for s in after.servers { addresses.append(try SocketAddress(parsing: s)) }
+            } catch {
+                return .failure(.system("room: \(error)"))
+            }
+        }
+        let tokenChanged = token != nil && token != session?.configuration.token
+
+        let changedFileKeys = settings.commit(next)
+        let now = settings.effective
+        var report = ReloadReport()
+        if now.logLevel != before.logLevel, let level = LogLevel(name: now.logLevel) {
+            Log.level = level
+            report.applied.append("log.level")
+        }
+        if now.volumeDB != before.volumeDB {
+            engine.mixer.masterGain = linear(fromDB: Float(now.volumeDB))
+            report.applied.append("audio.volume_db")
+        }
+        if now.profile != before.profile {
+            engine.control.setProfile(now.profile)
+            report.applied.append("audio.profile")
+        }
+        if let group {
+            do {
+                try control?.setAllowedGroup(group)
+                report.applied.append("control.group")
+            } catch {
+                Log.warning("control.group: \(error)")
+                report.restartNeeded.append("control.group")
+            }
+        }
+        if roomChanged, let token, !addresses.isEmpty {
+            do {
+                try room.connect(servers: addresses, token: token, role: RoomRole(rawValue: now.role) ?? .streamer,
+                                 muted: session?.isSelfMuted ?? now.muted)
+                report.rejoined += ["room.server", "room.role"].filter { changedFileKeys.contains($0) }
+            } catch {
+                Log.error("room: \(error)")
+            }
+        } else if roomChanged && now.servers.isEmpty {
+            report.restartNeeded.append("room.server")
+        } else if tokenChanged, let token, let session {
+            // The token is refreshed in place: the call goes on (protocol `refresh_token`).
+            session.refreshToken(token) { result in
+                if case .failure(let e) = result { Log.warning("reload: token refresh refused: \(e.message)") }
+            }
+            report.applied.append("room.token")
+        }
+        if now.boardPath != before.boardPath { report.restartNeeded.append("board.path") }
+        if now.controlSocket != before.controlSocket { report.restartNeeded.append("control.socket") }
+        if now.opusFrameMilliseconds != before.opusFrameMilliseconds { report.restartNeeded.append("audio.opus_frame_ms") }
+        if now.aecSuppression != before.aecSuppression { report.restartNeeded.append("audio.aec_suppression") }
+        if changedFileKeys.contains("state.directory") { report.restartNeeded.append("state.directory") }
+        let handled = Set(report.applied + report.rejoined + report.restartNeeded)
+        report.unchangedInEffect = changedFileKeys.filter { !handled.contains($0) }
+        return .success(report)
+    }
+
+    /// Runs a reload and says what happened in the journal, for SIGHUP and roomctl alike.
+    func reloadAndLog(origin: String) -> Result<ReloadReport, ReloadFailure> {
+        let result = reload()
+        switch result {
+        case .success(let r):
+            var parts: [String] = []
+            if !r.applied.isEmpty { parts.append("applied " + r.applied.joined(separator: ", ")) }
+            if !r.rejoined.isEmpty { parts.append("rejoining for " + r.rejoined.joined(separator: ", ")) }
+            if !r.restartNeeded.isEmpty { parts.append("restart needed for " + r.restartNeeded.joined(separator: ", ")) }
+            if !r.unchangedInEffect.isEmpty { parts.append("overridden on the command line: " + r.unchangedInEffect.joined(separator: ", ")) }
+            Log.notice("\(origin): configuration \(settings.configPath ?? "(none)") reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
+        case .failure(let e):
+            Log.error("\(origin): configuration not reloaded, nothing changed: \(e)")
+        }
+        return result
+    }
+}

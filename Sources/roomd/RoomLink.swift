@@ -1,0 +1,84 @@
+import RoomAudio
+import RoomClient
+import RoomCore
+import RoomSystem
+
+/// roomd's membership of a room, which may start later than the audio (a `join` or a reload
+/// that adds a server) and may move to other servers. The engine's "packets waiting" eventfd
+/// belongs here, not to a session, because the engine needs it before it starts and keeps it
+/// for its whole life. On the event-loop thread.
+final class RoomLink {
+    private let loop: EventLoop
+    private let engine: AudioEngine
+    private(set) var session: RoomSession?
+    /// Room events of whichever session is current. Set before `connect`.
+    var onEvent: ((RoomSessionEvent) -> Void)?
+    private var wake: EventSignalSource?
+
+    /// `enabled` false (loopback mode): the engine plays its own packets and no room is joined.
+    init(loop: EventLoop, engine: AudioEngine, enabled: Bool) throws(SystemError) {
+        self.loop = loop
+        self.engine = engine
+        guard enabled else { return }
+        let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
+        self.wake = wake
+        engine.outgoingSignal = wake.signal
+    }
+
+    var isEnabled: Bool { wake != nil }
+
+    /// Joins `servers` with `token` and `role`: creates the session on first use, otherwise
+    /// leaves the current room properly first (others see "left", not a timeout). Self mute is
+    /// carried over, so a muted appliance never speaks into the new room.
+    func connect(servers: [SocketAddress], token: String, role: RoomRole, muted: Bool) throws(SystemError) {
+        guard let wake else { throw SystemError("roomd runs in loopback mode: no room") }
+        guard let session else {
+            let configuration = RoomSessionConfiguration(servers: servers, token: token, role: role)
+            let s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
+                                    incoming: engine.incomingMedia, externalSignal: wake.signal)
+            s.onEvent = { [weak self] event in self?.onEvent?(event) }
+            if muted { s.setMute(true) }
+            session = s
+            s.start()
+            return
+        }
+        let restart: () -> Void = { [weak self, weak session] in
+            guard let self, let session else { return }
+            do {
+                try session.reconfigure(servers: servers, token: token, role: role)
+                session.start()
+            } catch {
+                Log.error("room: \(error)")
+            }
+        }
+        switch session.connectionState {
+        case .idle, .disconnected: restart()
+        default: session.leave { _ in restart() }
+        }
+    }
+
+    /// Starts the current session again after a leave (or a removal), with its configuration.
+    func rejoin() -> Bool {
+        guard let session else { return false }
+        session.start()
+        return true
+    }
+
+    /// Leaves properly, waiting at most `timeout` on the loop; then stops for good.
+    func shutdown(timeout: Duration = .seconds(3)) {
+        if let session {
+            var left = false
+            session.leave { _ in left = true }
+            let deadline = monotonicNanoseconds() + UInt64(timeout.components.seconds) * 1_000_000_000
+            while !left && monotonicNanoseconds() < deadline { _ = try? loop.runOnce(timeout: .milliseconds(50)) }
+        }
+    }
+
+    /// After the engine stopped: nothing signals the eventfd any more.
+    func close() {
+        session?.stop()
+        session = nil
+        wake?.close()
+        wake = nil
+    }
+}

@@ -1,0 +1,93 @@
+import RoomAudio
+import RoomControl
+import RoomCore
+import RoomSystem
+
+/// `roomctl selftest` on the daemon side: asks the audio thread to play the test sweep and
+/// record (SelfTestCapture), polls for the end on the event loop, analyses the recording
+/// (SelfTestAnalysis) and answers. One test at a time; the room hears nothing meanwhile.
+final class SelfTestRunner {
+    private let engine: AudioEngine
+    private let loop: EventLoop
+    private var reply: ((ControlResult) -> Void)?
+    private var timer: EventLoop.TimerID?
+    private var deadline: UInt64 = 0
+    private var startedNs: UInt64 = 0
+
+    /// Peak level of the sweep. Quiet enough not to startle a room, loud enough to stand well
+    /// above a quiet room's noise (the sim board's mics hear it near −30 dBFS over −70 dBFS).
+    static let levelDBFS: Float = -18
+    static let sweepSeconds = 2.0
+
+    init(engine: AudioEngine, loop: EventLoop) {
+        self.engine = engine
+        self.loop = loop
+    }
+
+    func start(reply: @escaping (ControlResult) -> Void) {
+        guard self.reply == nil else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
+        guard engine.isRunning else { return reply(.failure(ControlError(.deviceError, "the audio engine is not running"))) }
+        engine.selfTest.reset()
+        let sweep = SelfTestSignal.sweep(rate: engine.configuration.rate, seconds: Self.sweepSeconds, levelDBFS: Self.levelDBFS)
+        guard engine.selfTest.request(sweep) else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
+        Log.notice("self-test: playing a \(Self.sweepSeconds) s sweep at \(Int(Self.levelDBFS)) dBFS")
+        self.reply = reply
+        startedNs = monotonicNanoseconds()
+        // The test lasts about 3 s; a device that stalls must not leave the caller waiting.
+        deadline = startedNs + 8_000_000_000
+        timer = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [weak self] in self?.poll() }
+    }
+
+    private func poll() {
+        switch engine.selfTest.currentState {
+        case .done:
+            guard let r = engine.selfTest.takeResult() else { return }
+            let recording = SelfTestRecording(rate: engine.configuration.rate, quietMics: r.quiet, played: r.played,
+                                              signalMics: r.mics, cleaned: r.cleaned)
+            let t0 = monotonicNanoseconds()
+            let report = SelfTestAnalysis.analyze(recording)
+            let analysisMs = Double(monotonicNanoseconds() - t0) / 1e6
+            Log.notice("self-test: \(report.passed ? "passed" : "problems: " + report.problems.joined(separator: "; "))")
+            finish(.success(Self.json(report, analysisMs: analysisMs)))
+        case .aborted:
+            engine.selfTest.reset()
+            finish(.failure(ControlError(.deviceError, "the audio device had an xrun or was lost during the test; run it again")))
+        default:
+            if monotonicNanoseconds() > deadline {
+                finish(.failure(ControlError(.deviceError, "the test did not finish in time (audio device stalled?)")))
+            }
+        }
+    }
+
+    private func finish(_ result: ControlResult) {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        let reply = self.reply
+        self.reply = nil
+        reply?(result)
+    }
+
+    static func json(_ report: SelfTestReport, analysisMs: Double) -> [String: JSONValue] {
+        func number(_ v: Double) -> JSONValue { .double((v * 10).rounded() / 10) }
+        let mics: [JSONValue] = report.mics.map { m in
+            .object([
+                "mic": .int(m.index),
+                "level_dbfs": number(m.levelDBFS),
+                "peak_dbfs": number(m.peakDBFS),
+                "noise_floor_dbfs": number(m.noiseFloorDBFS),
+                "snr_db": number(m.snrDB),
+                "clipped": .int(m.clippedSamples),
+                "delay_ms": m.delayMilliseconds.map(number) ?? .null,
+                "correlation": .double((m.correlation * 100).rounded() / 100),
+            ])
+        }
+        return [
+            "passed": .bool(report.passed),
+            "problems": .array(report.problems.map(JSONValue.string)),
+            "mics": .array(mics),
+            "echo_reduction_db": report.echoReductionDB.map(number) ?? .null,
+            "signal": .object(["kind": .string("sweep"), "seconds": .double(sweepSeconds), "level_dbfs": .double(Double(levelDBFS))]),
+            "analysis_ms": number(analysisMs),
+        ]
+    }
+}

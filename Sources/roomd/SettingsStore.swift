@@ -1,0 +1,147 @@
+import RoomCore
+import RoomSystem
+
+/// The settings roomd acts on, after layering (strongest first): command line, run-time
+/// settings (roomctl, buttons; kept in the state directory), configuration file, defaults.
+/// Equatable so a reload can compare before and after and act on what changed.
+struct EffectiveSettings: Equatable {
+    var boardPath: String
+    var servers: [String]
+    var token: String?
+    var tokenFile: String?
+    var role: String
+    var profile: AudioProfile
+    var volumeDB: Double
+    var aecSuppression: Int32?
+    var opusFrameMilliseconds: Int
+    var controlSocket: String?
+    var controlGroup: String?
+    var logLevel: String
+    var muted: Bool
+}
+
+/// Owns the three layers and the two files behind them. Lives on the event-loop thread.
+final class SettingsStore {
+    let options: Options
+    /// nil: no configuration file (none given and /etc/roomd/roomd.conf absent).
+    let configPath: String?
+    private(set) var file: ApplianceConfiguration
+    private(set) var runtime: RuntimeSettings
+    /// `<state dir>/settings.conf`, or nil when run-time settings are not kept.
+    let statePath: String?
+
+    static let defaultConfigPath = "/etc/roomd/roomd.conf"
+
+    /// Reads the configuration file (errors are fatal at start: `file:line: key: …`) and the
+    /// run-time settings (a damaged file is set aside with a warning: the appliance must come
+    /// up even if a person broke roomd's own file).
+    init(options: Options) throws(ConfigError) {
+        self.options = options
+        let chosen = options.config ?? Environment.get("ROOMD_CONFIG")
+        if let chosen {
+            configPath = chosen == "none" ? nil : Files.absolute(chosen)
+        } else {
+            configPath = Files.exists(Self.defaultConfigPath) ? Self.defaultConfigPath : nil
+        }
+        file = ApplianceConfiguration()
+        runtime = RuntimeSettings()
+        if let configPath { file = try Self.read(configPath) }
+        let stateDirectory = options.stateDirectory ?? file.stateDirectory ?? Environment.get("STATE_DIRECTORY")
+        if let dir = stateDirectory, dir != "none", !dir.isEmpty {
+            // systemd may pass several directories separated by colons; the first is ours.
+            let first = String(dir.split(separator: ":").first ?? "")
+            statePath = Files.absolute(first) + "/" + RuntimeSettings.fileName
+        } else {
+            statePath = nil
+        }
+        if let statePath, Files.exists(statePath) {
+            do {
+                runtime = try RuntimeSettings.parse(text: try Files.readText(statePath), file: statePath)
+            } catch {
+                let aside = statePath + ".bad"
+                Log.warning("\(error); run-time settings ignored (file kept as \(aside))")
+                _ = try? Files.rename(statePath, to: aside)
+            }
+        }
+    }
+
+    static func read(_ path: String) throws(ConfigError) -> ApplianceConfiguration {
+        let text: String
+        do {
+            text = try Files.readText(path)
+        } catch {
+            throw ConfigError(file: path, line: nil, key: nil, message: "\(error)")
+        }
+        return try ApplianceConfiguration.parse(text: text, file: path, directory: Files.directory(of: path))
+    }
+
+    var effective: EffectiveSettings { effective(file: file) }
+
+    /// What the settings would be with `file` as the configuration file (a reload's preview).
+    func effective(file: ApplianceConfiguration) -> EffectiveSettings {
+        let o = options
+        let servers = o.servers.isEmpty ? file.servers : o.servers
+        // A token on the command line belongs with the command line's server, and the same for
+        // the file: mixing one's server with the other's token would join the wrong room.
+        let tokenFromOptions = !o.servers.isEmpty || o.token != nil || o.tokenFile != nil
+        return EffectiveSettings(
+            boardPath: o.board ?? file.boardPath ?? "board/sim",
+            servers: servers,
+            token: tokenFromOptions ? o.token : file.token,
+            tokenFile: tokenFromOptions ? o.tokenFile : file.tokenFile,
+            role: o.role ?? file.role ?? "streamer",
+            profile: o.profile ?? runtime.profile ?? file.profile ?? .speech,
+            volumeDB: runtime.volumeDB ?? file.volumeDB ?? 0,
+            aecSuppression: o.aecSuppression ?? file.aecSuppression,
+            opusFrameMilliseconds: o.opusFrameMilliseconds ?? file.opusFrameMilliseconds ?? 10,
+            controlSocket: o.controlSocket ?? file.controlSocket,
+            controlGroup: o.controlGroup ?? file.controlGroup,
+            logLevel: o.logLevel ?? runtime.logLevel ?? file.logLevel ?? "info",
+            muted: runtime.muted ?? false)
+    }
+
+    /// Records a run-time change and writes it through (temp file, fsync, rename), so a power
+    /// cut right after a roomctl command loses nothing. Returns the write error, if any; the
+    /// change is in effect either way.
+    @discardableResult
+    func update(_ change: (inout RuntimeSettings) -> Void) -> String? {
+        var next = runtime
+        change(&next)
+        guard next != runtime else { return nil }
+        runtime = next
+        return save()
+    }
+
+    private func save() -> String? {
+        guard let statePath else { return nil }
+        do {
+            try Files.writeAtomically(statePath, Array(runtime.serialized().utf8))
+            return nil
+        } catch {
+            Log.warning("\(statePath): \(error); run-time settings will not survive a restart")
+            return "\(error)"
+        }
+    }
+
+    /// Reads and validates the configuration file again without changing anything: a reload
+    /// first checks everything (this, then what needs the system: groups, the token file),
+    /// and only then commits, so a bad edit leaves the running appliance as it was.
+    func readAgain() throws(ConfigError) -> ApplianceConfiguration {
+        guard let configPath else { return file }
+        return try Self.read(configPath)
+    }
+
+    /// Makes `next` the configuration file's content. Run-time values of keys the file changed
+    /// are dropped (the installer's latest edit wins). Returns the changed file keys.
+    func commit(_ next: ApplianceConfiguration) -> [String] {
+        let changed = next.changedKeys(from: file)
+        file = next
+        var forgotten = runtime
+        forgotten.forget(changedConfigurationKeys: changed)
+        if forgotten != runtime {
+            runtime = forgotten
+            _ = save()
+        }
+        return changed
+    }
+}

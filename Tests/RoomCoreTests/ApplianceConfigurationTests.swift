@@ -1,0 +1,129 @@
+import XCTest
+@testable import RoomCore
+
+final class ApplianceConfigurationTests: XCTestCase {
+    private func parse(_ text: String) throws -> ApplianceConfiguration {
+        try ApplianceConfiguration.parse(text: text, file: "/etc/roomd/roomd.conf", directory: "/etc/roomd")
+    }
+
+    private func error(_ text: String) -> ConfigError? {
+        do { _ = try parse(text); return nil } catch { return error as? ConfigError }
+    }
+
+    func testFullFileReadsEveryKeyAndResolvesRelativePaths() throws {
+        let c = try parse("""
+        [board]
+        path = /usr/share/roomd/board/rpi-respeaker4
+        [room]
+        server = 10.0.0.5:7700, 10.0.0.6:7700
+        token_file = token
+        role = audience
+        [audio]
+        profile = music
+        volume_db = -6.5
+        aec_suppression = high
+        opus_frame_ms = 20
+        [control]
+        socket = control.sock
+        group = roomctl
+        [log]
+        level = debug
+        [state]
+        directory = /var/lib/roomd
+        """)
+        XCTAssertEqual(c.boardPath, "/usr/share/roomd/board/rpi-respeaker4")
+        XCTAssertEqual(c.servers, ["10.0.0.5:7700", "10.0.0.6:7700"])
+        XCTAssertEqual(c.tokenFile, "/etc/roomd/token")
+        XCTAssertEqual(c.role, "audience")
+        XCTAssertEqual(c.profile, .music)
+        XCTAssertEqual(c.volumeDB, -6.5)
+        XCTAssertEqual(c.aecSuppression, 2)
+        XCTAssertEqual(c.opusFrameMilliseconds, 20)
+        XCTAssertEqual(c.controlSocket, "/etc/roomd/control.sock")
+        XCTAssertEqual(c.controlGroup, "roomctl")
+        XCTAssertEqual(c.logLevel, "debug")
+        XCTAssertEqual(c.stateDirectory, "/var/lib/roomd")
+    }
+
+    func testEmptyFileIsAllDefaults() throws {
+        XCTAssertEqual(try parse("# nothing set\n"), ApplianceConfiguration())
+    }
+
+    func testErrorsNameFileLineAndKey() {
+        let cases: [(String, Int, String, String)] = [
+            ("[audio]\nvolume_db = loud\n", 2, "audio.volume_db", "is not a number"),
+            ("[audio]\n\nvolume_db = 30\n", 3, "audio.volume_db", "out of range"),
+            ("[audio]\nprofile = opera\n", 2, "audio.profile", "speech or music"),
+            ("[room]\nserver = example.com:7700\ntoken = x\n", 2, "room.server", "host:port"),
+            ("[room]\nserver = 10.0.0.1:99999\ntoken = x\n", 2, "room.server", "host:port"),
+            ("[room]\nserver = 10.0.0.1:7700\n", 2, "room.server", "needs room.token_file"),
+            ("[room]\ntoken = a\ntoken_file = b\n", 3, "room.token_file", "not both"),
+            ("[room]\nrole = speaker\n", 2, "room.role", "streamer or audience"),
+            ("[log]\nlevel = loud\n", 2, "log.level", "debug"),
+            ("[control]\ngroup = room ctl\n", 2, "control.group", "not a group"),
+            ("[audio]\nopus_frame_ms = 40\n", 2, "audio.opus_frame_ms", "not supported"),
+            ("[audio]\nprofle = speech\n", 2, "audio.profle", "did you mean \"profile\""),
+        ]
+        for (text, line, key, fragment) in cases {
+            guard let e = error(text) else { XCTFail("accepted: \(text)"); continue }
+            XCTAssertEqual(e.file, "/etc/roomd/roomd.conf", text)
+            XCTAssertEqual(e.line, line, text)
+            XCTAssertEqual(e.key, key, text)
+            XCTAssertTrue(e.message.contains(fragment), "\(e) should say \(fragment)")
+        }
+        XCTAssertTrue(error("[speakers]\nx = 1\n")?.message.contains("unknown section") == true)
+    }
+
+    func testChangedKeys() throws {
+        let a = try parse("[audio]\nvolume_db = -3\n[room]\nserver = 127.0.0.1:7700\ntoken = t\n")
+        let b = try parse("[audio]\nvolume_db = -3\n[room]\nserver = 127.0.0.1:7700\ntoken = u\n[log]\nlevel = debug\n")
+        XCTAssertEqual(b.changedKeys(from: a), ["room.token", "log.level"])
+        XCTAssertEqual(a.changedKeys(from: a), [])
+    }
+
+    func testHostPortRule() {
+        for ok in ["127.0.0.1:7700", "[::1]:7700", "10.1.2.3:1"] { XCTAssertTrue(ApplianceConfiguration.isHostPort(ok), ok) }
+        for bad in ["127.0.0.1", "1.2.3:7", "256.0.0.1:7", "host:7700", "[]:1", "1.2.3.4:0", ":7700"] {
+            XCTAssertFalse(ApplianceConfiguration.isHostPort(bad), bad)
+        }
+    }
+}
+
+final class RuntimeSettingsTests: XCTestCase {
+    func testRoundTrip() throws {
+        let cases = [
+            RuntimeSettings(),
+            RuntimeSettings(volumeDB: -12.25, profile: .music, logLevel: "debug", muted: true),
+            RuntimeSettings(volumeDB: 3, muted: false),
+        ]
+        for s in cases {
+            XCTAssertEqual(try RuntimeSettings.parse(text: s.serialized(), file: "settings.conf"), s)
+        }
+    }
+
+    func testEditedFileErrorsNameTheLine() {
+        XCTAssertThrowsError(try RuntimeSettings.parse(text: "[room]\nmuted = maybe\n", file: "s.conf")) { error in
+            XCTAssertEqual((error as? ConfigError)?.description, "s.conf:2: room.muted: \"maybe\" is not yes or no")
+        }
+    }
+
+    func testForgetDropsOnlyChangedKeys() {
+        var s = RuntimeSettings(volumeDB: -6, profile: .music, logLevel: "debug", muted: true)
+        s.forget(changedConfigurationKeys: ["audio.volume_db", "room.server"])
+        XCTAssertEqual(s, RuntimeSettings(profile: .music, logLevel: "debug", muted: true))
+    }
+}
+
+final class ApplianceConfigurationExampleTests: XCTestCase {
+    /// The example installers copy must stay valid as the schema changes.
+    func testShippedExampleParses() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let path = root.appendingPathComponent("docs/roomd.conf.example").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let c = try ApplianceConfiguration.parse(text: text, file: path, directory: "/etc/roomd")
+        XCTAssertEqual(c.boardPath, "/etc/roomd/board")
+        XCTAssertEqual(c.tokenFile, "/etc/roomd/token")
+        XCTAssertEqual(c.servers, ["192.0.2.10:7700"])
+        XCTAssertEqual(c.controlGroup, "roomctl")
+    }
+}
