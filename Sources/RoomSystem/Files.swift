@@ -55,6 +55,15 @@ public enum Files {
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// Creates `path` and any missing parents (like `mkdir -p`); an existing directory is fine.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o750) throws(SystemError) {
+        var current = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            current += "/" + part
+            if mkdir(current, mode) != 0 && errno != EEXIST { throw .errno("mkdir \(current)") }
+        }
+    }
+
     public static func rename(_ path: String, to newPath: String) throws(SystemError) {
         if Glibc.rename(path, newPath) != 0 { throw .errno("rename \(path) to \(newPath)") }
     }

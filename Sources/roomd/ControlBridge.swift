@@ -133,7 +133,8 @@ final class ControlBridge {
             "version": .string(roomdVersion),
             "mic_dbfs": .double(Double((max(engine.stats.inputLevel, -120) * 10).rounded() / 10)),
             "speaker_dbfs": .double(Double((max(engine.stats.playbackLevel, -120) * 10).rounded() / 10)),
-            "profile": .string(engine.control.profile.rawValue),
+            // What the audio thread has applied, so a script sees a switch take effect.
+            "profile": .string((engine.stats.appliedProfile ?? engine.control.profile).rawValue),
             "volume_db": .double(appliance.settings.effective.volumeDB),
         ]
         guard let session else {

@@ -50,6 +50,11 @@ final class SettingsStore {
         if let dir = stateDirectory, dir != "none", !dir.isEmpty {
             // systemd may pass several directories separated by colons; the first is ours.
             let first = String(dir.split(separator: ":").first ?? "")
+            do {
+                try Files.makeDirectories(first)
+            } catch {
+                Log.warning("state directory: \(error); run-time settings will not survive a restart")
+            }
             statePath = Files.absolute(first) + "/" + RuntimeSettings.fileName
         } else {
             statePath = nil

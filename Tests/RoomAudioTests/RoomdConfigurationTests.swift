@@ -1,0 +1,244 @@
+import Foundation
+import RoomCore
+import XCTest
+
+/// roomd's configuration file, reload, run-time settings across restarts, audio profiles and
+/// the self-test, with real processes on the simulated board, driven by roomctl.
+final class RoomdConfigurationTests: ProcessTestCase {
+    private var dir = ""
+    private var roomd = "", roomctl = ""
+    nonisolated(unsafe) private static var counter = 0
+
+    override func setUpWithError() throws {
+        roomd = try executable("roomd")
+        roomctl = try executable("roomctl")
+        // Short: a Unix socket path must fit in 107 bytes.
+        Self.counter += 1
+        dir = SimCard.scratch("cfg\(Self.counter)")
+    }
+
+    private func write(_ path: String, _ text: String) throws {
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    private func ctl(_ args: [String], socket: String? = nil) throws -> (status: Int32, out: String) {
+        try run(roomctl, ["--socket", socket ?? dir + "/ctl.sock"] + args)
+    }
+
+    private func json(_ args: [String]) throws -> [String: Any] {
+        let r = try runSeparated(roomctl, ["--socket", dir + "/ctl.sock", "--json"] + args)
+        let object = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], r.stdout + r.stderr)
+        return object
+    }
+
+    private func status() throws -> [String: Any] {
+        try XCTUnwrap(try json(["status"])["result"] as? [String: Any])
+    }
+
+    /// roomd on the sim board with `--config`, its own state directory and control socket.
+    @discardableResult
+    private func start(config: String, extra: [String] = [], log: String = "roomd.log", room: String? = nil) throws -> Process {
+        try? FileManager.default.removeItem(atPath: dir + "/ctl.sock")
+        var env: [String: String] = [:]
+        if let room { env["ROOMSIM_CONFIG"] = room }
+        let p = try launch(roomd, ["--config", config, "--board", SimCard.repoRoot + "/board/sim", "--state-dir", dir + "/state",
+                                   "--control-socket", dir + "/ctl.sock", "--stats-interval", "0", "--duration", "30"] + extra,
+                           env: env, log: dir + "/" + log)
+        waitForSocket(dir + "/ctl.sock")
+        return p
+    }
+
+    private func stop(_ p: Process) {
+        p.interrupt()
+        p.waitUntilExit()
+    }
+
+    func testBadConfigurationFileIsRefusedAtStartWithFileLineAndKey() throws {
+        try write(dir + "/roomd.conf", "[audio]\nprofile = speech\n\nvolume_db = loud\n")
+        let r = try runSeparated(roomd, ["--config", dir + "/roomd.conf", "--board", SimCard.repoRoot + "/board/sim", "--duration", "1"])
+        XCTAssertEqual(r.status, 78)
+        XCTAssertTrue(r.stderr.contains("roomd.conf:4: audio.volume_db: \"loud\" is not a number"), r.stderr)
+        let missing = try runSeparated(roomd, ["--config", dir + "/nothing.conf", "--duration", "1"])
+        XCTAssertEqual(missing.status, 78)
+        XCTAssertTrue(missing.stderr.contains("nothing.conf"), missing.stderr)
+    }
+
+    func testReloadAppliesChangesAndABadEditChangesNothing() throws {
+        let config = dir + "/roomd.conf"
+        try write(config, "[audio]\nvolume_db = 0\n[log]\nlevel = info\n")
+        let p = try start(config: config)
+        XCTAssertEqual(try status()["volume_db"] as? Double, 0)
+
+        // A good edit: applied at once, through roomctl.
+        try write(config, "[audio]\nvolume_db = -6\nprofile = music\n[log]\nlevel = debug\n")
+        let answer = try XCTUnwrap(try json(["reload"])["result"] as? [String: Any])
+        XCTAssertEqual(Set(answer["applied"] as? [String] ?? []), ["audio.volume_db", "audio.profile", "log.level"], "\(answer)")
+        XCTAssertEqual(answer["restart_needed"] as? [String], [])
+        XCTAssertEqual(try status()["volume_db"] as? Double, -6)
+        try waitUntil("profile music applied") { (try? self.status()["profile"] as? String) == "music" }
+
+        // A bad edit: refused with file, line and key; the appliance keeps running as it was.
+        try write(config, "[audio]\nvolume_db = -20\n[log]\nlevel = loud\n")
+        let refused = try json(["reload"])
+        let error = try XCTUnwrap(refused["error"] as? [String: Any], "\(refused)")
+        XCTAssertEqual(error["code"] as? String, "config_error")
+        XCTAssertTrue((error["message"] as? String ?? "").contains("roomd.conf:4: log.level"), "\(error)")
+        XCTAssertEqual(try status()["volume_db"] as? Double, -6, "nothing changed")
+        XCTAssertEqual(try ctl(["reload"]).status, 1, "roomctl exits 1 on a refused reload")
+
+        // SIGHUP does the same as roomctl reload.
+        try write(config, "[audio]\nvolume_db = -3\n[board]\npath = /elsewhere\n")
+        kill(p.processIdentifier, SIGHUP)
+        try waitUntil("SIGHUP reload") { (try? self.status()["volume_db"] as? Double) == -3 }
+        stop(p)
+        let log = try String(contentsOfFile: dir + "/roomd.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("SIGHUP: configuration"), log)
+        XCTAssertTrue(log.contains("restart needed for board.path") == false, "--board on the command line overrides the file: \(log)")
+        XCTAssertTrue(log.contains("overridden on the command line: board.path"), log)
+    }
+
+    func testRunTimeSettingsSurviveARestartUntilTheFileChangesThem() throws {
+        let config = dir + "/roomd.conf"
+        try write(config, "[audio]\nvolume_db = 0\n")
+        var p = try start(config: config)
+        XCTAssertEqual(try ctl(["volume", "-12"]).status, 0)
+        XCTAssertEqual(try ctl(["profile", "music"]).status, 0)
+        XCTAssertEqual(try ctl(["log-level", "debug"]).status, 0)
+        stop(p)
+        let saved = try String(contentsOfFile: dir + "/state/settings.conf", encoding: .utf8)
+        XCTAssertEqual(try RuntimeSettings.parse(text: saved, file: "settings.conf"),
+                       RuntimeSettings(volumeDB: -12, profile: .music, logLevel: "debug"))
+
+        p = try start(config: config, log: "roomd2.log")
+        var s = try status()
+        XCTAssertEqual(s["volume_db"] as? Double, -12, "volume kept across the restart")
+        try waitUntil("profile music after restart") { (try? self.status()["profile"] as? String) == "music" }
+
+        // The installer changes the volume in the file: the file's new value wins over the old
+        // roomctl one; the profile set at run time stays.
+        try write(config, "[audio]\nvolume_db = -3\n")
+        XCTAssertEqual(try ctl(["reload"]).status, 0)
+        s = try status()
+        XCTAssertEqual(s["volume_db"] as? Double, -3)
+        XCTAssertEqual(s["profile"] as? String, "music")
+        stop(p)
+        let after = try RuntimeSettings.parse(text: try String(contentsOfFile: dir + "/state/settings.conf", encoding: .utf8), file: "s")
+        XCTAssertNil(after.volumeDB)
+        XCTAssertEqual(after.profile, .music)
+    }
+
+    func testDamagedRunTimeSettingsAreSetAsideNotFatal() throws {
+        try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
+        try write(dir + "/state/settings.conf", "[audio]\nvolume_db = very loud\n")
+        try write(dir + "/roomd.conf", "")
+        let p = try start(config: dir + "/roomd.conf")
+        XCTAssertEqual(try status()["volume_db"] as? Double, 0)
+        stop(p)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/state/settings.conf.bad"))
+        let log = try String(contentsOfFile: dir + "/roomd.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("settings.conf:2: audio.volume_db"), log)
+    }
+
+    func testControlGroupOwnsTheSocketAndFollowsAReload() throws {
+        // Groups every Debian system has: a name and a number.
+        try write(dir + "/roomd.conf", "[control]\ngroup = audio\n")
+        let p = try start(config: dir + "/roomd.conf")
+        let audio = try XCTUnwrap(getgrnam("audio")).pointee.gr_gid
+        func socketGroup() throws -> gid_t {
+            var st = stat()
+            XCTAssertEqual(stat(dir + "/ctl.sock", &st), 0)
+            return st.st_gid
+        }
+        XCTAssertEqual(try socketGroup(), audio)
+        try write(dir + "/roomd.conf", "[control]\ngroup = 65534\n")
+        XCTAssertEqual(try ctl(["reload"]).status, 0)
+        XCTAssertEqual(try socketGroup(), 65534)
+        // A group that does not exist: refused, nothing changes.
+        try write(dir + "/roomd.conf", "[control]\ngroup = no-such-group-here\n")
+        let refused = try json(["reload"])
+        XCTAssertTrue("\(refused)".contains("no-such-group-here"), "\(refused)")
+        XCTAssertEqual(try socketGroup(), 65534)
+        stop(p)
+    }
+
+    func testSelfTestOnTheSimulatedBoard() throws {
+        try write(dir + "/roomd.conf", "")
+        let p = try start(config: dir + "/roomd.conf")
+        let answer = try json(["selftest"])
+        let result = try XCTUnwrap(answer["result"] as? [String: Any], "\(answer)")
+        XCTAssertEqual(result["passed"] as? Bool, true, "\(result)")
+        let mics = try XCTUnwrap(result["mics"] as? [[String: Any]])
+        XCTAssertEqual(mics.count, 4)
+        for m in mics {
+            let delay = try XCTUnwrap(m["delay_ms"] as? Double, "\(m)")
+            // 20 ms playback pre-fill + the sim room's 2 ms echo path (+ up to 9 samples per mic).
+            XCTAssertEqual(delay, 22.1, accuracy: 1.5, "\(m)")
+            XCTAssertEqual(m["noise_floor_dbfs"] as? Double ?? 0, -70, accuracy: 2, "sim room noise_dbfs = -70: \(m)")
+            XCTAssertGreaterThan(m["snr_db"] as? Double ?? 0, 25, "\(m)")
+            XCTAssertEqual(m["clipped"] as? Int, 0)
+        }
+        XCTAssertGreaterThan(result["echo_reduction_db"] as? Double ?? 0, 20, "\(result)")
+        stop(p)
+
+        // A dead microphone (gain 0 on mic 1) is named, and roomctl exits 4.
+        try write(dir + "/room.conf", "echo = on\nnoise_dbfs = -70\nmic_gains = 1 0 1 1\n")
+        let q = try start(config: dir + "/roomd.conf", log: "roomd2.log", room: dir + "/room.conf")
+        let r = try ctl(["selftest"])
+        XCTAssertEqual(r.status, 4, r.out)
+        XCTAssertTrue(r.out.contains("mic 1: "), r.out)
+        stop(q)
+    }
+
+    func testRoomFromTheFileTokenRotationKeepsTheCallAndMuteSurvivesARestart() throws {
+        let server = try executable("roomserver")
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
+        Thread.sleep(forTimeInterval: 0.3)
+        try write(dir + "/token", try mintToken(server, config: dir + "/server.conf", room: "cfg", user: "dev1", ["--publish", "--ttl", "600"]))
+        let config = dir + "/roomd.conf"
+        try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token\nrole = streamer\n")
+        var p = try start(config: config)
+        XCTAssertEqual(try ctl(["wait", "joined", "--timeout", "5"]).status, 0)
+        let participant = try XCTUnwrap(try status()["participant"] as? Int)
+
+        // Rotating the token: same file, new content, reload. The call goes on.
+        try write(dir + "/token", try mintToken(server, config: dir + "/server.conf", room: "cfg", user: "dev1", ["--publish", "--ttl", "900"]))
+        let answer = try XCTUnwrap(try json(["reload"])["result"] as? [String: Any])
+        XCTAssertEqual(answer["applied"] as? [String], ["room.token"], "\(answer)")
+        XCTAssertEqual(answer["rejoined"] as? [String], [])
+        Thread.sleep(forTimeInterval: 0.5)
+        var s = try status()
+        XCTAssertEqual(s["joined"] as? Bool, true)
+        XCTAssertEqual(s["participant"] as? Int, participant, "no rejoin for a new token")
+
+        // Muted through roomctl: still muted after a restart, before anyone can hear it.
+        XCTAssertEqual(try ctl(["mute"]).status, 0)
+        XCTAssertEqual(try ctl(["wait", "muted", "--timeout", "3"]).status, 0)
+        stop(p)
+        p = try start(config: config, log: "roomd2.log")
+        XCTAssertEqual(try ctl(["wait", "joined", "--timeout", "5"]).status, 0)
+        XCTAssertEqual(try ctl(["wait", "muted", "--timeout", "3"]).status, 0)
+        s = try status()
+        XCTAssertEqual(s["self_muted"] as? Bool, true, "\(s)")
+
+        // Another role in the file: the room is joined again with it.
+        try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token\nrole = audience\n")
+        let rejoin = try XCTUnwrap(try json(["reload"])["result"] as? [String: Any])
+        XCTAssertEqual(rejoin["rejoined"] as? [String], ["room.role"], "\(rejoin)")
+        try waitUntil("rejoined as audience") {
+            let s = try self.status()
+            return s["joined"] as? Bool == true && s["role"] as? String == "audience"
+        }
+        stop(p)
+    }
+
+    private func waitUntil(_ what: String, timeout: TimeInterval = 5, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        XCTFail("timed out waiting for \(what)")
+    }
+}
