@@ -59,6 +59,10 @@ public final class SimulatedGPIO: GPIOBackend {
                 if (st.st_mode & S_IFMT) != S_IFIFO { throw SystemError("\(label): \(path) exists and is not a FIFO") }
             } else if mkfifo(path, 0o660) != 0 {
                 throw .errno("\(label): mkfifo \(path)")
+            } else {
+                // mkfifo applies the umask (systemd's UMask=0027 would leave 0640): the rig,
+                // a member of the group, must be able to press.
+                _ = chmod(path, 0o660)
             }
             // Read-write: the daemon is its own writer, so the FIFO never reports end of file
             // or hangs up when an outside writer closes, and open does not block.
