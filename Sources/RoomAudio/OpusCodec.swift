@@ -52,13 +52,13 @@ public final class OpusEncoderBox {
     /// DTX. The application mode (VOIP) cannot change after the first frame in libopus, so the
     /// signal-type hint carries the speech/music choice. On the audio thread, between frames.
     public func apply(_ p: AudioProfileSettings) -> Int32 {
-        for rc in [copus_set_bitrate(encoder, p.bitrate),
-                   copus_set_max_bandwidth(encoder, p.fullBand ? copus_bandwidth_fullband() : copus_bandwidth_superwideband()),
-                   p.music ? copus_set_signal_music(encoder) : copus_set_signal_voice(encoder),
-                   copus_set_dtx(encoder, p.dtx ? 1 : 0)] where rc != OPUS_OK {
-            return rc
-        }
-        return OPUS_OK
+        // One call after another, no array of results: this runs on the audio thread, where
+        // even a four-element array literal is a heap allocation in a debug build.
+        var rc = copus_set_bitrate(encoder, p.bitrate)
+        if rc == OPUS_OK { rc = copus_set_max_bandwidth(encoder, p.fullBand ? copus_bandwidth_fullband() : copus_bandwidth_superwideband()) }
+        if rc == OPUS_OK { rc = p.music ? copus_set_signal_music(encoder) : copus_set_signal_voice(encoder) }
+        if rc == OPUS_OK { rc = copus_set_dtx(encoder, p.dtx ? 1 : 0) }
+        return rc
     }
 
     /// Encodes one frame; returns the packet length (> 0), or a negative Opus error code.

@@ -28,6 +28,8 @@ public final class RoomSession {
     }
     /// Self mute as asked by `setMute` (applied locally at once, before the server answers).
     public private(set) var isSelfMuted = false
+    /// Muted for the room, by itself or by a moderator: what the mute LED shows.
+    public var isEffectivelyMuted: Bool { isSelfMuted || (localParticipant?.muted ?? false) }
     /// True when outgoing packets are sent (joined, on stage, not muted).
     public var isSendingMedia: Bool {
         guard phase == .joined, let me = localParticipant else { return false }
@@ -75,6 +77,10 @@ public final class RoomSession {
     var mediaDestination: SocketAddress?
     var mediaKey: MediaKey?
     var ssrc: UInt32 = 0
+    /// RTP sequence of the packets actually sent. The engine numbers every frame it hands
+    /// over, but frames dropped here (muted, off stage) never reach anyone: listeners would
+    /// count them as lost and conceal. Timestamps keep their gap, as after DTX.
+    var sequence: UInt16 = 0
     var lastBindingSentNs: UInt64 = 0
     var lastBindingAnswerNs: UInt64 = 0
     var mediaStartNs: UInt64 = 0

@@ -90,9 +90,10 @@ extension RoomSession {
                 }
                 continue
             }
-            // The engine numbers sequence and timestamp; keep them (the server forwards
-            // unchanged), and stamp the SSRC the server assigned.
+            // The engine's timestamp is kept (the server forwards unchanged); the sequence
+            // counts sent packets only (see `sequence`), and the SSRC is the server's.
             packet.ssrc = ssrc
+            packet.sequenceNumber = sequence
             do {
                 let n = try packet.serializeRTP(into: sendBuffer)
                 if try udp.send(UnsafeRawBufferPointer(rebasing: sendBuffer[0 ..< n]), to: destination) {
@@ -103,6 +104,8 @@ extension RoomSession {
             } catch {
                 statistics.droppedSendFailed += 1
             }
+            // A packet that failed to leave is a loss the listener should see and conceal.
+            sequence &+= 1
         }
     }
 

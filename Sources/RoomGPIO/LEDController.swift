@@ -3,6 +3,9 @@ import RoomSystem
 /// The connection to the room, as the LEDs show it.
 public enum ConnectionIndicator: String, Sendable, Equatable {
     case connecting, connected, failed
+    /// Not in a room on purpose (left with the hand button or roomctl): steady, like connected,
+    /// so a deliberate leave does not look like a fault.
+    case idle
 }
 
 /// Drives the LEDs from state, never by polling (docs/gpio.md). Call `apply` whenever the
@@ -61,7 +64,7 @@ public final class LEDController {
             blinkTimer = nil
             blinkPhase = true
             let interval: Duration? = switch new.connection {
-            case .connected: nil
+            case .connected, .idle: nil
             case .connecting: blinkInterval
             case .failed: blinkInterval / 2
             }
@@ -80,7 +83,7 @@ public final class LEDController {
         guard let s = state else { return }
         write(.mute, s.muted)
         switch s.connection {
-        case .connected:
+        case .connected, .idle:
             write(.hand, s.handRaised)
             write(.stage, s.onStage)
         case .connecting:

@@ -98,7 +98,7 @@ final class ControlBridge {
         switch command {
         case .mute: session.setMute(true, completion: done)
         case .unmute: session.setMute(false, completion: done)
-        case .toggleMute: session.setMute(!session.isSelfMuted, completion: done)
+        case .toggleMute: session.setMute(!session.isEffectivelyMuted, completion: done)
         case .raiseHand: session.raiseHand(completion: done)
         case .lowerHand: session.lowerHand(completion: done)
         case .stepDown: session.stepDown(completion: done)

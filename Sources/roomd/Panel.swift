@@ -47,8 +47,11 @@ final class Panel {
         }
         switch event {
         case .shortPress(.mute):
-            Log.notice("mute button: \(session.isSelfMuted ? "unmute" : "mute")")
-            session.setMute(!session.isSelfMuted)
+            // Toggles what people see: after a moderator's mute the LED is on, so a press
+            // unmutes (the room service refuses it only under a hard mute).
+            let muted = session.isEffectivelyMuted
+            Log.notice("mute button: \(muted ? "unmute" : "mute")")
+            session.setMute(!muted)
         case .shortPress(.hand):
             switch session.localParticipant?.stage {
             case .onStage?: Log.notice("hand button: step down"); session.stepDown()
@@ -74,16 +77,20 @@ final class Panel {
 
     /// LEDs from the session's state (or "connected, idle" without a room).
     func refresh() {
-        guard let session else { return leds.apply(muted: false, handRaised: false, onStage: false, connection: .connected) }
+        guard let session else { return leds.apply(muted: false, handRaised: false, onStage: false, connection: .idle) }
         let me = session.localParticipant
         let connection: ConnectionIndicator
         switch session.connectionState {
         case .connected: connection = .connected
+        case .disconnected(.left), .disconnected(.stopped), .idle: connection = .idle
         case .failed, .disconnected: connection = .failed
         default: connection = .connecting
         }
-        leds.apply(muted: session.isSelfMuted || (me?.muted ?? false),
-                   handRaised: me?.stage == .handRaised || me?.stage == .invited,
-                   onStage: me?.stage == .onStage, connection: connection)
+        // Out of the room the stage LEDs show nothing: the last stage the server told us
+        // (still in the session's model) is no longer true.
+        let present = connection == .connected
+        leds.apply(muted: session.isEffectivelyMuted,
+                   handRaised: present && (me?.stage == .handRaised || me?.stage == .invited),
+                   onStage: present && me?.stage == .onStage, connection: connection)
     }
 }

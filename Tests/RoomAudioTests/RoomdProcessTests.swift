@@ -42,6 +42,36 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertEqual(summary["steady_allocs"] as? Int, 0, "heap allocations in the steady-state audio loop")
     }
 
+    /// Switching the audio profile and running a self-test happen inside the loop too: counted
+    /// by the same probe, they allocate nothing either.
+    func testProfileSwitchAndSelfTestAllocateNothing() throws {
+        let dir = SimCard.scratch("allocs2")
+        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 4, seed: 2.2, level: 0.1))
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop"])
+        let socket = dir + "/ctl.sock"
+        let p = try launch(try executable("roomd"),
+                           ["--board", board, "--loopback", "--duration", "9", "--json", "--stats-interval", "0",
+                            "--control-socket", socket, "--state-dir", "none", "--config", "none"],
+                           env: ["LD_PRELOAD": SimCard.buildDirectory + "/libroomallocprobe.so", "ROOMSIM_CONFIG": dir + "/room.conf"],
+                           log: dir + "/roomd.log")
+        waitForSocket(socket)
+        let roomctl = try executable("roomctl")
+        Thread.sleep(forTimeInterval: 1.5)  // past the warm-up periods
+        XCTAssertEqual(try run(roomctl, ["--socket", socket, "profile", "music"]).status, 0)
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertEqual(try run(roomctl, ["--socket", socket, "profile", "speech"]).status, 0)
+        Thread.sleep(forTimeInterval: 1)
+        let selftest = try run(roomctl, ["--socket", socket, "selftest"])
+        XCTAssertNotEqual(selftest.status, 69, selftest.out)
+        p.waitUntilExit()
+        let log = try String(contentsOfFile: dir + "/roomd.log", encoding: .utf8)
+        let line = try XCTUnwrap(log.split(separator: "\n").last { $0.contains("\"summary\"") }, log)
+        let summary = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        XCTAssertEqual(summary["alloc_probe_verified"] as? Bool, true)
+        XCTAssertGreaterThan(summary["steady_periods"] as? Int ?? 0, 500)
+        XCTAssertEqual(summary["steady_allocs"] as? Int, 0, "heap allocations in the loop across profile switches and a self-test")
+    }
+
     func testBoardFileWithAWrongFieldNamesIt() throws {
         let dir = SimCard.scratch("badboard")
         let text = try String(contentsOfFile: board + "/board.conf", encoding: .utf8)

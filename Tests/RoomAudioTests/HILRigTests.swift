@@ -1,0 +1,55 @@
+import Foundation
+import XCTest
+
+/// The software-in-loop rig (scripts/hil/run, docs/hil.md) on the simulated board: roomserver,
+/// the device under test and a peer appliance as real processes, every scenario in
+/// scripts/hil/scenarios/ driven through buttons, LEDs and roomctl. The rig is what a hardware
+/// rig runs; here it runs against this build's products (`--bin`, so it builds nothing).
+final class HILRigTests: ProcessTestCase {
+    private var rig: String { SimCard.repoRoot + "/scripts/hil/run" }
+
+    /// Runs the rig; its step lines go to the test log.
+    private func runRig(_ extra: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        for name in ["roomd", "roomserver", "roomctl"] { _ = try executable(name) }
+        let r = try runSeparated("/bin/bash", [rig, "--bin", SimCard.buildDirectory] + extra)
+        print(r.stdout)
+        if !r.stderr.isEmpty { print("rig stderr:\n" + r.stderr) }
+        return r
+    }
+
+    func testEveryScenarioPassesOnTheSimulatedBoard() throws {
+        let dir = SimCard.repoRoot + "/scripts/hil/scenarios"
+        let scenarios = try FileManager.default.contentsOfDirectory(atPath: dir)
+            .filter { $0.hasSuffix(".sh") }.map { String($0.dropLast(3)) }.sorted()
+        XCTAssertGreaterThanOrEqual(scenarios.count, 4, "scenarios in \(dir): \(scenarios)")
+        let r = try runRig([])
+        XCTAssertEqual(r.status, 0, "scripts/hil/run failed:\n\(r.stdout)\n\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        for name in scenarios {
+            XCTAssertTrue(lines.contains { $0.hasPrefix("PASS \(name) ") || $0 == "PASS \(name)" }, "no PASS line for \(name)")
+        }
+        XCTAssertFalse(lines.contains { $0.hasPrefix("FAIL ") }, "failed scenarios: \(lines.filter { $0.hasPrefix("FAIL ") })")
+    }
+
+    /// Negative controls: the rig's audio checks do fail when the condition does not hold, and a
+    /// failing scenario makes the rig exit non-zero with `FAIL name: why`.
+    func testTheRigReportsAFailingScenario() throws {
+        let dir = SimCard.scratch("hil-negative")
+        try """
+        baseline
+        expect_hears 1
+        """.write(toFile: dir + "/hears-an-audience-member.sh", atomically: true, encoding: .utf8)
+        try """
+        baseline
+        dut_do raise-hand
+        peer_do approve "$(dut_id)"
+        wait_for on-stage
+        expect_silent 1 2
+        """.write(toFile: dir + "/silent-while-on-stage.sh", atomically: true, encoding: .utf8)
+        let r = try runRig([dir + "/hears-an-audience-member.sh", dir + "/silent-while-on-stage.sh"])
+        XCTAssertEqual(r.status, 1, r.stdout)
+        XCTAssertTrue(r.stdout.contains("FAIL hears-an-audience-member: the peer does not hear the dut"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("FAIL silent-while-on-stage: the peer still hears something"), r.stdout)
+        XCTAssertFalse(r.stdout.contains("PASS "), r.stdout)
+    }
+}
