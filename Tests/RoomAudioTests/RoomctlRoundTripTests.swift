@@ -1,0 +1,103 @@
+import Foundation
+import RoomControl
+import RoomCore
+import XCTest
+
+/// Every command of the control API, through roomctl, against running roomd processes in a
+/// moderated room: A is a moderator, B an audience member it acts on. Each command must succeed
+/// (exit 0) and, where it is cheap to see, have its effect. The table of commands is the
+/// source: a command added without a round trip here fails the coverage check at the end.
+final class RoomctlRoundTripTests: ProcessTestCase {
+    func testEveryCommandRoundTripsAgainstRunningDaemons() throws {
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("roundtrip")
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: ["policy = open": "policy = moderated"])
+        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
+        Thread.sleep(forTimeInterval: 0.3)
+        SimCard.useRoom(dir, ["echo": "on", "noise_dbfs": "-70"])
+        for (name, role, grants) in [("a", "streamer", ["--publish", "--moderate"]), ("b", "audience", ["--publish"])] {
+            let token = try mintToken(server, config: dir + "/server.conf", room: "rt", user: name, grants)
+            try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--server", "127.0.0.1:\(tcp)", "--token", token,
+                               "--role", role, "--duration", "40", "--stats-interval", "0", "--config", "none",
+                               "--state-dir", dir + "/\(name)-state", "--control-socket", dir + "/\(name).sock"],
+                       env: ["ROOMSIM_CONFIG": dir + "/room.conf"], log: dir + "/\(name).log")
+        }
+        var exercised = Set<String>()
+        @discardableResult
+        func ctl(_ who: String, _ args: [String], expect: Int32 = 0, file: StaticString = #filePath, line: UInt = #line) throws -> String {
+            let r = try runSeparated(roomctl, ["--socket", dir + "/\(who).sock", "--json"] + args)
+            XCTAssertEqual(r.status, expect, "\(who): roomctl \(args.joined(separator: " ")): \(r.stdout) \(r.stderr)", file: file, line: line)
+            if let sub = args.first(where: { !$0.hasPrefix("-") }) { exercised.insert(sub.replacingOccurrences(of: "-", with: "_")) }
+            return r.stdout
+        }
+        func result(_ text: String) throws -> [String: Any] {
+            try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["result"] as? [String: Any], text)
+        }
+        for who in ["a", "b"] {
+            waitForSocket(dir + "/\(who).sock")
+            try ctl(who, ["wait", "joined", "--timeout", "5"])
+        }
+        let b = try XCTUnwrap(try result(try ctl("b", ["status"]))["participant"] as? Int)
+
+        // Reading.
+        XCTAssertEqual(try result(try ctl("a", ["version"]))["api"] as? Int, controlAPIVersion)
+        XCTAssertEqual((try result(try ctl("a", ["participants"]))["participants"] as? [Any])?.count, 2)
+        XCTAssertNotNil(try result(try ctl("a", ["stats"]))["periods"] as? Int)
+
+        // Settings.
+        try ctl("a", ["log-level", "debug"])
+        try ctl("a", ["volume", "-6"])
+        XCTAssertEqual(try result(try ctl("a", ["status"]))["volume_db"] as? Double, -6)
+        try ctl("a", ["volume", "\(b)", "-10"])
+        try ctl("a", ["profile", "music"])
+        try ctl("a", ["profile", "speech"])
+        try ctl("a", ["reload"])  // --config none: nothing to apply, still an answer
+        let selftest = try result(try ctl("a", ["selftest"]))
+        XCTAssertEqual((selftest["mics"] as? [Any])?.count, 4)
+
+        // Messages and attributes.
+        try ctl("a", ["send-message", "--to", "\(b)", "hello B"])
+        try ctl("a", ["send-message", "hello room"])
+        try ctl("a", ["set-attribute", "topic", "budget"])
+        try ctl("a", ["set-attribute", "topic"])
+
+        // Stage: raise/lower, deny, approve, step down, invite/decline/accept, mute, demote.
+        try ctl("b", ["raise-hand"])
+        try ctl("b", ["lower-hand"])
+        try ctl("b", ["raise-hand"])
+        try ctl("a", ["deny", "\(b)"])
+        try ctl("b", ["raise-hand"])
+        try ctl("a", ["approve", "\(b)"])
+        try ctl("b", ["wait", "on-stage", "--timeout", "3"])
+        try ctl("b", ["step-down"])
+        try ctl("a", ["invite", "\(b)"])
+        try ctl("b", ["decline-invite"])
+        try ctl("a", ["invite", "\(b)"])
+        try ctl("b", ["accept-invite"])
+        try ctl("b", ["wait", "on-stage", "--timeout", "3"])
+        try ctl("a", ["mute-participant", "\(b)"])
+        try ctl("b", ["wait", "muted", "--timeout", "3"])
+        try ctl("a", ["demote", "\(b)"])
+
+        // Own mute.
+        try ctl("a", ["mute"])
+        try ctl("a", ["wait", "muted", "--timeout", "3"])
+        try ctl("a", ["unmute"])
+        try ctl("a", ["toggle-mute"])
+        try ctl("a", ["wait", "muted", "--timeout", "3"])
+        try ctl("a", ["events", "--event", "mute", "--count", "1", "--timeout", "0.5"], expect: Roomctl.Exit.timeout)
+
+        // Leaving and joining again; kicked at the end.
+        try ctl("b", ["leave"])
+        try ctl("b", ["join"])
+        try ctl("b", ["wait", "joined", "--timeout", "5"])
+        let b2 = try XCTUnwrap(try result(try ctl("b", ["status"]))["participant"] as? Int)
+        try ctl("a", ["kick", "\(b2)", "--reason", "test over"])
+        try ctl("b", ["status"])
+
+        exercised.insert("subscribe")  // `wait` and `events` subscribe
+        let missing = Set(ControlCommands.all.map(\.name)).subtracting(exercised)
+        XCTAssertEqual(missing, [], "commands without a round trip against roomd")
+    }
+}
