@@ -26,26 +26,17 @@ extension RoomMath {
         }
     }
 
-    private static func sinSeries(_ r: Double) -> Double {
-        let r2 = r * r
-        var term = r
-        var sum = r
-        var k = 2.0
-        while k < 40 {
-            term *= -r2 / (k * (k + 1))
-            let next = sum + term
-            if next == sum { break }
-            sum = next
-            k += 2
-        }
-        return sum
-    }
+    private static func sinSeries(_ r: Double) -> Double { alternatingSeries(r, first: r, k: 2) }
 
-    private static func cosSeries(_ r: Double) -> Double {
+    private static func cosSeries(_ r: Double) -> Double { alternatingSeries(r, first: 1, k: 1) }
+
+    /// Sums first − first·r²/(k(k+1)) + … (the Taylor series of sin with first = r, k = 2, and
+    /// of cos with first = 1, k = 1) until a term no longer changes the sum.
+    private static func alternatingSeries(_ r: Double, first: Double, k start: Double) -> Double {
         let r2 = r * r
-        var term = 1.0
-        var sum = 1.0
-        var k = 1.0
+        var term = first
+        var sum = first
+        var k = start
         while k < 40 {
             term *= -r2 / (k * (k + 1))
             let next = sum + term

@@ -1,4 +1,5 @@
 import Foundation
+import RoomControl
 import RoomCore
 import XCTest
 
@@ -158,6 +159,43 @@ final class RoomdConfigurationTests: ProcessTestCase {
         let refused = try json(["reload"])
         XCTAssertTrue("\(refused)".contains("no-such-group-here"), "\(refused)")
         XCTAssertEqual(try socketGroup(), 65534)
+        stop(p)
+    }
+
+    /// Permissions at the daemon, with real credentials (setpriv): a caller who can open the
+    /// socket but is not in the control group reads state and is refused changes; a member of
+    /// the configured group may change the appliance.
+    func testCallersOutsideTheControlGroupAreRefusedChanges() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("needs root and setpriv to act as another user")
+        }
+        // The test scratch directories must be reachable by the unprivileged caller.
+        var path = dir
+        while path != "/" && !path.isEmpty { chmod(path, 0o755); path = (path as NSString).deletingLastPathComponent }
+        let socket = dir + "/ctl.sock"
+        func asUser(gid: gid_t, _ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+            try runSeparated("/usr/bin/setpriv", ["--reuid=65534", "--regid=\(gid)", "--clear-groups", roomctl, "--socket", socket] + args)
+        }
+        // No control group: the socket belongs to roomd's group (root's, 0 here); its members
+        // may read, only root and roomd's user may change.
+        try write(dir + "/roomd.conf", "")
+        var p = try start(config: dir + "/roomd.conf")
+        XCTAssertEqual(try asUser(gid: 0, ["status"]).status, 0, "read commands: anyone who can open the socket")
+        let refused = try asUser(gid: 0, ["volume", "-10"])
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.contains("permission_denied"), refused.stderr)
+        XCTAssertEqual(try status()["volume_db"] as? Double, 0, "refused: nothing changed")
+        stop(p)
+        let log = try String(contentsOfFile: dir + "/roomd.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("uid 65534") && log.contains("refused"), "the refusal is logged with who: \(log)")
+
+        // control.group = audio: the socket is the group's and its members may change things.
+        let audio = try XCTUnwrap(getgrnam("audio")).pointee.gr_gid
+        try write(dir + "/roomd.conf", "[control]\ngroup = audio\n")
+        p = try start(config: dir + "/roomd.conf", log: "roomd2.log")
+        XCTAssertEqual(try asUser(gid: audio, ["volume", "-10"]).status, 0)
+        XCTAssertEqual(try status()["volume_db"] as? Double, -10)
+        XCTAssertEqual(try asUser(gid: 0, ["status"]).status, Roomctl.Exit.unavailable, "not in the group: cannot even open the socket")
         stop(p)
     }
 
