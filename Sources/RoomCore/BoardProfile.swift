@@ -72,6 +72,15 @@ public struct BoardProfile: Sendable, Equatable {
 
 /// Buttons and LEDs on GPIO lines of one chip. Every line is optional: a board may have
 /// only some of them, or none (then roomd runs without buttons).
+/// A button line's pull resistor. A button that shorts the line to ground needs a pull-up
+/// (and `active_low = yes`); one to 3.3 V a pull-down. Kernel support: line bias since 5.5.
+public enum GPIOBias: String, Sendable, Equatable, CaseIterable {
+    case asIs = "as-is"
+    case pullUp = "pull-up"
+    case pullDown = "pull-down"
+    case disabled
+}
+
 public struct BoardGPIO: Sendable, Equatable {
     /// gpiochip name or label, as libgpiod opens it ("gpiochip0", or "sim" for the simulator).
     public var chip: String?
@@ -82,9 +91,13 @@ public struct BoardGPIO: Sendable, Equatable {
     public var stageLED: Int?
     /// True when a pressed button reads 0 and an LED lights on 0 (pull-up wiring).
     public var activeLow: Bool
+    /// The pull resistor roomd asks for on the button lines; `asIs` leaves the device tree's.
+    public var bias: GPIOBias
 
     public init(chip: String? = nil, muteButton: Int? = nil, handButton: Int? = nil,
-                muteLED: Int? = nil, handLED: Int? = nil, stageLED: Int? = nil, activeLow: Bool = false) {
+                muteLED: Int? = nil, handLED: Int? = nil, stageLED: Int? = nil, activeLow: Bool = false,
+                bias: GPIOBias = .asIs) {
+        self.bias = bias
         self.chip = chip
         self.muteButton = muteButton
         self.handButton = handButton

@@ -44,7 +44,7 @@ extension BoardProfile {
         ("audio", ["capture_device", "playback_device", "rate", "capture_channels", "playback_channels",
                    "period_ms", "alsa_config"]),
         ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7", "beamformer"]),
-        ("gpio", ["chip", "mute_button", "hand_button", "mute_led", "hand_led", "stage_led", "active_low"]),
+        ("gpio", ["chip", "mute_button", "hand_button", "mute_led", "hand_led", "stage_led", "active_low", "bias"]),
     ]
 
     /// N for a key `micN` written canonically (`mic0`, `mic12`; not `mic01`), else nil.
@@ -103,6 +103,12 @@ extension BoardProfile {
         var gpio = BoardGPIO()
         gpio.chip = try values.string("gpio.chip")
         gpio.activeLow = try values.yesNo("gpio.active_low") ?? false
+        if let text = try values.string("gpio.bias") {
+            guard let bias = GPIOBias(rawValue: text) else {
+                throw values.error("gpio.bias", "\"\(text)\" is not \(ConfigValues.list(GPIOBias.allCases.map(\.rawValue)))")
+            }
+            gpio.bias = bias
+        }
         var used: [Int: String] = [:]
         func line(_ key: String) throws(ConfigError) -> Int? {
             guard let v = try values.int(key, in: BoardGPIO.lineRange) else { return nil }

@@ -80,6 +80,6 @@ public enum GPIO {
             let dir = getenv(simulatorDirectoryVariable).map { String(cString: $0) }
             return try SimulatedGPIO(directory: dir?.isEmpty == false ? dir : nil)
         }
-        return try LibgpiodBackend(chip: chip, activeLow: board.activeLow)
+        return try LibgpiodBackend(chip: chip, activeLow: board.activeLow, bias: board.bias)
     }
 }

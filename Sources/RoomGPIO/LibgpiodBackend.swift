@@ -1,5 +1,6 @@
 import CGpiod
 import Glibc
+import RoomCore
 import RoomSystem
 
 /// libgpiod 1.6 (v1 API, Debian bookworm). Active-low is requested from the kernel with
@@ -8,12 +9,14 @@ import RoomSystem
 public final class LibgpiodBackend: GPIOBackend {
     public let chipName: String
     public let activeLow: Bool
+    public let bias: GPIOBias
     public static let consumer = "roomd"
     private var chip: OpaquePointer?
 
-    public init(chip name: String, activeLow: Bool) throws(SystemError) {
+    public init(chip name: String, activeLow: Bool, bias: GPIOBias = .asIs) throws(SystemError) {
         chipName = name
         self.activeLow = activeLow
+        self.bias = bias
         errno = 0
         guard let chip = name.withCString({ gpiod_chip_open_lookup($0) }) else {
             let code = errno == 0 ? ENOENT : errno
@@ -26,6 +29,19 @@ public final class LibgpiodBackend: GPIOBackend {
 
     private var flags: Int32 { activeLow ? Int32(GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW) : 0 }
 
+    /// Request flags for a button line: active-low plus the board's bias. LEDs get no bias
+    /// (an output drives the line; a pull would only waste current).
+    public static func inputFlags(activeLow: Bool, bias: GPIOBias) -> Int32 {
+        var f: Int32 = activeLow ? Int32(GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW) : 0
+        switch bias {
+        case .asIs: break
+        case .pullUp: f |= Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP)
+        case .pullDown: f |= Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_DOWN)
+        case .disabled: f |= Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_DISABLE)
+        }
+        return f
+    }
+
     private func line(_ offset: Int, _ what: String) throws(SystemError) -> OpaquePointer {
         guard let chip, offset >= 0, let line = gpiod_chip_get_line(chip, UInt32(offset)) else {
             throw .errno("gpio chip \(chipName) line \(offset) (\(what)): get line", offset < 0 ? EINVAL : errno)
@@ -36,7 +52,7 @@ public final class LibgpiodBackend: GPIOBackend {
     public func openInput(_ button: ButtonID, line offset: Int) throws(SystemError) -> GPIOInput {
         let what = "\(button.rawValue) button"
         let line = try line(offset, what)
-        if gpiod_line_request_both_edges_events_flags(line, Self.consumer, flags) != 0 {
+        if gpiod_line_request_both_edges_events_flags(line, Self.consumer, Self.inputFlags(activeLow: activeLow, bias: bias)) != 0 {
             throw .errno("gpio chip \(chipName) line \(offset) (\(what)): request edge events")
         }
         let fd = gpiod_line_event_get_fd(line)

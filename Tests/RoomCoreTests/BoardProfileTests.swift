@@ -125,6 +125,13 @@ final class BoardProfileTests: XCTestCase {
         assertRejected(Self.minimal + "\n[gpio]\nchip = c\nactive_low = 1", key: "gpio.active_low", contains: "not yes or no")
     }
 
+    func testGPIOBias() throws {
+        XCTAssertEqual(try parse(Self.minimal + "\n[gpio]\nchip = c\nmute_button = 17\nbias = pull-up").gpio.bias, .pullUp)
+        XCTAssertEqual(try parse(Self.minimal + "\n[gpio]\nchip = c\nmute_button = 17").gpio.bias, .asIs)
+        assertRejected(Self.minimal + "\n[gpio]\nchip = c\nbias = up", key: "gpio.bias",
+                       contains: "\"up\" is not as-is, pull-up, pull-down or disabled")
+    }
+
     func testArrayRules() {
         let two = Self.minimal + "\ncapture_channels = 2\n[array]\n"
         XCTAssertNoThrow(try parse(two + "mic0 = 0.01 0 0\nmic1 = -0.01 0 0"))

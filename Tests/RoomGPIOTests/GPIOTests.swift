@@ -1,4 +1,5 @@
 import Foundation
+import CGpiod
 import Glibc
 import RoomCore
 import RoomSystem
@@ -35,6 +36,15 @@ final class GPIOTests: XCTestCase {
         var template = Array("/tmp/roomgpio-XXXXXX".utf8CString)
         let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         return String(cString: p!)
+    }
+
+    /// The kernel gets exactly the bias the board asks for, on top of active-low.
+    func testLibgpiodInputFlagsCarryActiveLowAndBias() {
+        XCTAssertEqual(LibgpiodBackend.inputFlags(activeLow: false, bias: .asIs), 0)
+        XCTAssertEqual(LibgpiodBackend.inputFlags(activeLow: true, bias: .pullUp),
+                       Int32(GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW | GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP))
+        XCTAssertEqual(LibgpiodBackend.inputFlags(activeLow: false, bias: .pullDown), Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_DOWN))
+        XCTAssertEqual(LibgpiodBackend.inputFlags(activeLow: false, bias: .disabled), Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_DISABLE))
     }
 
     func testPressShorterThanDebounceIsIgnored() throws {
