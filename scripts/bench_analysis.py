@@ -93,6 +93,11 @@ def engine(work):
         sys.exit("bench engine: too few steady-state periods measured")
     emit("engine", "engine.allocs_per_frame", summary["steady_allocs"] / summary["steady_periods"], "allocs",
          board="sim", periods=summary["steady_periods"])
+    if not summary.get("retain_probe_verified"):
+        sys.exit("bench engine: the probe did not count a test retain (swift_retain not interposed?)")
+    emit("engine", "engine.retains_per_frame", summary["steady_retains"] / summary["steady_periods"], "retains",
+         board="sim", periods=summary["steady_periods"],
+         measure="swift_retain/swift_retain_n calls on the audio thread per steady-state period (LD_PRELOAD probe)")
     emit("engine", "engine.cpu_pct", summary["cpu_pct"], "%", board="sim",
          config="board/sim: 48 kHz, 4 mics captured, APM on mic 0 (beamformer off), Opus 10 ms encode+decode (loopback), far-end playing")
     emit("engine", "roomd.rss_mb", summary["rss_mb"], "MB", board="sim")

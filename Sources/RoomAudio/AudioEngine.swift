@@ -137,8 +137,14 @@ final class AudioLoop: @unchecked Sendable {
     private let slotAudio: UnsafeMutablePointer<Float>
     private let slotPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
 
-    private var capture: AlsaPCM?
-    private var playback: AlsaPCM?
+    private var capture: AlsaPCM? { didSet { captureEveryPeriod = capture.map { Unmanaged.passUnretained($0) } } }
+    private var playback: AlsaPCM? { didSet { playbackEveryPeriod = playback.map { Unmanaged.passUnretained($0) } } }
+    /// The same devices for the per-period calls, used through `_withUnsafeGuaranteedRef`:
+    /// loading a class reference from a `var` costs a retain/release pair per call (measured:
+    /// 2 per period in release, one per device), and the loop should not touch reference
+    /// counts. Safe because only this thread replaces the devices, never during a call.
+    private var captureEveryPeriod: Unmanaged<AlsaPCM>?
+    private var playbackEveryPeriod: Unmanaged<AlsaPCM>?
     private let apm: AudioProcessor
     private let encoder: OpusEncoderBox
     private let remotes: RemoteStreams
@@ -281,16 +287,19 @@ final class AudioLoop: @unchecked Sendable {
         }
         stats.allocationProbeActive.store(probe.isAvailable, ordering: .relaxed)
         stats.allocationProbeVerified.store(probe.verify(), ordering: .relaxed)
+        stats.retainProbeVerified.store(probe.verifyRetains(), ordering: .relaxed)
         post(.started(rate: config.rate, micChannels: micCount, beamforming: apm.beamforming))
         if !startStreams() { recoverLostDevice(capture: false, code: -EIO) }
         var lastAllocations = probe.threadAllocations()
+        var lastRetains = probe.threadRetains()
         let cpuStart = threadCPUNanoseconds()
 
         while control.running.load(ordering: .relaxed) {
-            let got = capture?.read(captureInterleaved, frames: period) ?? -Int(EBADFD)
+            let got = captureEveryPeriod?._withUnsafeGuaranteedRef { $0.read(captureInterleaved, frames: period) } ?? -Int(EBADFD)
             if got < 0 {
                 handleCaptureError(Int32(got))
                 lastAllocations = probe.threadAllocations()
+                lastRetains = probe.threadRetains()
                 continue
             }
             processPeriod()
@@ -299,13 +308,16 @@ final class AudioLoop: @unchecked Sendable {
 
             calmPeriods += 1
             let now = probe.threadAllocations()
+            let retainsNow = probe.threadRetains()
             if calmPeriods > warmupPeriods {
                 stats.steadyAllocations.wrappingAdd(Int(now &- lastAllocations), ordering: .relaxed)
+                stats.steadyRetains.wrappingAdd(Int(retainsNow &- lastRetains), ordering: .relaxed)
                 stats.steadyPeriodsMeasured.wrappingAdd(1, ordering: .relaxed)
             } else {
                 stats.unsteadyAllocations.wrappingAdd(Int(now &- lastAllocations), ordering: .relaxed)
             }
             lastAllocations = now
+            lastRetains = retainsNow
             stats.periods.wrappingAdd(1, ordering: .relaxed)
             stats.threadCPUNanoseconds.store(threadCPUNanoseconds() &- cpuStart, ordering: .relaxed)
         }
@@ -362,7 +374,7 @@ final class AudioLoop: @unchecked Sendable {
         let testing = selfTest.active()
         if testing { selfTest.fillSpeaker(speaker) }
         _ = apm.analyzeRender(speakerPointers)
-        let delayFrames = (playback?.delayFrames() ?? 0) + period
+        let delayFrames = (playbackEveryPeriod?._withUnsafeGuaranteedRef { $0.delayFrames() } ?? 0) + period
         _ = apm.processCapture(micPointers, into: cleanedPointers, delayMilliseconds: delayFrames * 1000 / config.rate)
 
         let micZero = UnsafeBufferPointer(start: mics, count: period)
@@ -500,26 +512,28 @@ final class AudioLoop: @unchecked Sendable {
     /// skew), so a period is dropped or repeated when the fill leaves its band. Each such
     /// correction is counted.
     private func writeSpeaker() -> Int {
-        guard let playback else { return -Int(EBADFD) }
+        guard let device = playbackEveryPeriod else { return -Int(EBADFD) }
         let channels = config.playbackChannels
         for i in 0..<period {
             let s = Int16(clamping: Int((speaker[i] * 32767).rounded()))
             for c in 0..<channels { speakerInterleaved[i * channels + c] = s }
         }
-        let available = playback.available()
-        if available < 0 { return available }
-        let fill = playback.bufferFrames - available
-        let target = config.playbackPrefillPeriods * period
-        if fill > target + 2 * period {
-            stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
-            return 0
+        return device._withUnsafeGuaranteedRef { playback in
+            let available = playback.available()
+            if available < 0 { return available }
+            let fill = playback.bufferFrames - available
+            let target = config.playbackPrefillPeriods * period
+            if fill > target + 2 * period {
+                stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
+                return 0
+            }
+            var rc = playback.write(speakerInterleaved, frames: period)
+            if rc >= 0 && fill < period {
+                stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
+                rc = playback.write(speakerInterleaved, frames: period)
+            }
+            return rc
         }
-        var rc = playback.write(speakerInterleaved, frames: period)
-        if rc >= 0 && fill < period {
-            stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
-            rc = playback.write(speakerInterleaved, frames: period)
-        }
-        return rc
     }
 
     private func handleCaptureError(_ code: Int32) {

@@ -128,6 +128,11 @@ public final class EngineStats: Sendable {
     public let allocationProbeVerified = Atomic<Bool>(false)
     /// Allocations outside steady state (start-up, recoveries): shows the probe sees the thread.
     public let unsteadyAllocations = Atomic<Int>(0)
+    /// Swift retains on the audio thread in steady-state periods (needs the probe): reference
+    /// counting on objects the event loop also holds is cache-line traffic between cores.
+    public let steadyRetains = Atomic<Int>(0)
+    /// The probe's retain counter moved for a deliberate retain on the audio thread.
+    public let retainProbeVerified = Atomic<Bool>(false)
     /// CPU time of the audio thread, nanoseconds.
     public let threadCPUNanoseconds = Atomic<UInt64>(0)
     /// Smoothed levels in dBFS, stored as Float bit patterns.

@@ -19,6 +19,12 @@ final class RemoteStreams {
     private var streams: [Stream]          // fixed size, mutated in place (no reallocation)
     private let buffers: [JitterBuffer]
     private let decoders: [OpusDecoderBox]
+    /// The same objects, unretained, for the per-packet and per-period calls: reading a class
+    /// reference out of an array costs a retain/release pair (measured: one per received packet
+    /// in release), and the audio thread should not touch reference counts. The arrays above
+    /// keep them alive for as long as this object.
+    private let bufferRefs: UnsafeMutablePointer<Unmanaged<JitterBuffer>>
+    private let decoderRefs: UnsafeMutablePointer<Unmanaged<OpusDecoderBox>>
     private let decoded: UnsafeMutablePointer<Float>   // count × frameSamples
     /// A slot unused this long may be taken by a new SSRC.
     private let idleSamples: Int64 = 48_000 * 2
@@ -37,19 +43,33 @@ final class RemoteStreams {
         var made: [OpusDecoderBox] = []
         for _ in 0..<count { made.append(try OpusDecoderBox(rate: rate)) }
         decoders = made
+        bufferRefs = .allocate(capacity: count)
+        decoderRefs = .allocate(capacity: count)
+        for i in 0..<count {
+            (bufferRefs + i).initialize(to: Unmanaged.passUnretained(buffers[i]))
+            (decoderRefs + i).initialize(to: Unmanaged.passUnretained(made[i]))
+        }
         decoded = .allocate(capacity: count * frameSamples)
         decoded.initialize(repeating: 0, count: count * frameSamples)
     }
 
-    deinit { decoded.deallocate() }
+    deinit { decoded.deallocate(); bufferRefs.deallocate(); decoderRefs.deallocate() }
+
+    @inline(__always)
+    private func buffer<R>(_ i: Int, _ body: (JitterBuffer) -> R) -> R { bufferRefs[i]._withUnsafeGuaranteedRef(body) }
+
+    @inline(__always)
+    private func decoder<R>(_ i: Int, _ body: (OpusDecoderBox) -> R) -> R { decoderRefs[i]._withUnsafeGuaranteedRef(body) }
 
     /// Files a received packet with its stream; a stream that is new takes a slot.
     func insert(_ packet: MediaPacket) {
         guard let index = slot(for: packet.ssrc, at: packet.arrivalSamples) else { return }
         streams[index].lastArrival = packet.arrivalSamples
         _ = packet.withPayload { payload in
-            buffers[index].insert(sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
-                                  arrivalSamples: packet.arrivalSamples, payload: payload)
+            buffer(index) {
+                $0.insert(sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
+                          arrivalSamples: packet.arrivalSamples, payload: payload)
+            }
         }
     }
 
@@ -65,8 +85,8 @@ final class RemoteStreams {
             }
         }
         guard let chosen = free ?? oldest else { return nil }
-        buffers[chosen].reset()
-        _ = decoders[chosen].reset()
+        buffer(chosen) { $0.reset() }
+        _ = decoder(chosen) { $0.reset() }
         streams[chosen] = Stream(ssrc: ssrc, inUse: true, lastArrival: now)
         return chosen
     }
@@ -95,7 +115,7 @@ final class RemoteStreams {
                 filled += n
             }
             pointers[i] = UnsafePointer(out)
-            let stats = buffers[i].statistics
+            let stats = buffer(i) { $0.statistics }
             perStream.publish(slot: i, ssrc: streams[i].ssrc, stats)
             sum.add(stats)
         }
@@ -107,13 +127,14 @@ final class RemoteStreams {
     private func decodeNext(_ i: Int, now: Int64) {
         let out = decoded + i * frameSamples
         var produced = 0
-        switch buffers[i].nextFrame(nowSamples: now) {
+        let frames = frameSamples
+        switch buffer(i, { $0.nextFrame(nowSamples: now) }) {
         case .decode(let p):
-            produced = decoders[i].decode(p.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: p.payload.count, into: out, frames: frameSamples)
+            produced = decoder(i) { $0.decode(p.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: p.payload.count, into: out, frames: frames) }
         case .decodeFEC(let next):
-            produced = decoders[i].decodeFEC(from: next.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: next.payload.count, into: out, frames: frameSamples)
+            produced = decoder(i) { $0.decodeFEC(from: next.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: next.payload.count, into: out, frames: frames) }
         case .conceal:
-            produced = decoders[i].conceal(into: out, frames: frameSamples)
+            produced = decoder(i) { $0.conceal(into: out, frames: frames) }
         case .silence:
             produced = 0
         }

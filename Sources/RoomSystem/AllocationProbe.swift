@@ -6,6 +6,7 @@ import Synchronization
 public struct AllocationProbe: @unchecked Sendable {
     private typealias CountFunction = @convention(c) () -> UInt
     private let count: CountFunction?
+    private let retainCount: CountFunction?
 
     public init() {
         // A nil handle is RTLD_DEFAULT: search every loaded object, preloads included.
@@ -14,6 +15,7 @@ public struct AllocationProbe: @unchecked Sendable {
         } else {
             count = nil
         }
+        retainCount = dlsym(nil, "roomallocprobe_thread_retains").map { unsafeBitCast($0, to: CountFunction.self) }
     }
 
     public var isAvailable: Bool { count != nil }
@@ -36,4 +38,20 @@ public struct AllocationProbe: @unchecked Sendable {
     /// Allocations made so far by the calling thread, or 0 without the probe.
     @inline(__always)
     public func threadAllocations() -> UInt { count?() ?? 0 }
+
+    /// Swift retains made so far by the calling thread, or 0 without the probe.
+    @inline(__always)
+    public func threadRetains() -> UInt { retainCount?() ?? 0 }
+
+    /// Proves the retain counter counts: retaining an object must move it.
+    public func verifyRetains() -> Bool {
+        guard retainCount != nil else { return false }
+        final class Box {}
+        let box = Box()
+        let before = threadRetains()
+        let unmanaged = Unmanaged.passUnretained(box).retain()
+        let after = threadRetains()
+        unmanaged.release()
+        return after > before
+    }
 }

@@ -66,6 +66,8 @@ final class StatusReporter {
                 ("jitter_delay_ms", "\(now.jitterBufferDelayMs)"), ("fec", "\(now.fecRecovered)"), ("plc", "\(now.concealedFrames)"),
                 ("alloc_probe", now.allocationProbeActive ? "true" : "false"),
                 ("steady_allocs", "\(now.steadyAllocations)"), ("steady_periods", "\(now.steadyPeriodsMeasured)"),
+                ("steady_retains", "\(engine.stats.steadyRetains.load(ordering: .relaxed))"),
+                ("retain_probe_verified", engine.stats.retainProbeVerified.load(ordering: .relaxed) ? "true" : "false"),
                 ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
                 ("cpu_pct", fmt(cpuPct, 2)), ("rss_mb", fmt(ProcessStats.residentMegabytes(), 2)),
             ]
@@ -111,6 +113,7 @@ final class StatusReporter {
             printLine("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
                   + "\"cpu_pct\":\(fmt(cpuPct, 2)),\"rss_mb\":\(fmt(ProcessStats.residentMegabytes(), 2)),"
                   + "\"alloc_probe\":\(now.allocationProbeActive),\"alloc_probe_verified\":\(now.allocationProbeVerified),\"unsteady_allocs\":\(now.unsteadyAllocations),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
+                  + "\"retain_probe_verified\":\(engine.stats.retainProbeVerified.load(ordering: .relaxed)),\"steady_retains\":\(engine.stats.steadyRetains.load(ordering: .relaxed)),"
                   + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
                   + "\"drift_corrections\":\(now.driftCorrections),\"fec\":\(now.fecRecovered),\"plc\":\(now.concealedFrames),\"lost\":\(now.packetsLost)}")
         } else {

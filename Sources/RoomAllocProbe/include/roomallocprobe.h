@@ -4,4 +4,6 @@
 #ifndef ROOMALLOCPROBE_H
 #define ROOMALLOCPROBE_H
 unsigned long roomallocprobe_thread_count(void);
+/// Swift retains (swift_retain, swift_retain_n) made so far by the calling thread.
+unsigned long roomallocprobe_thread_retains(void);
 #endif
