@@ -19,6 +19,8 @@ public final class SelfTestCapture: @unchecked Sendable {
     public let recordPeriods: Int
     public let signalCapacity: Int
     private let state = Atomic<Int>(State.idle.rawValue)
+    /// Daemon → audio thread: drop the running test (the daemon gave up waiting for it).
+    private let cancelRequested = Atomic<Bool>(false)
 
     // Daemon writes `signal` and `signalLength` before `request`; the audio thread writes the rest.
     private let signal: UnsafeMutablePointer<Float>
@@ -54,6 +56,7 @@ public final class SelfTestCapture: @unchecked Sendable {
     public func request(_ testSignal: [Float]) -> Bool {
         let s = currentState
         guard s == .idle || s == .done || s == .aborted else { return false }
+        guard !testSignal.isEmpty else { return false }
         signalLength = min(testSignal.count, signalCapacity)
         testSignal.withUnsafeBufferPointer { signal.update(from: $0.baseAddress!, count: signalLength) }
         state.store(State.requested.rawValue, ordering: .releasing)
@@ -74,7 +77,16 @@ public final class SelfTestCapture: @unchecked Sendable {
 
     /// Daemon: forget an aborted test.
     public func reset() {
-        if currentState == .aborted { state.store(State.idle.rawValue, ordering: .releasing) }
+        _ = state.compareExchange(expected: State.aborted.rawValue, desired: State.idle.rawValue, ordering: .acquiringAndReleasing)
+    }
+
+    /// Daemon: give up on a test that has not finished (a stalled device). One not yet started
+    /// is withdrawn at once; a running one is dropped by the audio thread at its next period,
+    /// so a device that comes back never plays a sweep nobody waits for.
+    public func cancel() {
+        if state.compareExchange(expected: State.requested.rawValue, desired: State.idle.rawValue,
+                                 ordering: .acquiringAndReleasing).exchanged { return }
+        if currentState == .running { cancelRequested.store(true, ordering: .releasing) }
     }
 
     // MARK: audio thread
@@ -84,11 +96,20 @@ public final class SelfTestCapture: @unchecked Sendable {
     func active() -> Bool {
         let s = state.load(ordering: .acquiring)
         if s == State.requested.rawValue {
+            // A compare-exchange: the daemon may withdraw the request at the same moment.
+            guard state.compareExchange(expected: State.requested.rawValue, desired: State.running.rawValue,
+                                        ordering: .acquiringAndReleasing).exchanged else { return false }
             period = 0
-            state.store(State.running.rawValue, ordering: .relaxed)
+            cancelRequested.store(false, ordering: .relaxed)
             return true
         }
-        return s == State.running.rawValue
+        guard s == State.running.rawValue else { return false }
+        if cancelRequested.load(ordering: .acquiring) {
+            cancelRequested.store(false, ordering: .relaxed)
+            state.store(State.aborted.rawValue, ordering: .releasing)
+            return false
+        }
+        return true
     }
 
     /// Replaces what the speaker will play this period: silence, then the signal, then silence.
@@ -119,6 +140,6 @@ public final class SelfTestCapture: @unchecked Sendable {
 
     /// A device loss or xrun broke the recording's timing: the result would lie.
     func abort() {
-        if state.load(ordering: .relaxed) == State.running.rawValue { state.store(State.aborted.rawValue, ordering: .releasing) }
+        _ = state.compareExchange(expected: State.running.rawValue, desired: State.aborted.rawValue, ordering: .acquiringAndReleasing)
     }
 }

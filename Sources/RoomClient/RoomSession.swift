@@ -69,7 +69,8 @@ public final class RoomSession {
     private var leaveTimer: EventLoop.TimerID?
     private var nextRequestID = 1
     private var pending: [Int: (type: String, completion: RoomRequestCompletion?)] = [:]
-    private var leaveCompletion: RoomRequestCompletion?
+    /// Everyone waiting for the leave under way (a second `leave` while leaving waits too).
+    private var leaveCompletions: [RoomRequestCompletion] = []
     private var random = SystemRandomNumberGenerator()
 
     // Media state (RoomSessionMedia.swift).
@@ -185,13 +186,13 @@ public final class RoomSession {
             }
             _ = id
             phase = .leaving
-            leaveCompletion = completion
+            if let completion { leaveCompletions.append(completion) }
             leaveTimer = loop.schedule(after: configuration.leaveTimeout) { [weak self] in
                 self?.leaveTimer = nil
                 self?.finishLeave()
             }
         case .leaving:
-            return
+            if let completion { leaveCompletions.append(completion) }
         case .idle, .stopped:
             completion?(.success(()))
         default:
@@ -201,18 +202,20 @@ public final class RoomSession {
     }
 
     private func finishLeave() {
-        let completion = leaveCompletion
-        leaveCompletion = nil
         finish(.left)
-        completion?(.success(()))
     }
 
+    /// Ends the membership, whatever the reason; a leave under way is answered (it is over,
+    /// even if a kick or a stop ended it first).
     private func finish(_ reason: RoomDisconnectReason) {
         teardownConnection()
         cancelTimer(&retryTimer)
         cancelTimer(&leaveTimer)
         phase = .stopped
         setState(.disconnected(reason))
+        let waiting = leaveCompletions
+        leaveCompletions = []
+        for completion in waiting { completion(.success(())) }
     }
 
     // MARK: Connecting

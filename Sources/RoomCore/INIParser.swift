@@ -45,7 +45,7 @@ public enum INIParser {
             if line.first == "[" {
                 guard line.last == "]", line.count >= 2 else {
                     throw ConfigError(file: file, line: lineNumber, key: nil,
-                                      message: "malformed section header \"\(line)\" (expected \"[name]\")")
+                                      message: "malformed section header \"\(shown(line))\" (expected \"[name]\")")
                 }
                 let name = String(trim(line.dropFirst().dropLast()))
                 guard isName(name) else {
@@ -58,14 +58,14 @@ public enum INIParser {
             }
             guard let eq = line.firstIndex(of: "=") else {
                 throw ConfigError(file: file, line: lineNumber, key: nil,
-                                  message: "expected \"key = value\" or \"[section]\", found \"\(line)\"")
+                                  message: "expected \"key = value\" or \"[section]\", found \"\(shown(line))\"")
             }
             let key = String(trim(line[..<eq]))
             let value = String(trim(line[line.index(after: eq)...]))
             guard isName(key) else {
                 throw ConfigError(file: file, line: lineNumber, key: nil,
                                   message: key.isEmpty ? "missing key before \"=\""
-                                                       : "invalid key name \"\(key)\" (letters, digits, _ - . only)")
+                                                       : "invalid key name \"\(shown(Substring(key)))\" (letters, digits, _ - . only)")
             }
             guard let section else {
                 throw ConfigError(file: file, line: lineNumber, key: key,
@@ -92,6 +92,13 @@ public enum INIParser {
     }
 
     /// Drops a whole-line comment, or a trailing comment that follows whitespace.
+    /// A malformed line as error messages show it: cut after 24 characters, because the line
+    /// may be a secret written wrongly (a token without `key =`) and errors reach the journal
+    /// and roomctl.
+    static func shown(_ line: Substring) -> String {
+        line.count > 24 ? String(line.prefix(24)) + "…" : String(line)
+    }
+
     private static func stripComment(_ line: Substring) -> Substring {
         if let c = line.first, c == "#" || c == ";" { return "" }
         var previous: Character = "x"

@@ -104,7 +104,14 @@ public enum Files {
 public enum Groups {
     /// The gid of `nameOrNumber` (a number is taken as it is), or an error naming it.
     public static func id(of nameOrNumber: String) throws(SystemError) -> gid_t {
-        if let n = UInt32(nameOrNumber) { return gid_t(n) }
+        if let n = UInt32(nameOrNumber) {
+            var group = group()
+            var result: UnsafeMutablePointer<group>?
+            var buffer = [CChar](repeating: 0, count: 16 * 1024)
+            let rc = getgrgid_r(gid_t(n), &group, &buffer, buffer.count, &result)
+            guard rc == 0, result != nil else { throw SystemError("group \(n): no such group") }
+            return gid_t(n)
+        }
         var group = group()
         var result: UnsafeMutablePointer<group>?
         var buffer = [CChar](repeating: 0, count: 16 * 1024)
@@ -112,6 +119,17 @@ public enum Groups {
         guard rc == 0 else { throw .errno("group \(nameOrNumber)", rc) }
         guard let result else { throw SystemError("group \(nameOrNumber): no such group (create it, e.g. with the board's sysusers file)") }
         return result.pointee.gr_gid
+    }
+
+    /// Whether this process may give a file to `gid`: root may, anyone else only to a group
+    /// it belongs to (effective or supplementary) — chown(2) without CAP_CHOWN.
+    public static func processMayUse(_ gid: gid_t) -> Bool {
+        if geteuid() == 0 || getegid() == gid { return true }
+        let n = getgroups(0, nil)
+        guard n > 0 else { return false }
+        var list = [gid_t](repeating: 0, count: Int(n))
+        let got = getgroups(n, &list)
+        return got > 0 && list.prefix(Int(got)).contains(gid)
     }
 }
 

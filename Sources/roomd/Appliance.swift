@@ -59,10 +59,15 @@ final class Appliance {
 
     // MARK: room
 
+    /// The token the settings gave at the last join or reload, when the room in use is the
+    /// settings' room; nil while a `roomctl join` with its own server or token is in use (a
+    /// reload must not send the file's token to another server).
+    private var settingsToken: String?
+
     /// Joins with the effective settings, or with what a `join` request overrides.
     func join(servers serverText: String? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
         let e = settings.effective
-        let servers = serverText.map { $0.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) } } ?? e.servers
+        let servers = serverText.map(Self.serverList) ?? e.servers
         guard !servers.isEmpty else {
             throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
         }
@@ -72,6 +77,21 @@ final class Appliance {
         if let token { joinToken = token } else { joinToken = try Self.readToken(e) }
         let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
         try room.connect(servers: addresses, token: joinToken, role: roomRole, muted: session?.isSelfMuted ?? e.muted)
+        settingsToken = serverText == nil && token == nil ? joinToken : nil
+    }
+
+    static func serverList(_ text: String) -> [String] {
+        text.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
+    }
+
+    /// The control group's gid, checked to be one roomd can give the socket to.
+    static func controlGroup(_ name: String?) throws(SystemError) -> gid_t? {
+        guard let name else { return nil }
+        let gid = try Groups.id(of: name)
+        guard Groups.processMayUse(gid) else {
+            throw SystemError("roomd (uid \(geteuid())) is not a member of group \(name), so it cannot give it the control socket (systemd: SupplementaryGroups=\(name))")
+        }
+        return gid
     }
 
     static func readToken(_ e: EffectiveSettings) throws(SystemError) -> String {
@@ -119,7 +139,7 @@ final class Appliance {
         let after = settings.effective(file: next)
         var group: gid_t??
         if after.controlGroup != before.controlGroup {
-            do { group = .some(try after.controlGroup.map { g throws(SystemError) in try Groups.id(of: g) }) } catch {
+            do { group = .some(try Self.controlGroup(after.controlGroup)) } catch {
                 return .failure(.system("control.group: \(error)"))
             }
         }
@@ -136,7 +156,8 @@ final class Appliance {
                 return .failure(.system("room: \(error)"))
             }
         }
-        let tokenChanged = token != nil && token != session?.configuration.token
+        // Only a change of the settings' own token is refreshed, and only in the settings' room.
+        let tokenChanged = token != nil && settingsToken != nil && token != settingsToken
 
         let changedFileKeys = settings.commit(next)
         let now = settings.effective
@@ -166,6 +187,7 @@ final class Appliance {
             do {
                 try room.connect(servers: addresses, token: token, role: RoomRole(rawValue: now.role) ?? .streamer,
                                  muted: session?.isSelfMuted ?? now.muted)
+                settingsToken = token
                 report.rejoined += ["room.server", "room.role"].filter { changedFileKeys.contains($0) }
             } catch {
                 Log.error("room: \(error)")
@@ -174,6 +196,7 @@ final class Appliance {
             report.restartNeeded.append("room.server")
         } else if tokenChanged, let token, let session {
             // The token is refreshed in place: the call goes on (protocol `refresh_token`).
+            settingsToken = token
             session.refreshToken(token) { result in
                 if case .failure(let e) = result { Log.warning("reload: token refresh refused: \(e.message)") }
             }
@@ -198,8 +221,9 @@ final class Appliance {
             if !r.applied.isEmpty { parts.append("applied " + r.applied.joined(separator: ", ")) }
             if !r.rejoined.isEmpty { parts.append("rejoining for " + r.rejoined.joined(separator: ", ")) }
             if !r.restartNeeded.isEmpty { parts.append("restart needed for " + r.restartNeeded.joined(separator: ", ")) }
-            if !r.unchangedInEffect.isEmpty { parts.append("overridden on the command line: " + r.unchangedInEffect.joined(separator: ", ")) }
+            if !r.unchangedInEffect.isEmpty { parts.append("not in effect (set on the command line, or no room in loopback mode): " + r.unchangedInEffect.joined(separator: ", ")) }
             Log.notice("\(origin): configuration \(settings.configPath ?? "(none)") reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
+            control?.reloaded(r)
         case .failure(let e):
             Log.error("\(origin): configuration not reloaded, nothing changed: \(e)")
         }

@@ -31,6 +31,12 @@ final class ControlBridge {
 
     func setAllowedGroup(_ group: gid_t?) throws(SystemError) { try server?.setAllowedGroup(group) }
 
+    /// A reload (SIGHUP or roomctl) changed settings: subscribers see a `config` event.
+    func reloaded(_ r: Appliance.ReloadReport) {
+        guard !r.applied.isEmpty || !r.rejoined.isEmpty else { return }
+        server?.broadcast(event: "config", ["what": .string("reload"), "keys": .array((r.applied + r.rejoined).map(JSONValue.string))])
+    }
+
     // MARK: requests
 
     private func handle(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
@@ -64,9 +70,6 @@ final class ControlBridge {
         case .reload:
             switch appliance.reloadAndLog(origin: "roomctl reload") {
             case .success(let r):
-                if !r.applied.isEmpty || !r.rejoined.isEmpty {
-                    server?.broadcast(event: "config", ["what": .string("reload"), "keys": .array((r.applied + r.rejoined).map(JSONValue.string))])
-                }
                 reply(.success(["config": appliance.settings.configPath.map(JSONValue.string) ?? .null,
                                 "applied": .array(r.applied.map(JSONValue.string)),
                                 "rejoined": .array(r.rejoined.map(JSONValue.string)),
@@ -76,6 +79,13 @@ final class ControlBridge {
                 reply(.failure(ControlError(.configError, "\(e)")))
             }
         case .join(let servers, let token, let role):
+            if let servers {
+                for text in Appliance.serverList(servers) {
+                    do { _ = try SocketAddress(parsing: text) } catch {
+                        return reply(.failure(.badRequest(field: "args.server", "\"\(text)\": \(error)")))
+                    }
+                }
+            }
             do {
                 try appliance.join(servers: servers, token: token, role: role)
                 reply(.ok)
@@ -224,6 +234,8 @@ final class ControlBridge {
             if case .failed(let reason) = state { f["reason"] = .string(reason) }
             server.broadcast(event: "connection", f)
         case .joined(let info):
+            // Ids are the new room's (or a new membership's): volumes set for the old ones go.
+            if !info.restored { volumes.removeAll() }
             server.broadcast(event: "joined", ["room": .string(info.room), "participant": .int(Int(info.participantID)),
                                                "restored": .bool(info.restored)])
         case .participantJoined(let p):

@@ -91,8 +91,14 @@ struct Daemon {
         let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room)
         reload = { [unowned appliance] in _ = appliance.reloadAndLog(origin: "SIGHUP") }
         if let path = controlSocketPath(initial) {
+            let group: gid_t?
             do {
-                let group = try initial.controlGroup.map { g throws(SystemError) in try Groups.id(of: g) }
+                group = try Appliance.controlGroup(initial.controlGroup)
+            } catch {
+                Log.error("\(settings.configPath ?? "--control-group"): control.group: \(error)")
+                return 78  // EX_CONFIG
+            }
+            do {
                 appliance.control = try ControlBridge(path: path, group: group, appliance: appliance)
                 Log.info("control socket \(path)\(initial.controlGroup.map { ", group " + $0 } ?? "")")
             } catch {

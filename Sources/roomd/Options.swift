@@ -37,9 +37,9 @@ struct Options {
     Settings come from the command line, then the run-time settings (roomctl), then the
     configuration file, then the defaults (docs/config.md).
 
-      --config PATH          configuration file (default $ROOMD_CONFIG, else /etc/roomd/roomd.conf
-                             when it exists; "none" = no file). SIGHUP or `roomctl reload`
-                             re-read it.
+      --config PATH          configuration file (default $ROOMD_CONFIG; none without either; the
+                             systemd unit passes /etc/roomd/roomd.conf). SIGHUP or
+                             `roomctl reload` re-read it.
       --board PATH           board directory or its board.conf (default board/sim)
       --server ADDR[,ADDR]   join a room on roomserver at ADDR (host:port, numeric; a list
                              is tried in turn for failover)
@@ -150,6 +150,8 @@ struct Options {
         }
         if !o.servers.isEmpty && o.token == nil && o.tokenFile == nil { return .exit("roomd: --server needs --token or --token-file", 2) }
         if o.token != nil && o.tokenFile != nil { return .exit("roomd: --token and --token-file exclude each other", 2) }
+        // A token belongs to a server: never the command line's token with the file's server.
+        if o.servers.isEmpty && (o.token != nil || o.tokenFile != nil) { return .exit("roomd: --token needs --server", 2) }
         if !o.servers.isEmpty && o.loopback { return .exit("roomd: --loopback and --server exclude each other", 2) }
         return .run(o)
     }

@@ -54,6 +54,7 @@ final class SelfTestRunner {
             finish(.failure(ControlError(.deviceError, "the audio device had an xrun or was lost during the test; run it again")))
         default:
             if monotonicNanoseconds() > deadline {
+                engine.selfTest.cancel()
                 finish(.failure(ControlError(.deviceError, "the test did not finish in time (audio device stalled?)")))
             }
         }

@@ -23,26 +23,22 @@ struct EffectiveSettings: Equatable {
 /// Owns the three layers and the two files behind them. Lives on the event-loop thread.
 final class SettingsStore {
     let options: Options
-    /// nil: no configuration file (none given and /etc/roomd/roomd.conf absent).
+    /// nil: no configuration file (neither --config nor $ROOMD_CONFIG).
     let configPath: String?
     private(set) var file: ApplianceConfiguration
     private(set) var runtime: RuntimeSettings
     /// `<state dir>/settings.conf`, or nil when run-time settings are not kept.
     let statePath: String?
 
-    static let defaultConfigPath = "/etc/roomd/roomd.conf"
-
     /// Reads the configuration file (errors are fatal at start: `file:line: key: …`) and the
     /// run-time settings (a damaged file is set aside with a warning: the appliance must come
     /// up even if a person broke roomd's own file).
     init(options: Options) throws(ConfigError) {
         self.options = options
+        // No implicit /etc/roomd/roomd.conf: the unit names it, and a developer's or a bench's
+        // roomd on an installed board must not pick up the appliance's room and token.
         let chosen = options.config ?? Environment.get("ROOMD_CONFIG")
-        if let chosen {
-            configPath = chosen == "none" ? nil : Files.absolute(chosen)
-        } else {
-            configPath = Files.exists(Self.defaultConfigPath) ? Self.defaultConfigPath : nil
-        }
+        configPath = chosen.flatMap { $0 == "none" || $0.isEmpty ? nil : Files.absolute($0) }
         file = ApplianceConfiguration()
         runtime = RuntimeSettings()
         if let configPath { file = try Self.read(configPath) }
@@ -62,6 +58,13 @@ final class SettingsStore {
         if let statePath, Files.exists(statePath) {
             do {
                 runtime = try RuntimeSettings.parse(text: try Files.readText(statePath), file: statePath)
+                // Edited while roomd was stopped: the file's newer value wins, as at a reload.
+                let edited = runtime.keysChanged(in: file)
+                if !edited.isEmpty {
+                    Log.notice("\(configPath ?? "configuration"): \(edited.joined(separator: ", ")) changed since set at run time; the file's value wins")
+                    runtime.forget(changedConfigurationKeys: edited)
+                    _ = save()
+                }
             } catch {
                 let aside = statePath + ".bad"
                 Log.warning("\(error); run-time settings ignored (file kept as \(aside))")
@@ -118,6 +121,7 @@ final class SettingsStore {
     }
 
     private func save() -> String? {
+        runtime.rebase(on: file)
         guard let statePath else { return nil }
         do {
             try Files.writeAtomically(statePath, Array(runtime.serialized().utf8))

@@ -95,7 +95,7 @@ final class RoomdConfigurationTests: ProcessTestCase {
         let log = try String(contentsOfFile: dir + "/roomd.log", encoding: .utf8)
         XCTAssertTrue(log.contains("SIGHUP: configuration"), log)
         XCTAssertTrue(log.contains("restart needed for board.path") == false, "--board on the command line overrides the file: \(log)")
-        XCTAssertTrue(log.contains("overridden on the command line: board.path"), log)
+        XCTAssertTrue(log.contains("not in effect (set on the command line, or no room in loopback mode): board.path"), log)
     }
 
     func testRunTimeSettingsSurviveARestartUntilTheFileChangesThem() throws {
@@ -107,8 +107,11 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertEqual(try ctl(["log-level", "debug"]).status, 0)
         stop(p)
         let saved = try String(contentsOfFile: dir + "/state/settings.conf", encoding: .utf8)
-        XCTAssertEqual(try RuntimeSettings.parse(text: saved, file: "settings.conf"),
-                       RuntimeSettings(volumeDB: -12, profile: .music, logLevel: "debug"))
+        let parsed = try RuntimeSettings.parse(text: saved, file: "settings.conf")
+        XCTAssertEqual(parsed.volumeDB, -12)
+        XCTAssertEqual(parsed.profile, .music)
+        XCTAssertEqual(parsed.logLevel, "debug")
+        XCTAssertEqual(parsed.basis.volumeDB, .some(0), "set while the file said volume_db = 0")
 
         p = try start(config: config, log: "roomd2.log")
         var s = try status()
@@ -122,10 +125,19 @@ final class RoomdConfigurationTests: ProcessTestCase {
         s = try status()
         XCTAssertEqual(s["volume_db"] as? Double, -3)
         XCTAssertEqual(s["profile"] as? String, "music")
+        XCTAssertEqual(try ctl(["volume", "-20"]).status, 0)
         stop(p)
         let after = try RuntimeSettings.parse(text: try String(contentsOfFile: dir + "/state/settings.conf", encoding: .utf8), file: "s")
-        XCTAssertNil(after.volumeDB)
+        XCTAssertEqual(after.volumeDB, -20)
         XCTAssertEqual(after.profile, .music)
+
+        // Edited while roomd is stopped, then a restart (no reload): the edit wins there too.
+        try write(config, "[audio]\nvolume_db = -9\n")
+        p = try start(config: config, log: "roomd3.log")
+        s = try status()
+        XCTAssertEqual(s["volume_db"] as? Double, -9, "the file changed since -20 was set")
+        XCTAssertEqual(s["profile"] as? String, "music", "the profile's basis did not change")
+        stop(p)
     }
 
     func testDamagedRunTimeSettingsAreSetAsideNotFatal() throws {

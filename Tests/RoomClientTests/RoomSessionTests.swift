@@ -479,4 +479,21 @@ final class RoomSessionTests: XCTestCase {
         session.outgoingSignal.signal()
         XCTAssertTrue(try runLoop(loop) { session.statistics.droppedNotConnected == 1 })
     }
+
+    /// A second leave while the first is under way waits for the same end instead of being
+    /// dropped (roomctl leave twice, or a join that leaves first), and a restart from a leave's
+    /// completion (what roomd's join does) works.
+    func testEveryLeaveIsAnsweredAndARestartFromTheCompletionRejoins() throws {
+        let server = try FakeRoomServer(loop: loop)
+        let session = try joinedSession(server)
+        var answers = 0
+        session.leave { _ in answers += 1 }
+        session.leave { _ in
+            answers += 1
+            session.start()
+        }
+        XCTAssertTrue(try runLoop(loop) { answers == 2 })
+        XCTAssertTrue(try runLoop(loop) { server.hellos.count == 2 }, "joined again from the completion")
+        XCTAssertTrue(try runLoop(loop) { session.joinInfo != nil && session.connectionState == .connected })
+    }
 }

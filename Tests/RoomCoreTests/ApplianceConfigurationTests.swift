@@ -101,6 +101,22 @@ final class RuntimeSettingsTests: XCTestCase {
         }
     }
 
+    func testBasisRoundTripsAndTellsWhatTheFileChanged() throws {
+        var s = RuntimeSettings(volumeDB: -12, profile: .music, logLevel: "debug")
+        var file = ApplianceConfiguration()
+        file.volumeDB = -3
+        s.rebase(on: file)
+        XCTAssertEqual(s.basis, RuntimeSettings.Basis(volumeDB: .some(-3), profile: .some(nil), logLevel: .some(nil)))
+        let back = try RuntimeSettings.parse(text: s.serialized(), file: "s")
+        XCTAssertEqual(back, s)
+        XCTAssertEqual(back.keysChanged(in: file), [])
+        file.volumeDB = -6
+        file.logLevel = "info"
+        XCTAssertEqual(back.keysChanged(in: file), ["audio.volume_db", "log.level"])
+        // No basis recorded (an older file): nothing is dropped.
+        XCTAssertEqual(RuntimeSettings(volumeDB: 1).keysChanged(in: file), [])
+    }
+
     func testEditedFileErrorsNameTheLine() {
         XCTAssertThrowsError(try RuntimeSettings.parse(text: "[room]\nmuted = maybe\n", file: "s.conf")) { error in
             XCTAssertEqual((error as? ConfigError)?.description, "s.conf:2: room.muted: \"maybe\" is not yes or no")

@@ -10,6 +10,22 @@ public struct RuntimeSettings: Sendable, Equatable {
     public var logLevel: String?
     /// Self mute: a room that muted the appliance expects it to come back muted.
     public var muted: Bool?
+    /// The configuration file's values when the settings above were written. An installer
+    /// who edits the file while roomd is stopped and restarts it expects the edit to win, as
+    /// a reload would make it: at start, a key whose file value differs from its basis drops
+    /// its run-time value. `.some(nil)`: the file did not set the key; nil: unknown basis.
+    public var basis = Basis()
+
+    public struct Basis: Sendable, Equatable {
+        public var volumeDB: Double??
+        public var profile: AudioProfile??
+        public var logLevel: String??
+        public init(volumeDB: Double?? = nil, profile: AudioProfile?? = nil, logLevel: String?? = nil) {
+            self.volumeDB = volumeDB
+            self.profile = profile
+            self.logLevel = logLevel
+        }
+    }
 
     public init(volumeDB: Double? = nil, profile: AudioProfile? = nil, logLevel: String? = nil, muted: Bool? = nil) {
         self.volumeDB = volumeDB
@@ -18,7 +34,23 @@ public struct RuntimeSettings: Sendable, Equatable {
         self.muted = muted
     }
 
-    public var isEmpty: Bool { self == RuntimeSettings() }
+    public var isEmpty: Bool { volumeDB == nil && profile == nil && logLevel == nil && muted == nil }
+
+    /// Records the file's current values as the basis of the run-time values that are set.
+    public mutating func rebase(on file: ApplianceConfiguration) {
+        basis = Basis(volumeDB: volumeDB == nil ? nil : .some(file.volumeDB),
+                      profile: profile == nil ? nil : .some(file.profile),
+                      logLevel: logLevel == nil ? nil : .some(file.logLevel))
+    }
+
+    /// The file keys whose value is no longer the one the run-time values were set against.
+    public func keysChanged(in file: ApplianceConfiguration) -> [String] {
+        var keys: [String] = []
+        if case .some(let v) = basis.volumeDB, v != file.volumeDB { keys.append("audio.volume_db") }
+        if case .some(let p) = basis.profile, p != file.profile { keys.append("audio.profile") }
+        if case .some(let l) = basis.logLevel, l != file.logLevel { keys.append("log.level") }
+        return keys
+    }
 
     public static let fileName = "settings.conf"
 
@@ -26,6 +58,7 @@ public struct RuntimeSettings: Sendable, Equatable {
         ("audio", ["volume_db", "profile"]),
         ("log", ["level"]),
         ("room", ["muted"]),
+        ("based_on", ["volume_db", "profile", "log_level"]),
     ]
 
     /// Reads a settings file. It is roomd's own file, but a person may have edited it: the same
@@ -40,6 +73,28 @@ public struct RuntimeSettings: Sendable, Equatable {
         }
         s.logLevel = try ApplianceConfiguration.oneOf(values, "log.level", ApplianceConfiguration.logLevels)
         s.muted = try values.yesNo("room.muted")
+        // The basis: "none" when the file did not set the key.
+        func basis(_ key: String) throws(ConfigError) -> String?? {
+            guard let v = try values.string(key) else { return nil }
+            return .some(v == "none" ? nil : v)
+        }
+        if case .some(let v) = try basis("based_on.volume_db") {
+            if let v {
+                guard let d = Double(v), d.isFinite else { throw values.error("based_on.volume_db", "\"\(v)\" is not a number or none") }
+                s.basis.volumeDB = .some(d)
+            } else {
+                s.basis.volumeDB = .some(nil)
+            }
+        }
+        if case .some(let v) = try basis("based_on.profile") {
+            if let v {
+                guard let p = AudioProfile(rawValue: v) else { throw values.error("based_on.profile", "\"\(v)\" is not speech, music or none") }
+                s.basis.profile = .some(p)
+            } else {
+                s.basis.profile = .some(nil)
+            }
+        }
+        if case .some(let v) = try basis("based_on.log_level") { s.basis.logLevel = .some(v) }
         return s
     }
 
@@ -56,6 +111,11 @@ public struct RuntimeSettings: Sendable, Equatable {
         }
         if let logLevel { lines += ["[log]", "level = \(logLevel)"] }
         if let muted { lines += ["[room]", "muted = \(muted ? "yes" : "no")"] }
+        var based: [String] = []
+        if case .some(let v) = basis.volumeDB { based.append("volume_db = \(v.map(Self.format) ?? "none")") }
+        if case .some(let v) = basis.profile { based.append("profile = \(v?.rawValue ?? "none")") }
+        if case .some(let v) = basis.logLevel { based.append("log_level = \(v ?? "none")") }
+        if !based.isEmpty { lines += ["# What roomd.conf said when these were set: a file edited since wins at start."] + ["[based_on]"] + based }
         return lines.joined(separator: "\n") + "\n"
     }
 
