@@ -104,6 +104,29 @@ def engine(work):
     emit("engine", "engine.xruns", summary["capture_xruns"] + summary["playback_xruns"], "count", board="sim")
 
 
+def selftest(work):
+    runs = []
+    for n in (1, 2, 3):
+        with open(f"{work}/selftest-{n}.json") as f:
+            answer = json.load(f)
+        if not answer.get("ok"):
+            sys.exit(f"bench selftest: run {n} refused: {answer}")
+        runs.append(answer["result"])
+    first = runs[0]
+    if not first["passed"]:
+        sys.exit(f"bench selftest: the sim board failed its self-test: {first['problems']}")
+    delays = [m["delay_ms"] for m in first["mics"]]
+    emit("selftest", "selftest.delay_ms", delays[0], "ms", board="sim",
+         measure="speaker-to-mic delay of mic 0 (playback pre-fill + converters + air), cross-correlation with the sweep",
+         all_mics=delays)
+    emit("selftest", "selftest.snr_db_min", min(m["snr_db"] for m in first["mics"]), "dB", board="sim")
+    emit("selftest", "selftest.echo_reduction_db", first["echo_reduction_db"], "dB", board="sim",
+         measure="mic 0 vs echo-canceller output, second half of the 2 s sweep, AEC fresh from start-up",
+         later_runs=[r["echo_reduction_db"] for r in runs[1:]])
+    emit("selftest", "selftest.analysis_ms", max(r["analysis_ms"] for r in runs), "ms", board="sim",
+         measure="SelfTestAnalysis on the event loop, worst of three runs (release, this machine)")
+
+
 def make_marks(path, seconds=12.0, rate=48000, every=0.6, burst=0.1):
     """A mark train: speech-like bursts (harmonics of 150 Hz) of `burst` s every `every` s, so
     the VAD gate sends them and each has a sharp onset to time."""
@@ -185,4 +208,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "marks":
         make_marks(sys.argv[2])
     else:
-        {"aec": aec, "engine": engine, "e2e": e2e}[sys.argv[1]](sys.argv[2])
+        {"aec": aec, "engine": engine, "selftest": selftest, "e2e": e2e}[sys.argv[1]](sys.argv[2])
