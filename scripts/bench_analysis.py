@@ -121,7 +121,7 @@ def selftest(work):
          all_mics=delays)
     emit("selftest", "selftest.snr_db_min", min(m["snr_db"] for m in first["mics"]), "dB", board="sim")
     emit("selftest", "selftest.echo_reduction_db", first["echo_reduction_db"], "dB", board="sim",
-         measure="mic 0 vs echo-canceller output, second half of the 2 s sweep, AEC fresh from start-up",
+         measure="mic 0 vs the output of the whole chain (AEC, NS, AGC), second pass of the 2 s sweep, first run after start-up",
          later_runs=[r["echo_reduction_db"] for r in runs[1:]])
     emit("selftest", "selftest.analysis_ms", max(r["analysis_ms"] for r in runs), "ms", board="sim",
          measure="SelfTestAnalysis on the event loop, worst of three runs (release, this machine)")

@@ -31,7 +31,7 @@ public final class SelfTestCapture: @unchecked Sendable {
     private var period = 0                              // audio thread: periods since the start
 
     public init(micCount: Int, periodFrames: Int, rate: Int, quietSeconds: Double = 0.5,
-                signalSeconds: Double = 2.0, tailSeconds: Double = 0.5) {
+                signalSeconds: Double = 4.0, tailSeconds: Double = 0.5) {
         self.micCount = micCount
         self.periodFrames = periodFrames
         let periodsPerSecond = Double(rate) / Double(periodFrames)

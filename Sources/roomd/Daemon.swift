@@ -4,147 +4,165 @@ import RoomClient
 import RoomCore
 import RoomSystem
 
-/// Wiring: board profile → ALSA environment → engine → status lines until told to stop.
+/// Why roomd stops before it runs: the message for the journal and the sysexits code.
+struct StartFailure: Error {
+    let code: Int32
+    let message: String
+    init(_ code: Int32, _ message: String) { self.code = code; self.message = message }
+    static func config(_ m: String) -> StartFailure { StartFailure(78, m) }       // EX_CONFIG
+    static func os(_ m: String) -> StartFailure { StartFailure(71, m) }           // EX_OSERR
+    static func device(_ m: String) -> StartFailure { StartFailure(69, m) }       // EX_UNAVAILABLE
+}
+
+/// Wiring, in the order things must happen: settings → event loop and signals → board and
+/// ALSA environment → engine → room link, control socket, panel → engine start → join → serve
+/// until told to stop → leave, stop audio, summary.
 struct Daemon {
     let options: Options
 
     func run() -> Int32 {
+        do {
+            return try runChecked()
+        } catch {
+            Log.error(error.message)
+            return error.code
+        }
+    }
+
+    private func runChecked() throws(StartFailure) -> Int32 {
         // Settings first: a bad configuration file is reported before anything opens.
         let settings: SettingsStore
-        do {
-            settings = try SettingsStore(options: options)
-        } catch {
-            Log.error("\(error)")
-            return 78  // EX_CONFIG
-        }
+        do { settings = try SettingsStore(options: options) } catch { throw .config("\(error)") }
         let initial = settings.effective
-        if let level = LogLevel(name: initial.logLevel) { Log.level = level } else {
-            Log.error("--log-level: unknown level \"\(initial.logLevel)\" (error, warning, notice, info, debug)")
-            return 2
+        guard let level = LogLevel(name: initial.logLevel) else {
+            throw StartFailure(2, "--log-level: unknown level \"\(initial.logLevel)\" (error, warning, notice, info, debug)")
         }
+        Log.level = level
         if !initial.servers.isEmpty && options.loopback {
-            Log.error("--loopback: the configuration joins a room (room.server); loopback and a room exclude each other")
-            return 2
+            throw StartFailure(2, "--loopback: the configuration joins a room (room.server); loopback and a room exclude each other")
         }
+
         var reload: (() -> Void)?
-        let loop: EventLoop
-        let signals: SignalSource
-        do {
-            loop = try EventLoop()
-            // Before any thread starts, so every thread inherits the blocked mask and the
-            // signals arrive only through the signalfd.
-            signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
-                if signal == SIGHUP {
-                    reload?()
-                } else {
-                    Log.notice("stopping on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
-                    loop.stop()
-                }
-            }
-        } catch {
-            Log.error("\(error)")
-            return 71  // EX_OSERR
-        }
+        let (loop, signals) = try makeLoop { reload?() }
         defer { signals.close() }
-
-        let board: BoardProfile
-        let boardFile: String
-        do {
-            (board, boardFile) = try loadBoard(initial.boardPath)
-        } catch {
-            Log.error("\(error)")
-            return 78  // EX_CONFIG
-        }
-        let boardDir = Files.directory(of: Files.absolute(boardFile))
-        let alsaConfig = board.alsaConfig.map { Files.resolve($0, relativeTo: boardDir) }
-        if let alsaConfig, !Files.exists(alsaConfig) {
-            Log.error("\(boardFile): audio.alsa_config: \(alsaConfig) does not exist")
-            return 78
-        }
-        let env = AlsaEnvironment.prepare(boardAlsaConfig: alsaConfig)
-        Log.info("roomd \(roomdVersion): board \(board.name) (\(boardFile))\(env.isEmpty ? "" : "; " + env)"
-                 + "; configuration \(settings.configPath ?? "none"); run-time settings \(settings.statePath ?? "not kept")")
-
-        let config: EngineConfiguration
-        switch engineConfiguration(board: board, settings: initial) {
-        case .success(let c): config = c
-        case .failure(let message):
-            Log.error(message)
-            return 66  // EX_NOINPUT
-        }
-        let engine: AudioEngine
-        do {
-            engine = try AudioEngine(configuration: config)
-            engine.mixer.setGain(dB: Float(options.farEndGainDB), slot: MixerSlot.farEnd)
-        } catch {
-            Log.error("\(boardFile): \(error)")
-            return 69  // EX_UNAVAILABLE
-        }
+        let (board, boardFile) = try openBoard(initial.boardPath, settings: settings)
+        let engine = try makeEngine(board: board, boardFile: boardFile, settings: initial)
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
         let room: RoomLink
-        do {
-            room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback)
-        } catch {
-            Log.error("\(error)")
-            return 71
-        }
+        do { room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback) } catch { throw .os("\(error)") }
         let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room)
         reload = { [unowned appliance] in _ = appliance.reloadAndLog(origin: "SIGHUP") }
-        if let path = controlSocketPath(initial) {
-            let group: gid_t?
-            do {
-                group = try Appliance.controlGroup(initial.controlGroup)
-            } catch {
-                Log.error("\(settings.configPath ?? "--control-group"): control.group: \(error)")
-                return 78  // EX_CONFIG
-            }
-            do {
-                appliance.control = try ControlBridge(path: path, group: group, appliance: appliance)
-                Log.info("control socket \(path)\(initial.controlGroup.map { ", group " + $0 } ?? "")")
-            } catch {
-                Log.error("control socket \(path): \(error)")
-                return 71  // EX_OSERR
-            }
+        try attachControlAndPanel(appliance, board: board, boardFile: boardFile, settings: initial)
+        defer {
+            appliance.control?.close()
+            appliance.panel?.close()
         }
-        defer { appliance.control?.close() }
-        // Buttons and LEDs. An appliance whose GPIO fails still serves audio: warn, go on.
-        do {
-            appliance.panel = try Panel(board: board.gpio, loop: loop, room: room)
-            appliance.panel?.afterAction = { [unowned appliance] in appliance.noteMuteState() }
-        } catch {
-            Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")
-        }
-        defer { appliance.panel?.close() }
-        room.onEvent = { [unowned appliance] event in
-            RoomEventLog.log(event)
-            appliance.control?.forward(event)
-            appliance.panel?.refresh()
-            appliance.noteMuteState()
-        }
-        do {
-            try engine.start()
-        } catch {
-            Log.error("\(boardFile): \(error)")
-            return 69  // EX_UNAVAILABLE
-        }
+        do { try engine.start() } catch { throw .device("\(boardFile): \(error)") }
         if !initial.servers.isEmpty {
             // The benches turn this into e2e.join_ms (join request to first remote audio played).
             if options.json { printLine("{\"event\":\"room_session_start\",\"monotonic_ns\":\(monotonicNanoseconds())}") }
             do {
                 try appliance.join()
             } catch {
-                Log.error("room: \(error)")
                 engine.stop()
-                return 78
+                throw .config("room: \(error)")
             }
         }
+        return serve(appliance, rate: board.rate, joining: !initial.servers.isEmpty)
+    }
 
+    /// The event loop and the signals. Before any thread starts, so every thread inherits the
+    /// blocked mask and the signals arrive only through the signalfd.
+    private func makeLoop(onReload: @escaping () -> Void) throws(StartFailure) -> (EventLoop, SignalSource) {
+        do {
+            let loop = try EventLoop()
+            let signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
+                if signal == SIGHUP {
+                    onReload()
+                } else {
+                    Log.notice("stopping on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
+                    loop.stop()
+                }
+            }
+            return (loop, signals)
+        } catch {
+            throw .os("\(error)")
+        }
+    }
+
+    /// The board profile, and the ALSA environment its `alsa_config` asks for.
+    private func openBoard(_ path: String, settings: SettingsStore) throws(StartFailure) -> (BoardProfile, String) {
+        let board: BoardProfile
+        let boardFile: String
+        do { (board, boardFile) = try loadBoard(path) } catch { throw .config("\(error)") }
+        let boardDir = Files.directory(of: Files.absolute(boardFile))
+        let alsaConfig = board.alsaConfig.map { Files.resolve($0, relativeTo: boardDir) }
+        if let alsaConfig, !Files.exists(alsaConfig) {
+            throw .config("\(boardFile): audio.alsa_config: \(alsaConfig) does not exist")
+        }
+        let env = AlsaEnvironment.prepare(boardAlsaConfig: alsaConfig)
+        Log.info("roomd \(roomdVersion): board \(board.name) (\(boardFile))\(env.isEmpty ? "" : "; " + env)"
+                 + "; configuration \(settings.configPath ?? "none"); run-time settings \(settings.statePath ?? "not kept")")
+        return (board, boardFile)
+    }
+
+    private func makeEngine(board: BoardProfile, boardFile: String, settings: EffectiveSettings) throws(StartFailure) -> AudioEngine {
+        let config: EngineConfiguration
+        switch engineConfiguration(board: board, settings: settings) {
+        case .success(let c): config = c
+        case .failure(let message): throw StartFailure(66, message)  // EX_NOINPUT
+        }
+        do {
+            let engine = try AudioEngine(configuration: config)
+            engine.mixer.setGain(dB: Float(options.farEndGainDB), slot: MixerSlot.farEnd)
+            return engine
+        } catch {
+            throw .device("\(boardFile): \(error)")
+        }
+    }
+
+    /// The control socket (fatal when it cannot be opened: the rig and people need it), the
+    /// buttons and LEDs (a warning: an appliance whose GPIO fails still carries the room's
+    /// audio), and the room events that feed both.
+    private func attachControlAndPanel(_ appliance: Appliance, board: BoardProfile, boardFile: String,
+                                       settings initial: EffectiveSettings) throws(StartFailure) {
+        if let path = controlSocketPath(initial) {
+            let group: gid_t?
+            do { group = try Appliance.controlGroup(initial.controlGroup) } catch {
+                throw .config("\(appliance.settings.configPath ?? "--control-group"): control.group: \(error)")
+            }
+            do {
+                appliance.control = try ControlBridge(path: path, group: group, appliance: appliance)
+                Log.info("control socket \(path)\(initial.controlGroup.map { ", group " + $0 } ?? "")")
+            } catch {
+                throw .os("control socket \(path): \(error)")
+            }
+        }
+        do {
+            appliance.panel = try Panel(board: board.gpio, loop: appliance.loop, room: appliance.room)
+            appliance.panel?.afterAction = { [unowned appliance] in appliance.noteMuteState() }
+        } catch {
+            Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")
+        }
+        appliance.room.onEvent = { [unowned appliance] event in
+            RoomEventLog.log(event)
+            appliance.control?.forward(event)
+            appliance.panel?.refresh()
+            appliance.noteMuteState()
+        }
+    }
+
+    /// Runs the loop until SIGINT/SIGTERM or `--duration`, then leaves the room, stops the
+    /// audio and prints the summary. Returns the exit code.
+    private func serve(_ appliance: Appliance, rate: Int, joining: Bool) -> Int32 {
+        let loop = appliance.loop, engine = appliance.engine, room = appliance.room
         let reporter = StatusReporter(json: options.json, engine: engine, room: room)
         var recorded: [Int16] = []
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
         // The event loop owns everything but the audio: engine events and the recorder are
-        // drained every 50 ms, status lines on their own timer, signals through a signalfd.
+        // drained every 50 ms, levels for subscribers every 100 ms, status lines on their own
+        // timer, signals through a signalfd.
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: &recorded)
@@ -160,7 +178,7 @@ struct Daemon {
         // systemd: READY once the engine and the control socket are up; watchdog keepalives
         // from this loop, so a wedged loop gets the service restarted. No-ops outside systemd.
         let notifier = SystemdNotifier()
-        _ = try? notifier.ready(status: "audio engine running\(initial.servers.isEmpty ? "" : ", joining the room")")
+        _ = try? notifier.ready(status: "audio engine running\(joining ? ", joining the room" : "")")
         if let interval = SystemdNotifier.watchdogInterval() {
             _ = loop.schedule(after: interval, repeating: interval) { _ = try? notifier.watchdog() }
         }
@@ -178,18 +196,16 @@ struct Daemon {
         drainEvents(engine)
         drainRecording(engine, into: &recorded)
         reporter.summary(elapsed: elapsed())
-        var exitCode: Int32 = 0
-        if let path = options.record {
-            let audio = WAVAudio(sampleRate: board.rate, channels: 1, samples: recorded)
-            do {
-                try Files.writeAtomically(path, WAVFile.encode(audio))
-                Log.info("recorded \(recorded.count) samples of cleaned capture to \(path)")
-            } catch {
-                Log.error("--record: \(error)")
-                exitCode = 73  // EX_CANTCREAT
-            }
+        guard let path = options.record else { return 0 }
+        let audio = WAVAudio(sampleRate: rate, channels: 1, samples: recorded)
+        do {
+            try Files.writeAtomically(path, WAVFile.encode(audio))
+            Log.info("recorded \(recorded.count) samples of cleaned capture to \(path)")
+            return 0
+        } catch {
+            Log.error("--record: \(error)")
+            return 73  // EX_CANTCREAT
         }
-        return exitCode
     }
 
     private enum ConfigurationResult { case success(EngineConfiguration), failure(String) }

@@ -50,7 +50,7 @@ final class RoomdProcessTests: ProcessTestCase {
         SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop"])
         let socket = dir + "/ctl.sock"
         let p = try launch(try executable("roomd"),
-                           ["--board", board, "--loopback", "--duration", "9", "--json", "--stats-interval", "0",
+                           ["--board", board, "--loopback", "--duration", "12", "--json", "--stats-interval", "0",
                             "--control-socket", socket, "--state-dir", "none", "--config", "none"],
                            env: ["LD_PRELOAD": SimCard.buildDirectory + "/libroomallocprobe.so", "ROOMSIM_CONFIG": dir + "/room.conf"],
                            log: dir + "/roomd.log")
