@@ -45,7 +45,9 @@ let package = Package(
 
         // Swift modules, one job each.
         .target(name: "RoomCore"),
-        .target(name: "RoomSystem"),
+        // Linux interfaces the Glibc module leaves out (epoll, eventfd, signalfd, accept4, ucred).
+        .target(name: "CLinux"),
+        .target(name: "RoomSystem", dependencies: ["CLinux"]),
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// The daemon's event loop: one epoll instance, a timer heap and an eventfd for cross-thread
@@ -73,7 +74,7 @@ public final class EventLoop {
     public let remote: EventLoopRemote
 
     private let epollFD: Int32
-    private let eventBuffer: UnsafeMutableRawPointer
+    private let eventBuffer: UnsafeMutablePointer<epoll_event>
     private let eventCapacity: Int
     private var registrations: [UInt64: Registration] = [:]
     private var nextToken: UInt64 = 1 // token 0 is the wake eventfd
@@ -92,7 +93,7 @@ public final class EventLoop {
         epollFD = ep
         remote = EventLoopRemote(wakeFD: wake)
         eventCapacity = max(1, maxEventsPerWait)
-        eventBuffer = .allocate(byteCount: eventCapacity * LinuxAPI.epollEventSize, alignment: 8)
+        eventBuffer = .allocate(capacity: eventCapacity)
         if Self.control(ep, LinuxAPI.EPOLL_CTL_ADD, wake, LinuxAPI.EPOLLIN, token: 0) != 0 {
             let e = errno
             Glibc.close(ep)
@@ -205,9 +206,8 @@ public final class EventLoop {
             if errno != EINTR { throw .errno("epoll_wait") }
         } else {
             for i in 0..<Int(n) {
-                let base = eventBuffer + i * LinuxAPI.epollEventSize
-                let mask = base.loadUnaligned(as: UInt32.self)
-                let token = base.loadUnaligned(fromByteOffset: LinuxAPI.epollDataOffset, as: UInt64.self)
+                let mask = eventBuffer[i].events
+                let token = eventBuffer[i].data.u64
                 if token == 0 {
                     handled += drainPosted()
                     continue
@@ -317,11 +317,10 @@ public final class EventLoop {
     }
 
     private static func control(_ ep: Int32, _ op: Int32, _ fd: Int32, _ mask: UInt32, token: UInt64) -> Int32 {
-        withUnsafeTemporaryAllocation(byteCount: 16, alignment: 8) { event in
-            event.storeBytes(of: mask, toByteOffset: 0, as: UInt32.self)
-            event.storeBytes(of: token, toByteOffset: LinuxAPI.epollDataOffset, as: UInt64.self)
-            return LinuxAPI.epollCtl(ep, op, fd, event.baseAddress)
-        }
+        var event = epoll_event()
+        event.events = mask
+        event.data.u64 = token
+        return LinuxAPI.epollCtl(ep, op, fd, &event)
     }
 
     static func nanoseconds(_ d: Duration) -> UInt64 {

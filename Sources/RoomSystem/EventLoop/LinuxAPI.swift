@@ -1,59 +1,47 @@
+import CLinux
 import Glibc
 
-/// Linux calls that Swift's Glibc module does not import: its module map leaves out
-/// sys/epoll.h, sys/eventfd.h and sys/signalfd.h, and `accept4`/`struct ucred` need
-/// _GNU_SOURCE. RoomSystem has no C target of its own, so the functions are looked up once
-/// with dlsym (a `@convention(c)` pointer has the exact C ABI, unlike `@_silgen_name`) and the
-/// few constants and layouts are spelled out here. They are the Linux UAPI values, identical
-/// on x86_64 and arm64 (the two targets we build for); `epoll_event` is the only layout that
-/// differs (packed on x86).
+/// The Linux calls Swift's Glibc module does not import, through the small CLinux target: its
+/// header includes sys/epoll.h, sys/eventfd.h and sys/signalfd.h, so the compiler lays out
+/// `epoll_event` (packed on x86_64, not on arm64) and `signalfd_siginfo`; accept4 and
+/// SO_PEERCRED go through wrappers compiled with _GNU_SOURCE. Nothing is spelled out by hand.
 enum LinuxAPI {
-    typealias EpollCreate1 = @convention(c) (Int32) -> Int32
-    typealias EpollCtl = @convention(c) (Int32, Int32, Int32, UnsafeMutableRawPointer?) -> Int32
-    typealias EpollWait = @convention(c) (Int32, UnsafeMutableRawPointer?, Int32, Int32) -> Int32
-    typealias EventFD = @convention(c) (UInt32, Int32) -> Int32
-    typealias SignalFD = @convention(c) (Int32, UnsafePointer<sigset_t>?, Int32) -> Int32
-    typealias Accept4 = @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32
+    static func epollCreate1(_ flags: Int32) -> Int32 { epoll_create1(flags) }
 
-    // C function pointers are immutable and thread-safe to call; the lookup runs once.
-    nonisolated(unsafe) static let epollCreate1: EpollCreate1 = resolve("epoll_create1")
-    nonisolated(unsafe) static let epollCtl: EpollCtl = resolve("epoll_ctl")
-    nonisolated(unsafe) static let epollWait: EpollWait = resolve("epoll_wait")
-    nonisolated(unsafe) static let eventfd: EventFD = resolve("eventfd")
-    nonisolated(unsafe) static let signalfd: SignalFD = resolve("signalfd")
-    nonisolated(unsafe) static let accept4: Accept4 = resolve("accept4")
-
-    private static func resolve<T>(_ name: String) -> T {
-        // A nil handle is RTLD_DEFAULT: glibc is always loaded.
-        guard let symbol = dlsym(nil, name) else { fatalError("glibc has no \(name)") }
-        return unsafeBitCast(symbol, to: T.self)
+    static func epollCtl(_ ep: Int32, _ op: Int32, _ fd: Int32, _ event: UnsafeMutablePointer<epoll_event>?) -> Int32 {
+        epoll_ctl(ep, op, fd, event)
     }
 
-    // <sys/epoll.h>
-    static let EPOLLIN: UInt32 = 0x001
-    static let EPOLLOUT: UInt32 = 0x004
-    static let EPOLLERR: UInt32 = 0x008
-    static let EPOLLHUP: UInt32 = 0x010
-    static let EPOLL_CTL_ADD: Int32 = 1
-    static let EPOLL_CTL_DEL: Int32 = 2
-    static let EPOLL_CTL_MOD: Int32 = 3
-    // EPOLL_CLOEXEC, EFD_*, SFD_* are defined as O_CLOEXEC / O_NONBLOCK.
+    static func epollWait(_ ep: Int32, _ events: UnsafeMutablePointer<epoll_event>, _ capacity: Int32, _ timeoutMs: Int32) -> Int32 {
+        epoll_wait(ep, events, capacity, timeoutMs)
+    }
 
-    /// `struct epoll_event { uint32_t events; epoll_data_t data; }` — packed (12 bytes, data at
-    /// offset 4) on x86, naturally aligned (16 bytes, data at offset 8) elsewhere.
-    #if arch(x86_64) || arch(i386)
-    static let epollEventSize = 12
-    static let epollDataOffset = 4
-    #else
-    static let epollEventSize = 16
-    static let epollDataOffset = 8
-    #endif
+    static func eventfd(_ initial: UInt32, _ flags: Int32) -> Int32 { CLinux.eventfd(initial, flags) }
 
-    /// `struct signalfd_siginfo` is 128 bytes; `ssi_signo` (uint32) comes first.
-    static let signalfdSiginfoSize = 128
+    static func signalfd(_ fd: Int32, _ mask: UnsafePointer<sigset_t>, _ flags: Int32) -> Int32 { CLinux.signalfd(fd, mask, flags) }
 
-    /// `struct ucred { pid_t pid; uid_t uid; gid_t gid; }`
-    struct UCred { var pid: Int32 = 0; var uid: UInt32 = 0; var gid: UInt32 = 0 }
+    static func accept4(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?,
+                        _ flags: Int32) -> Int32 {
+        clinux_accept4(fd, address, length, flags)
+    }
+
+    static let EPOLLIN = CLinux.EPOLLIN.rawValue
+    static let EPOLLOUT = CLinux.EPOLLOUT.rawValue
+    static let EPOLLERR = CLinux.EPOLLERR.rawValue
+    static let EPOLLHUP = CLinux.EPOLLHUP.rawValue
+    static let EPOLL_CTL_ADD = CLinux.EPOLL_CTL_ADD
+    static let EPOLL_CTL_DEL = CLinux.EPOLL_CTL_DEL
+    static let EPOLL_CTL_MOD = CLinux.EPOLL_CTL_MOD
+    // EPOLL_CLOEXEC, EFD_*, SFD_* are O_CLOEXEC / O_NONBLOCK.
+
+    static let signalfdSiginfoSize = MemoryLayout<signalfd_siginfo>.size
+
+    /// pid, uid, gid of a Unix socket's peer, or nil with errno set.
+    static func peerCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        guard clinux_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return nil }
+        return (pid, uid, gid)
+    }
 
     static var socketFlags: Int32 { Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue) }
 

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// A thread's signal mask, saved so it can be put back (tests block a signal and restore).
@@ -56,12 +57,11 @@ public final class SignalSource {
         self.loop = loop
         do {
             registration = try loop.register(fd, interest: .readable) { _ in
-                withUnsafeTemporaryAllocation(byteCount: LinuxAPI.signalfdSiginfoSize, alignment: 8) { info in
-                    while true {
-                        let n = Glibc.read(fd, info.baseAddress, info.count)
-                        if n != info.count { return } // EAGAIN: drained
-                        handler(Int32(bitPattern: info.load(as: UInt32.self)))
-                    }
+                var info = signalfd_siginfo()
+                while true {
+                    let n = Glibc.read(fd, &info, LinuxAPI.signalfdSiginfoSize)
+                    if n != LinuxAPI.signalfdSiginfoSize { return } // EAGAIN: drained
+                    handler(Int32(bitPattern: info.ssi_signo))
                 }
             }
         } catch {

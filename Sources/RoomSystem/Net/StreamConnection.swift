@@ -205,9 +205,7 @@ public final class StreamConnection {
 
     /// The peer's pid/uid/gid (Unix sockets; SO_PEERCRED).
     public func peerCredentials() throws(SystemError) -> PeerCredentials {
-        var cred = LinuxAPI.UCred()
-        var len = socklen_t(MemoryLayout<LinuxAPI.UCred>.size)
-        if getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 { throw .errno("SO_PEERCRED") }
+        guard let cred = LinuxAPI.peerCredentials(fd) else { throw .errno("SO_PEERCRED") }
         return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
     }
 
