@@ -497,7 +497,7 @@ public enum Roomctl {
 
     /// The self-test plays for about 3 s and is analysed after: give it longer than a command.
     private static func requestTimeout(_ command: String) -> Duration {
-        command == "selftest" ? .seconds(20) : .seconds(10)
+        command == "selftest" ? .seconds(30) : .seconds(10)
     }
 
     private static func remaining(_ deadline: UInt64?) -> Duration? {

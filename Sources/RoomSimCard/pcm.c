@@ -46,6 +46,7 @@ typedef struct rs_pcm {
     uint64_t input_base;      /* input frame of sample 0 of the current run */
     float noise_amp;          /* in int16 units; 0 = off */
     int in_shaped;            /* mono input with per-mic delays/gains (input_mic_*) */
+    int input_on;             /* the room's `input on|off`, read at each pointer update */
     int64_t in_delay[ROOMSIM_MAX_CAPTURE_CHANNELS]; /* in samples of the stream's rate */
     float in_gain[ROOMSIM_MAX_CAPTURE_CHANNELS];
 
@@ -138,6 +139,7 @@ static int rs_start(snd_pcm_ioplug_t *io)
     int xrun;
     double skew;
     rs_room_poll_faults(p->room, p->stream, now, &xrun, &skew);
+    p->input_on = rs_room_input_on(p->room);
     set_clock(p, now, 0.0, skew);
     p->running = 1;
     if (p->first_start_ns == 0)
@@ -179,6 +181,7 @@ static snd_pcm_sframes_t rs_pointer(snd_pcm_ioplug_t *io)
         timer_now(p);
         return (snd_pcm_sframes_t)io->hw_ptr;
     }
+    p->input_on = rs_room_input_on(p->room);
     if (skew != p->skew_ppm) { /* control file: rebase the clock at now */
         set_clock(p, now, rs_clock_pos(&p->clock, (double)now), skew);
         if (p->stream == RS_PLAYBACK)
@@ -290,8 +293,12 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;
         float *acc = p->acc;
-        /* the input file; a mono one may reach each mic with its own delay and gain */
-        for (size_t f = 0; f < n; f++) {
+        /* the input file; a mono one may reach each mic with its own delay and gain. While
+         * `input off`, the file keeps its place (the talker goes on talking, unheard). */
+        for (size_t f = 0; f < n && !p->input_on; f++)
+            for (unsigned c = 0; c < ch; c++)
+                acc[f * ch + c] = 0.0f;
+        for (size_t f = 0; f < n && p->input_on; f++) {
             int64_t src = (int64_t)(p->input_base + j0 + done + f);
             if (p->in_shaped) {
                 for (unsigned c = 0; c < ch; c++)
@@ -570,6 +577,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(roomsim)
     rs_pcm *p = calloc(1, sizeof *p);
     if (!p)
         return -ENOMEM;
+    p->input_on = 1;
     p->stream = stream == SND_PCM_STREAM_CAPTURE ? RS_CAPTURE : RS_PLAYBACK;
     p->tfd = -1;
     int rc = rs_room_acquire(&cfg, p->stream, &p->room);

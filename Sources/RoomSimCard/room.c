@@ -42,6 +42,7 @@ struct rs_room {
     unsigned losses, control_commands;
     int pending_xrun[2];
     double skew_ppm[2];
+    int input_off;            /* control file `input off`: the talker at the mics stops */
     int64_t next_control_ns;
 
     stream_status st[2];
@@ -175,6 +176,8 @@ static void run_command_locked(rs_room *r, char *line, int64_t now)
             goto bad;
         r->lost_until_ns = now + (int64_t)(ms * 1e6);
         r->losses++;
+    } else if (!strcmp(words[0], "input") && n == 2 && (!strcmp(words[1], "off") || !strcmp(words[1], "on"))) {
+        r->input_off = !strcmp(words[1], "off");
     } else if (!strcmp(words[0], "skew") && (n == 2 || n == 3)) {
         mask = 1 << RS_CAPTURE;
         if (n == 3 && !stream_word(words[1], &mask))
@@ -193,7 +196,7 @@ static void run_command_locked(rs_room *r, char *line, int64_t now)
     return;
 bad:
     rs_log("%s: unknown control command '%s%s%s' (expected: xrun [capture|playback|both], "
-           "lose <ms>, skew [capture|playback] <ppm>)",
+           "lose <ms>, skew [capture|playback] <ppm>, input off|on)",
            r->cfg.control, words[0], n > 1 ? " " : "", n > 1 ? words[1] : "");
 }
 
@@ -231,6 +234,14 @@ int rs_room_poll_faults(rs_room *r, int stream, int64_t now, int *xrun, double *
     *skew_ppm = r->skew_ppm[stream];
     pthread_mutex_unlock(&r->lock);
     return lost ? -ENODEV : 0;
+}
+
+int rs_room_input_on(rs_room *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int on = !r->input_off;
+    pthread_mutex_unlock(&r->lock);
+    return on;
 }
 
 int rs_room_is_lost(rs_room *r, int64_t now)

@@ -159,6 +159,8 @@ const rs_config *rs_room_config(const rs_room *room);
  * *skew_ppm to the stream's current skew. */
 int rs_room_poll_faults(rs_room *room, int stream, int64_t now, int *xrun, double *skew_ppm);
 int rs_room_is_lost(rs_room *room, int64_t now);
+/* 0 after the control command `input off` (the talker at the mics is silent), else 1. */
+int rs_room_input_on(rs_room *room);
 
 /* Records the setup; for playback also sets the output file format. */
 int rs_room_stream_setup(rs_room *room, int stream, const rs_stream_info *info);

@@ -13,6 +13,8 @@ final class SelfTestRunner {
     private var timer: EventLoop.TimerID?
     private var deadline: UInt64 = 0
     private var startedNs: UInt64 = 0
+    private var signal: [Float] = []
+    private var attempt = 1
 
     /// Peak level of the sweep. Quiet enough not to startle a room, loud enough to stand well
     /// above a quiet room's noise (the sim board's mics hear it near −30 dBFS over −70 dBFS).
@@ -33,7 +35,9 @@ final class SelfTestRunner {
         // 15–30 dB from run to run). The second pass is measured on bands already trained,
         // which is what the canceller does in a call.
         let sweep = SelfTestSignal.sweep(rate: engine.configuration.rate, seconds: Self.sweepSeconds, levelDBFS: Self.levelDBFS)
-        guard engine.selfTest.request(sweep + sweep) else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
+        signal = sweep + sweep
+        attempt = 1
+        guard engine.selfTest.request(signal) else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
         Log.notice("self-test: playing a \(Self.sweepSeconds) s sweep twice at \(Int(Self.levelDBFS)) dBFS")
         self.reply = reply
         startedNs = monotonicNanoseconds()
@@ -51,8 +55,20 @@ final class SelfTestRunner {
             let t0 = monotonicNanoseconds()
             let report = SelfTestAnalysis.analyze(recording)
             let analysisMs = Double(monotonicNanoseconds() - t0) / 1e6
+            // Echo reduction is the one figure that depends on the canceller's state rather
+            // than on the hardware: after loud double talk (someone talking through a test) its
+            // delay estimate can be off for a few seconds (measured: 4 dB on the next run, 45 dB
+            // on the one after). When that is the only problem, measure once more.
+            if attempt == 1, Self.onlyEchoFailed(report), engine.selfTest.request(signal) {
+                attempt = 2
+                deadline = monotonicNanoseconds() + 10_000_000_000
+                Log.notice("self-test: echo reduced by \(report.echoReductionDB.map { "\(Int($0))" } ?? "?") dB only; measuring once more")
+                return
+            }
             Log.notice("self-test: \(report.passed ? "passed" : "problems: " + report.problems.joined(separator: "; "))")
-            finish(.success(Self.json(report, analysisMs: analysisMs)))
+            var result = Self.json(report, analysisMs: analysisMs)
+            result["attempts"] = .int(attempt)
+            finish(.success(result))
         case .aborted:
             engine.selfTest.reset()
             finish(.failure(ControlError(.deviceError, "the audio device had an xrun or was lost during the test; run it again")))
@@ -70,6 +86,13 @@ final class SelfTestRunner {
         let reply = self.reply
         self.reply = nil
         reply?(result)
+    }
+
+    /// True when every mic measured well and only the echo figure missed its threshold.
+    static func onlyEchoFailed(_ report: SelfTestReport, thresholds: SelfTestThresholds = .init()) -> Bool {
+        guard let echo = report.echoReductionDB, echo < thresholds.minimumEchoReductionDB, !report.mics.isEmpty else { return false }
+        return report.mics.allSatisfy { $0.clippedSamples <= thresholds.maximumClippedSamples && $0.snrDB >= thresholds.minimumSNRDB
+            && $0.delayMilliseconds != nil } && report.problems.count == 1
     }
 
     static func json(_ report: SelfTestReport, analysisMs: Double) -> [String: JSONValue] {

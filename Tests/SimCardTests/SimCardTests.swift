@@ -344,6 +344,29 @@ final class SimCardTests: XCTestCase {
         XCTAssertEqual(room.statusLine("faults")["control_commands"], "1")
     }
 
+    /// `input off` silences the talker at the mics (the rig's quiet room for a self-test) and
+    /// `input on` brings it back at the frame the room has reached.
+    func testControlFileSwitchesTheInputOffAndOn() throws {
+        let frames = 48000
+        let mono = (0..<frames).map { Int16(truncatingIfNeeded: $0 % 1000 + 1) }   // never 0
+        let room = Room("input = mono.wav\ninput_end = loop\ncontrol = control")
+        writeFile("\(room.dir)/mono.wav", wavBytes(channels: 1, rate: 48000, samples: mono))
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 1)
+        defer { pcm.close() }
+        var buf = [Int16](repeating: 0, count: 480)
+        var zeroReads = 0, loudReadsAfter = 0
+        for i in 0..<60 {
+            if i == 10 { writeFile(room.control, Array("input off\n".utf8)) }
+            if i == 35 { writeFile(room.control, Array("input on\n".utf8)) }
+            XCTAssertEqual(pcm.read(&buf, frames: 480), 480)
+            if buf.allSatisfy({ $0 == 0 }) { zeroReads += 1 }
+            if i >= 40 && buf.allSatisfy({ $0 != 0 }) { loudReadsAfter += 1 }
+        }
+        XCTAssertGreaterThan(zeroReads, 15, "silent while off")
+        XCTAssertEqual(loudReadsAfter, 20, "the talker is back after `input on`")
+        XCTAssertEqual(room.statusLine("faults")["control_commands"], "2")
+    }
+
     // MARK: 5. device loss
 
     func testLostDeviceFailsReopenUntilItIsBack() throws {

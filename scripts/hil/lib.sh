@@ -357,6 +357,23 @@ expect_silent() {
 }
 
 # --- State --------------------------------------------------------------------------------------
+# talker off|on: the talker at the dut's mics stops or talks again (a quiet room for a
+# self-test). Simulated board: the sim card's control file (`input off|on`, docs/sim-card.md);
+# a hardware rig sets HIL_TALKER_SWITCH_CMD (called as `HIL_TALKER_SWITCH_CMD off|on`).
+talker() {
+  case "$1" in off | on) ;; *) fail "talker: off or on, not '$1'" ;; esac
+  if [ -n "${HIL_TALKER_SWITCH_CMD:-}" ]; then
+    # shellcheck disable=SC2086  # a command line, split on purpose
+    $HIL_TALKER_SWITCH_CMD "$1" || fail "HIL_TALKER_SWITCH_CMD $1 failed"
+  else
+    [ -n "${HIL_DUT_SIM_CONTROL:-}" ] || fail "talker: no simulated card control file and no HIL_TALKER_SWITCH_CMD"
+    echo "input $1" > "$HIL_DUT_SIM_CONTROL.tmp" && mv "$HIL_DUT_SIM_CONTROL.tmp" "$HIL_DUT_SIM_CONTROL"
+    # The card reads its control file within 5 ms of a period; give it a few periods.
+    sleep 0.1
+  fi
+  step "talker $1"
+}
+
 # dut_join: join the rig's room again (after a leave), with the server and token of the rig.
 dut_join() {
   local out
@@ -369,6 +386,8 @@ dut_join() {
 # unmuted, LEDs all off and steady.
 baseline() {
   local status
+  # The talker talks (a scenario that stopped it may have failed before starting it again).
+  if [ -n "${HIL_TALKER_SWITCH_CMD:-}${HIL_DUT_SIM_CONTROL:-}" ]; then talker on > /dev/null; fi
   status="$(dut_status)" || fail "baseline: the dut does not answer roomctl status"
   if [ "$(jq -r .joined <<< "$status")" != true ]; then
     case "$(jq -r .connection <<< "$status")" in
