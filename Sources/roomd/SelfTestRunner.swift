@@ -59,7 +59,7 @@ final class SelfTestRunner {
             // than on the hardware: after loud double talk (someone talking through a test) its
             // delay estimate can be off for a few seconds (measured: 4 dB on the next run, 45 dB
             // on the one after). When that is the only problem, measure once more.
-            if attempt == 1, Self.onlyEchoFailed(report), engine.selfTest.request(signal) {
+            if attempt == 1, report.failedOnlyOnEcho(), engine.selfTest.request(signal) {
                 attempt = 2
                 deadline = monotonicNanoseconds() + 10_000_000_000
                 Log.notice("self-test: echo reduced by \(report.echoReductionDB.map { "\(Int($0))" } ?? "?") dB only; measuring once more")
@@ -86,13 +86,6 @@ final class SelfTestRunner {
         let reply = self.reply
         self.reply = nil
         reply?(result)
-    }
-
-    /// True when every mic measured well and only the echo figure missed its threshold.
-    static func onlyEchoFailed(_ report: SelfTestReport, thresholds: SelfTestThresholds = .init()) -> Bool {
-        guard let echo = report.echoReductionDB, echo < thresholds.minimumEchoReductionDB, !report.mics.isEmpty else { return false }
-        return report.mics.allSatisfy { $0.clippedSamples <= thresholds.maximumClippedSamples && $0.snrDB >= thresholds.minimumSNRDB
-            && $0.delayMilliseconds != nil } && report.problems.count == 1
     }
 
     static func json(_ report: SelfTestReport, analysisMs: Double) -> [String: JSONValue] {

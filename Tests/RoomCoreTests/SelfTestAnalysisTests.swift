@@ -337,4 +337,20 @@ final class SelfTestAnalysisTests: XCTestCase {
         XCTAssertEqual(stuck.mics[0].levelDBFS, -120, "DC alone is no signal")
         XCTAssertFalse(stuck.passed)
     }
+
+    func testOnlyAnEchoFailureIsWorthASecondMeasurement() {
+        let good = SelfTestMicResult(index: 0, levelDBFS: -30, peakDBFS: -21, noiseFloorDBFS: -70, snrDB: 40,
+                                     clippedSamples: 0, delayMilliseconds: 22, correlation: 0.9)
+        let echoOnly = SelfTestReport(mics: [good, good], echoReductionDB: 4, problems: ["echo canceller removes only 4 dB (expected ≥ 20 dB)"])
+        XCTAssertTrue(echoOnly.failedOnlyOnEcho())
+        XCTAssertFalse(SelfTestReport(mics: [good], echoReductionDB: 30, problems: []).failedOnlyOnEcho(), "passed")
+        var noisy = good
+        noisy.snrDB = 2
+        XCTAssertFalse(SelfTestReport(mics: [noisy], echoReductionDB: 4, problems: ["mic 0: …", "echo …"]).failedOnlyOnEcho(),
+                       "a loud room is the problem, not the canceller")
+        var clipped = good
+        clipped.clippedSamples = 10
+        XCTAssertFalse(SelfTestReport(mics: [clipped], echoReductionDB: 4, problems: ["echo …"]).failedOnlyOnEcho())
+        XCTAssertFalse(SelfTestReport(mics: [good], echoReductionDB: nil, problems: ["…"]).failedOnlyOnEcho())
+    }
 }

@@ -363,3 +363,15 @@ public enum SelfTestAnalysis {
         return text
     }
 }
+
+extension SelfTestReport {
+    /// True when every mic measured well and the echo figure alone missed its threshold: the
+    /// one result that depends on the canceller's state (it may still be finding the echo path
+    /// after loud double talk) rather than on the hardware, so a second measurement is fair.
+    public func failedOnlyOnEcho(_ thresholds: SelfTestThresholds = .init()) -> Bool {
+        guard let echo = echoReductionDB, echo < thresholds.minimumEchoReductionDB, problems.count == 1, !mics.isEmpty else { return false }
+        return mics.allSatisfy {
+            $0.clippedSamples <= thresholds.maximumClippedSamples && $0.snrDB >= thresholds.minimumSNRDB && $0.delayMilliseconds != nil
+        }
+    }
+}
