@@ -102,7 +102,8 @@ public enum Files {
 
 /// Group names from the system's group database (/etc/group, or NSS).
 public enum Groups {
-    /// The gid of `nameOrNumber` (a number is taken as it is), or an error naming it.
+    /// The gid of `nameOrNumber` (a name or a number that the group database knows), or an
+    /// error naming it: a typo in `control.group` must not hand the socket to a stranger gid.
     public static func id(of nameOrNumber: String) throws(SystemError) -> gid_t {
         if let n = UInt32(nameOrNumber) {
             var group = group()
