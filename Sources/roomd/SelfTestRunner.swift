@@ -37,7 +37,11 @@ final class SelfTestRunner {
         let sweep = SelfTestSignal.sweep(rate: engine.configuration.rate, seconds: Self.sweepSeconds, levelDBFS: Self.levelDBFS)
         signal = sweep + sweep
         attempt = 1
-        guard engine.selfTest.request(signal) else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
+        guard engine.selfTest.request(signal) else {
+            // No test of ours is waiting: one that timed out is still being dropped by a stalled
+            // audio thread.
+            return reply(.failure(ControlError(.busy, "the previous self-test is still being dropped (is the audio device stalled?); try again")))
+        }
         Log.notice("self-test: playing a \(Self.sweepSeconds) s sweep twice at \(Int(Self.levelDBFS)) dBFS")
         self.reply = reply
         startedNs = monotonicNanoseconds()
