@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "RoomCore"),
         // Linux interfaces the Glibc module leaves out (epoll, eventfd, signalfd, accept4, ucred).
         .target(name: "CLinux"),
-        .target(name: "RoomSystem", dependencies: ["CLinux"]),
+        .target(name: "RoomSystem", dependencies: ["CLinux", "RoomCore"]),
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),

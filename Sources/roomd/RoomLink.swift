@@ -42,8 +42,8 @@ final class RoomLink {
             s.start()
             return
         }
-        let restart: () -> Void = { [weak self, weak session] in
-            guard let self, let session else { return }
+        let restart: () -> Void = { [weak session] in
+            guard let session else { return }
             do {
                 try session.reconfigure(servers: servers, token: token, role: role)
                 session.start()

@@ -22,25 +22,22 @@ struct Decision {
 }
 
 /// Datagrams waiting for their send time: a fixed pool of buffers (allocated once) and a
-/// binary min-heap of (deadline, arrival order) pointing into it. Equal deadlines leave in
-/// the order they were queued.
+/// deadline heap (RoomCore's, shared with the event loop's timers) pointing into it. Equal
+/// deadlines leave in the order they were queued.
 struct DelayQueue {
+    /// Where a queued datagram is and where it goes.
     struct Entry {
-        var deadline: UInt64
-        var seq: UInt64
         var slot: Int32
         var length: Int32
         var flow: UInt32
         var direction: UInt8
-
-        func fires(before o: Entry) -> Bool { deadline != o.deadline ? deadline < o.deadline : seq < o.seq }
     }
 
     let slotSize: Int
     let slotCount: Int
     private let storage: UnsafeMutableRawPointer
     private var free: [Int32]
-    private(set) var heap: [Entry]
+    private var heap: DeadlineHeap<Entry>
     private var nextSeq: UInt64 = 0
     private(set) var peak = 0
 
@@ -49,8 +46,7 @@ struct DelayQueue {
         self.slotSize = slotSize
         storage = .allocate(byteCount: slotCount * slotSize, alignment: 16)
         free = (0..<Int32(slotCount)).reversed().map { $0 }
-        heap = []
-        heap.reserveCapacity(slotCount)
+        heap = DeadlineHeap(capacity: slotCount)
     }
 
     func deallocate() { storage.deallocate() }
@@ -74,38 +70,13 @@ struct DelayQueue {
     }
 
     mutating func push(deadline: UInt64, slot: Int32, length: Int, flow: UInt32, direction: Direction) {
-        let e = Entry(deadline: deadline, seq: nextSeq, slot: slot, length: Int32(length), flow: flow,
-                      direction: UInt8(direction.rawValue))
+        let e = Entry(slot: slot, length: Int32(length), flow: flow, direction: UInt8(direction.rawValue))
+        heap.push(.init(deadline: deadline, seq: nextSeq, item: e))
         nextSeq += 1
-        heap.append(e)
-        var child = heap.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            if !heap[child].fires(before: heap[parent]) { break }
-            heap.swapAt(child, parent)
-            child = parent
-        }
         peak = max(peak, heap.count)
     }
 
     /// Removes and returns the earliest entry if it is due at `now`. The caller sends it and
     /// releases its slot.
-    mutating func popDue(now: UInt64) -> Entry? {
-        guard let top = heap.first, top.deadline <= now else { return nil }
-        let last = heap.removeLast()
-        if !heap.isEmpty {
-            heap[0] = last
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1
-                if left >= heap.count { break }
-                var best = left
-                if left + 1 < heap.count, heap[left + 1].fires(before: heap[left]) { best = left + 1 }
-                if !heap[best].fires(before: heap[parent]) { break }
-                heap.swapAt(best, parent)
-                parent = best
-            }
-        }
-        return top
-    }
+    mutating func popDue(now: UInt64) -> Entry? { heap.popDue(now: now)?.item }
 }

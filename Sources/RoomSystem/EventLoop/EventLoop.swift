@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import RoomCore
 
 /// The daemon's event loop: one epoll instance, a timer heap and an eventfd for cross-thread
 /// wake-ups. See docs/event-loop.md.
@@ -54,14 +55,8 @@ public final class EventLoop {
         let handler: (IOEvents) -> Void
     }
 
-    private struct TimerEntry {
-        var deadline: UInt64
-        var seq: UInt64
-        var id: UInt64
-        func fires(before other: TimerEntry) -> Bool {
-            deadline != other.deadline ? deadline < other.deadline : seq < other.seq
-        }
-    }
+    /// A heap entry's item is the timer id; its seq tells a live entry from a stale one.
+    private typealias TimerEntry = DeadlineHeap<UInt64>.Entry
 
     private struct TimerState {
         var deadline: UInt64
@@ -78,7 +73,7 @@ public final class EventLoop {
     private let eventCapacity: Int
     private var registrations: [UInt64: Registration] = [:]
     private var nextToken: UInt64 = 1 // token 0 is the wake eventfd
-    private var heap: [TimerEntry] = []
+    private var heap = DeadlineHeap<UInt64>()
     private var timers: [UInt64: TimerState] = [:]
     private var nextTimerID: UInt64 = 1
     private var nextSeq: UInt64 = 0
@@ -162,7 +157,7 @@ public final class EventLoop {
         let every = interval.map { max(1, Self.nanoseconds($0)) } ?? 0
         let deadline = monotonicNanoseconds() &+ Self.nanoseconds(delay)
         timers[id] = TimerState(deadline: deadline, seq: seq, interval: every, body: body)
-        push(TimerEntry(deadline: deadline, seq: seq, id: id))
+        heap.push(TimerEntry(deadline: deadline, seq: seq, item: id))
         return TimerID(raw: id)
     }
 
@@ -172,7 +167,9 @@ public final class EventLoop {
         guard timers.removeValue(forKey: timer.raw) != nil else { return }
         // Cancelled entries stay in the heap until they surface; rebuild when they dominate
         // (e.g. keep-alive timers re-armed on every packet).
-        if heap.count > 64 && heap.count > 2 * timers.count { rebuildHeap() }
+        if heap.count > 64 && heap.count > 2 * timers.count {
+            heap.replaceAll(with: timers.map { TimerEntry(deadline: $0.value.deadline, seq: $0.value.seq, item: $0.key) })
+        }
     }
 
     public var timerCount: Int { timers.count }
@@ -247,9 +244,8 @@ public final class EventLoop {
         let seqLimit = nextSeq
         var postponed: [TimerEntry] = []
         var fired = 0
-        while let top = heap.first, top.deadline <= now {
-            popMin()
-            guard var state = timers[top.id], state.seq == top.seq else { continue } // cancelled or stale
+        while let top = heap.popDue(now: now) {
+            guard var state = timers[top.item], state.seq == top.seq else { continue } // cancelled or stale
             if top.seq >= seqLimit { postponed.append(top); continue }
             if state.interval > 0 {
                 var next = state.deadline &+ state.interval
@@ -257,53 +253,16 @@ public final class EventLoop {
                 state.deadline = next
                 state.seq = nextSeq
                 nextSeq += 1
-                timers[top.id] = state
-                push(TimerEntry(deadline: next, seq: state.seq, id: top.id))
+                timers[top.item] = state
+                heap.push(TimerEntry(deadline: next, seq: state.seq, item: top.item))
             } else {
-                timers.removeValue(forKey: top.id)
+                timers.removeValue(forKey: top.item)
             }
             state.body()
             fired += 1
         }
-        for entry in postponed { push(entry) }
+        for entry in postponed { heap.push(entry) }
         return fired
-    }
-
-    private func push(_ entry: TimerEntry) {
-        heap.append(entry)
-        var child = heap.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            if !heap[child].fires(before: heap[parent]) { break }
-            heap.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    private func popMin() {
-        let last = heap.removeLast()
-        if heap.isEmpty { return }
-        heap[0] = last
-        siftDown(0)
-    }
-
-    private func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            let left = 2 * parent + 1
-            if left >= heap.count { return }
-            var best = left
-            if left + 1 < heap.count, heap[left + 1].fires(before: heap[left]) { best = left + 1 }
-            if !heap[best].fires(before: heap[parent]) { return }
-            heap.swapAt(best, parent)
-            parent = best
-        }
-    }
-
-    private func rebuildHeap() {
-        heap = timers.map { TimerEntry(deadline: $0.value.deadline, seq: $0.value.seq, id: $0.key) }
-        var i = heap.count / 2
-        while i > 0 { i -= 1; siftDown(i) }
     }
 
     private static func epollMask(_ interest: Interest) -> UInt32 {
