@@ -84,7 +84,7 @@ public enum ControlCommands {
         ControlCommandSpec(name: name, arguments: [], access: access, summary: summary)
     }
 
-    public static let logLevels = ["error", "warning", "notice", "info", "debug"]
+    public static let logLevels = ApplianceConfiguration.logLevels
     public static let profiles = AudioProfile.allCases.map(\.rawValue)
     public static let roles = ["audience", "streamer"]
 

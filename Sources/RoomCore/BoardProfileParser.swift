@@ -103,12 +103,7 @@ extension BoardProfile {
         var gpio = BoardGPIO()
         gpio.chip = try values.string("gpio.chip")
         gpio.activeLow = try values.yesNo("gpio.active_low") ?? false
-        if let text = try values.string("gpio.bias") {
-            guard let bias = GPIOBias(rawValue: text) else {
-                throw values.error("gpio.bias", "\"\(text)\" is not \(ConfigValues.list(GPIOBias.allCases.map(\.rawValue)))")
-            }
-            gpio.bias = bias
-        }
+        gpio.bias = try values.value("gpio.bias", as: GPIOBias.self) ?? .asIs
         var used: [Int: String] = [:]
         func line(_ key: String) throws(ConfigError) -> Int? {
             guard let v = try values.int(key, in: BoardGPIO.lineRange) else { return nil }

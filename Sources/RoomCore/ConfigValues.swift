@@ -72,6 +72,33 @@ public struct ConfigValues: Sendable {
         return v
     }
 
+    /// A name from a fixed set, or nil when absent.
+    public func string(_ key: String, oneOf allowed: [String]) throws(ConfigError) -> String? {
+        guard let v = try string(key) else { return nil }
+        guard allowed.contains(v) else { throw error(key, "\"\(v)\" is not \(Self.list(allowed))") }
+        return v
+    }
+
+    /// One of a string enum's cases (by raw value, listed in case order when refused), or nil
+    /// when absent.
+    public func value<T: RawRepresentable & CaseIterable>(_ key: String, as type: T.Type) throws(ConfigError) -> T?
+    where T.RawValue == String {
+        guard let v = try string(key, oneOf: T.allCases.map(\.rawValue)) else { return nil }
+        return T(rawValue: v)
+    }
+
+    /// A finite number in `range`, or nil when absent.
+    public func double(_ key: String, in range: ClosedRange<Double>) throws(ConfigError) -> Double? {
+        guard let text = try string(key) else { return nil }
+        guard let v = Double(text), v.isFinite else { throw error(key, "\"\(text)\" is not a number") }
+        guard range.contains(v) else {
+            throw error(key, "\(text) is out of range (\(Self.bound(range.lowerBound))..\(Self.bound(range.upperBound)))")
+        }
+        return v
+    }
+
+    private static func bound(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : "\(v)" }
+
     /// `yes` or `no`, or nil when absent. Only these two words, so a typo is never read as "no".
     public func yesNo(_ key: String) throws(ConfigError) -> Bool? {
         guard let e = byKey[key] else { return nil }

@@ -98,6 +98,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         }
         let media = try address(try values.string("server.media") ?? defaultMedia, key: "server.media")
 
+        // LogLevel's own names (it also takes "warn", "err" and any case), not a fixed list.
         var logLevel = LogLevel.info
         if let text = try values.string("server.log_level") {
             guard let level = LogLevel(name: text) else {
@@ -113,12 +114,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         }
 
         var room = RoomConfig()
-        if let text = try values.string("rooms.policy") {
-            guard let policy = RoomStagePolicy(rawValue: text) else {
-                throw values.error("rooms.policy", "\"\(text)\" is not open or moderated")
-            }
-            room.policy = policy
-        }
+        room.policy = try values.value("rooms.policy", as: RoomStagePolicy.self) ?? room.policy
         room.speakerLimit = try values.int("rooms.speaker_limit", in: 0 ... 64) ?? room.speakerLimit
         room.topN = try values.int("rooms.top_n", in: 1 ... 16) ?? room.topN
         let maxParticipants = try values.int("rooms.max_participants", in: 1 ... 10_000) ?? 50

@@ -9,6 +9,17 @@ final class AudioProfileTests: XCTestCase {
         XCTAssertTrue(SimCard.prepared, "run `swift build` first")
     }
 
+    /// The sim board in loopback, in a room with nothing but white noise at the mics.
+    private func startLoopbackEngine(_ name: String, noiseDBFS: Int) throws -> AudioEngine {
+        let dir = SimCard.scratch(name)
+        SimCard.useRoom(dir, ["input": "none", "echo": "off", "noise_dbfs": "\(noiseDBFS)"])
+        var config = SimCard.simBoardConfiguration()
+        config.loopback = true
+        let engine = try AudioEngine(configuration: config)
+        try engine.start()
+        return engine
+    }
+
     private func waitApplied(_ engine: AudioEngine, _ profile: AudioProfile) {
         let deadline = Date().addingTimeInterval(2)
         while engine.stats.appliedProfile != profile && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
@@ -18,12 +29,7 @@ final class AudioProfileTests: XCTestCase {
     /// A quiet room: speech sends (almost) nothing — DTX and the voice gate — while music keeps
     /// sending every frame at a higher bitrate, because a quiet passage of music is not silence.
     func testMusicSendsQuietPassagesAndSpeechDoesNot() throws {
-        let dir = SimCard.scratch("profile")
-        SimCard.useRoom(dir, ["input": "none", "echo": "off", "noise_dbfs": "-60"])
-        var config = SimCard.simBoardConfiguration()
-        config.loopback = true
-        let engine = try AudioEngine(configuration: config)
-        try engine.start()
+        let engine = try startLoopbackEngine("profile", noiseDBFS: -60)
         defer { engine.stop() }
         waitApplied(engine, .speech)
         Thread.sleep(forTimeInterval: 1.0)
@@ -59,12 +65,7 @@ final class AudioProfileTests: XCTestCase {
     /// Loud wide-band noise (hard to code, so VBR spends the whole budget): music frames carry
     /// about 64 kbps (80 bytes per 10 ms), more than speech's 24 kbps (30 bytes) can.
     func testMusicRunsAtTheHigherBitrate() throws {
-        let dir = SimCard.scratch("profile-bitrate")
-        SimCard.useRoom(dir, ["input": "none", "echo": "off", "noise_dbfs": "-25"])
-        var config = SimCard.simBoardConfiguration()
-        config.loopback = true
-        let engine = try AudioEngine(configuration: config)
-        try engine.start()
+        let engine = try startLoopbackEngine("profile-bitrate", noiseDBFS: -25)
         defer { engine.stop() }
         func bytesPerSentPacket(seconds: Double) -> Double {
             let a = engine.stats.snapshot()

@@ -114,6 +114,19 @@ class ProcessTestCase: XCTestCase {
 
 /// Measurements shared by the end-to-end tests.
 enum E2E {
+    /// The simulated room of one appliance in an end-to-end test (docs/sim-card.md): echo on,
+    /// its speaker recorded to `dir/NAME-speaker.wav` with a status file `dir/NAME.status`,
+    /// and `input` (when given) a talker from the beamformer's look direction. Returns the path
+    /// of `dir/NAME.conf`, for ROOMSIM_CONFIG.
+    static func writeRoom(_ dir: String, _ name: String, input: String? = nil, inputEnd: String = "silence",
+                          extra: [String] = []) throws -> String {
+        var lines = ["echo = on", "output = \(dir)/\(name)-speaker.wav", "status = \(dir)/\(name).status"] + extra
+        if let input { lines += ["input = \(input)", "input_end = \(inputEnd)", "input_mic_delays = 4 9 4 0"] }
+        let path = dir + "/\(name).conf"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     /// A port free on 127.0.0.1 for TCP (or UDP): bind port 0, read it back, release it.
     static func freePort(udp: Bool = false) -> Int {
         let fd = socket(AF_INET, Int32((udp ? SOCK_DGRAM : SOCK_STREAM).rawValue), 0)

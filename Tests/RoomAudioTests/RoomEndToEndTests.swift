@@ -19,12 +19,7 @@ final class RoomEndToEndTests: ProcessTestCase {
         let speech = SimCard.speechLike(seconds: 6, seed: 0.9, level: 0.25)
         SimCard.writeWAV(dir + "/a-mic.wav", speech)
         func room(_ name: String, input: String?) throws -> String {
-            var lines = ["echo = on", "echo_gain_db = -10", "noise_dbfs = -70", "output = \(dir)/\(name)-speaker.wav",
-                         "status = \(dir)/\(name).status"]
-            if let input { lines += ["input = \(input)", "input_end = silence", "input_mic_delays = 4 9 4 0"] }
-            let path = dir + "/\(name).conf"
-            try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
-            return path
+            try E2E.writeRoom(dir, name, input: input, inputEnd: "silence", extra: ["echo_gain_db = -10", "noise_dbfs = -70"])
         }
         let seconds = "9"
         let board = SimCard.repoRoot + "/board/sim"

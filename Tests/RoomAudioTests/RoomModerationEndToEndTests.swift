@@ -28,11 +28,7 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         }
         SimCard.writeWAV(dir + "/b-mic.wav", SimCard.speechLike(seconds: 3, seed: 1.3, level: 0.25))
         func room(_ name: String, input: String?) throws -> String {
-            var lines = ["echo = on", "noise_dbfs = -70", "output = \(dir)/\(name)-speaker.wav", "status = \(dir)/\(name).status"]
-            if let input { lines += ["input = \(input)", "input_end = loop", "input_mic_delays = 4 9 4 0"] }
-            let path = dir + "/\(name).conf"
-            try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
-            return path
+            try E2E.writeRoom(dir, name, input: input, inputEnd: "loop", extra: ["noise_dbfs = -70"])
         }
         let board = SimCard.repoRoot + "/board/sim"
         let people: [(String, String, [String], String?)] = [
@@ -126,10 +122,8 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
             try mintToken(server, config: dir + "/server.conf", room: "r", user: user, extra)
         }
         SimCard.writeWAV(dir + "/a-mic.wav", SimCard.speechLike(seconds: 3, seed: 0.2, level: 0.25))
-        let rooms: [(String, String)] = [("a", "input = \(dir)/a-mic.wav\ninput_end = loop\ninput_mic_delays = 4 9 4 0\n"), ("b", ""), ("c", "")]
-        for (name, extra) in rooms {
-            try ("echo = on\noutput = \(dir)/\(name)-speaker.wav\nstatus = \(dir)/\(name).status\n" + extra)
-                .write(toFile: dir + "/\(name).conf", atomically: true, encoding: .utf8)
+        for name in ["a", "b", "c"] {
+            _ = try E2E.writeRoom(dir, name, input: name == "a" ? dir + "/a-mic.wav" : nil, inputEnd: "loop")
         }
         let board = SimCard.repoRoot + "/board/sim"
         let args: [(String, String, [String])] = [("a", "streamer", ["--publish"]), ("b", "audience", []), ("c", "audience", ["--ttl", "4"])]

@@ -28,6 +28,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
 
     public init() {}
 
+    /// roomd's log levels by name (the control API's `log_level` uses the same list).
     public static let logLevels = ["error", "warning", "notice", "info", "debug"]
     public static let roles = ["streamer", "audience"]
     public static let aecSuppressionLevels = ["low", "moderate", "high"]
@@ -70,16 +71,11 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if !c.servers.isEmpty && c.token == nil && c.tokenFile == nil {
             throw values.error("room.server", "needs room.token_file (or room.token)")
         }
-        c.role = try oneOf(values, "room.role", roles)
+        c.role = try values.string("room.role", oneOf: roles)
 
-        if let name = try values.string("audio.profile") {
-            guard let p = AudioProfile(rawValue: name) else {
-                throw values.error("audio.profile", "\"\(name)\" is not \(ConfigValues.list(AudioProfile.allCases.map(\.rawValue)))")
-            }
-            c.profile = p
-        }
-        c.volumeDB = try number(values, "audio.volume_db", in: volumeRange)
-        if let level = try oneOf(values, "audio.aec_suppression", aecSuppressionLevels) {
+        c.profile = try values.value("audio.profile", as: AudioProfile.self)
+        c.volumeDB = try values.double("audio.volume_db", in: volumeRange)
+        if let level = try values.string("audio.aec_suppression", oneOf: aecSuppressionLevels) {
             c.aecSuppression = Int32(aecSuppressionLevels.firstIndex(of: level)!)
         }
         c.opusFrameMilliseconds = try values.int("audio.opus_frame_ms", oneOf: [10, 20])
@@ -93,24 +89,11 @@ public struct ApplianceConfiguration: Sendable, Equatable {
             }
             c.controlGroup = group
         }
-        c.logLevel = try oneOf(values, "log.level", logLevels)
+        c.logLevel = try values.string("log.level", oneOf: logLevels)
         if let dir = try values.string("state.directory") {
             c.stateDirectory = dir == "none" ? "none" : try path("state.directory")
         }
         return c
-    }
-
-    static func oneOf(_ values: ConfigValues, _ key: String, _ allowed: [String]) throws(ConfigError) -> String? {
-        guard let v = try values.string(key) else { return nil }
-        guard allowed.contains(v) else { throw values.error(key, "\"\(v)\" is not \(ConfigValues.list(allowed))") }
-        return v
-    }
-
-    static func number(_ values: ConfigValues, _ key: String, in range: ClosedRange<Double>) throws(ConfigError) -> Double? {
-        guard let text = try values.string(key) else { return nil }
-        guard let v = Double(text), v.isFinite else { throw values.error(key, "\"\(text)\" is not a number") }
-        guard range.contains(v) else { throw values.error(key, "\(text) is out of range (\(Int(range.lowerBound))..\(Int(range.upperBound)))") }
-        return v
     }
 
     /// `a.b.c.d:port` or `[v6]:port` with a numeric address: the same rule as `--server`, checked

@@ -67,34 +67,20 @@ public struct RuntimeSettings: Sendable, Equatable {
         let values = ConfigValues(entries: try INIParser.parse(text: text, file: file), file: file)
         try values.checkNames(sections: schema)
         var s = RuntimeSettings()
-        s.volumeDB = try ApplianceConfiguration.number(values, "audio.volume_db", in: ApplianceConfiguration.volumeRange)
-        if let p = try ApplianceConfiguration.oneOf(values, "audio.profile", AudioProfile.allCases.map(\.rawValue)) {
-            s.profile = AudioProfile(rawValue: p)
-        }
-        s.logLevel = try ApplianceConfiguration.oneOf(values, "log.level", ApplianceConfiguration.logLevels)
+        s.volumeDB = try values.double("audio.volume_db", in: ApplianceConfiguration.volumeRange)
+        s.profile = try values.value("audio.profile", as: AudioProfile.self)
+        s.logLevel = try values.string("log.level", oneOf: ApplianceConfiguration.logLevels)
         s.muted = try values.yesNo("room.muted")
-        // The basis: "none" when the file did not set the key.
-        func basis(_ key: String) throws(ConfigError) -> String?? {
+        // The basis: absent → unknown (nil); "none" → the file did not set the key.
+        func basis<T>(_ key: String, expected: String, _ parse: (String) -> T?) throws(ConfigError) -> T?? {
             guard let v = try values.string(key) else { return nil }
-            return .some(v == "none" ? nil : v)
+            if v == "none" { return .some(nil) }
+            guard let parsed = parse(v) else { throw values.error(key, "\"\(v)\" is not \(expected) or none") }
+            return .some(parsed)
         }
-        if case .some(let v) = try basis("based_on.volume_db") {
-            if let v {
-                guard let d = Double(v), d.isFinite else { throw values.error("based_on.volume_db", "\"\(v)\" is not a number or none") }
-                s.basis.volumeDB = .some(d)
-            } else {
-                s.basis.volumeDB = .some(nil)
-            }
-        }
-        if case .some(let v) = try basis("based_on.profile") {
-            if let v {
-                guard let p = AudioProfile(rawValue: v) else { throw values.error("based_on.profile", "\"\(v)\" is not speech, music or none") }
-                s.basis.profile = .some(p)
-            } else {
-                s.basis.profile = .some(nil)
-            }
-        }
-        if case .some(let v) = try basis("based_on.log_level") { s.basis.logLevel = .some(v) }
+        s.basis = Basis(volumeDB: try basis("based_on.volume_db", expected: "a number") { Double($0).flatMap { $0.isFinite ? $0 : nil } },
+                        profile: try basis("based_on.profile", expected: "speech, music", AudioProfile.init(rawValue:)),
+                        logLevel: try basis("based_on.log_level", expected: "a log level") { $0 })
         return s
     }
 
