@@ -37,7 +37,7 @@ public final class AudioEngine: @unchecked Sendable {
     /// Per-sender playback volume (by SSRC), applied through the mixer's slot gains.
     public let streamGains = StreamGains()
     /// Per-stream receive statistics (loss, late, FEC, PLC, jitter, buffer delay).
-    public let streamStatistics = StreamStatistics(slots: MixerSlot.remoteCount)
+    public var streamStatistics: StreamStatistics { stats.streams }
     /// `roomctl selftest`: the speaker plays a test signal while the mics are recorded.
     public let selfTest: SelfTestCapture
     private var thread: NativeThread?
@@ -159,6 +159,9 @@ final class AudioLoop: @unchecked Sendable {
     private let rtpTicksPerFrame: UInt32
     private var lossRandom = SplitMix64(seed: 0x524F_4F4D)
     private var gate = VoiceActivityGate()
+    /// What `applyStreamGains` last applied: the gains' generation and each remote slot's sender.
+    private var gainGeneration: UInt64 = .max
+    private let gainSSRCs: UnsafeMutablePointer<UInt32>
     /// Index of the profile the encoder and APM are tuned for (-1: not yet) and its settings.
     private var appliedProfile = -1
     private var voiceGateOn = true
@@ -239,6 +242,8 @@ final class AudioLoop: @unchecked Sendable {
         speakerInterleaved = .allocate(capacity: period * c.playbackChannels)
         recordBlock = .allocate(capacity: period)
         encodeFrame = .allocate(capacity: frameSamples)
+        gainSSRCs = .allocate(capacity: MixerSlot.remoteCount)
+        gainSSRCs.initialize(repeating: 0, count: MixerSlot.remoteCount)
         slotAudio = .allocate(capacity: MixerSlot.count * period)
         slotAudio.initialize(repeating: 0, count: MixerSlot.count * period)
         slotPointers = .allocate(capacity: MixerSlot.count)
@@ -266,7 +271,7 @@ final class AudioLoop: @unchecked Sendable {
         cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate()
         speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
         encodeFrame.deallocate(); farEnd.deallocate()
-        slotAudio.deallocate(); slotPointers.deallocate()
+        slotAudio.deallocate(); slotPointers.deallocate(); gainSSRCs.deallocate()
     }
 
     private func openDevices() throws(AudioDeviceError) {
@@ -492,19 +497,23 @@ final class AudioLoop: @unchecked Sendable {
         while let received = incoming.pop() { remotes.insert(received) }
         remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now,
                        publishing: streamStatistics)
-        for i in 0..<MixerSlot.remoteCount {
-            let ssrc = remotes.ssrc(ofSlot: i)
-            if ssrc != 0 { mixer.setGain(streamGains.gain(ssrc: ssrc), slot: MixerSlot.firstRemote + i) }
-        }
-        let t = remotes.totals
-        stats.fecRecovered.store(t.fecRecovered, ordering: .relaxed)
-        stats.concealedFrames.store(t.concealed, ordering: .relaxed)
-        stats.receivedLost.store(t.lost, ordering: .relaxed)
-        stats.receivedLate.store(t.late, ordering: .relaxed)
-        stats.jitterBufferDelayMs.store(Int(t.currentDelayMs), ordering: .relaxed)
+        applyStreamGains()
         mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
                   into: UnsafeMutableBufferPointer(start: speaker, count: period))
         playbackMeter.process(UnsafeBufferPointer(start: UnsafePointer(speaker), count: period))
+    }
+
+    /// Per-sender volumes into the mixer's remote slots, looked up only when a volume was set or
+    /// a slot changed sender since the last period.
+    private func applyStreamGains() {
+        let generation = streamGains.generation
+        for i in 0..<MixerSlot.remoteCount {
+            let ssrc = remotes.ssrc(ofSlot: i)
+            guard ssrc != 0, ssrc != gainSSRCs[i] || generation != gainGeneration else { continue }
+            mixer.setGain(streamGains.gain(ssrc: ssrc), slot: MixerSlot.firstRemote + i)
+            gainSSRCs[i] = ssrc
+        }
+        gainGeneration = generation
     }
 
     /// Writes the period to the speaker, keeping the playback buffer near its pre-fill level:

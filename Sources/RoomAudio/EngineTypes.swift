@@ -114,11 +114,6 @@ public final class EngineStats: Sendable {
     /// Frames the network thread did not take in time (its ring was full).
     public let packetsDroppedOutgoing = Atomic<Int>(0)
     /// Receive side, summed over the remote streams' jitter buffers.
-    public let receivedLost = Atomic<Int>(0)
-    public let receivedLate = Atomic<Int>(0)
-    public let jitterBufferDelayMs = Atomic<Int>(0)
-    public let fecRecovered = Atomic<Int>(0)
-    public let concealedFrames = Atomic<Int>(0)
     public let encodedBytes = Atomic<Int>(0)
     /// Heap allocations seen on the audio thread in steady-state periods (needs the probe).
     public let steadyAllocations = Atomic<Int>(0)
@@ -151,14 +146,22 @@ public final class EngineStats: Sendable {
     /// Samples per period, so energies can be compared with the 16-bit quantization floor.
     public let periodFrames: Int
 
-    public init(periodFrames: Int) { self.periodFrames = periodFrames }
+    /// Per remote stream receive counters (the audio thread publishes them each period); the
+    /// snapshot's receive totals are derived from them, not kept a second time.
+    public let streams: StreamStatistics
+
+    public init(periodFrames: Int, streamSlots: Int = MixerSlot.remoteCount) {
+        self.periodFrames = periodFrames
+        streams = StreamStatistics(slots: streamSlots)
+    }
 
     public var inputLevel: Float { Float(bitPattern: inputLevelBits.load(ordering: .relaxed)) }
     public var outputLevel: Float { Float(bitPattern: outputLevelBits.load(ordering: .relaxed)) }
     public var playbackLevel: Float { Float(bitPattern: playbackLevelBits.load(ordering: .relaxed)) }
 
     public func snapshot() -> EngineSnapshot {
-        EngineSnapshot(
+        let rows = streams.rows()
+        return EngineSnapshot(
             periods: periods.load(ordering: .relaxed),
             captureXruns: captureXruns.load(ordering: .relaxed),
             playbackXruns: playbackXruns.load(ordering: .relaxed),
@@ -169,11 +172,11 @@ public final class EngineStats: Sendable {
             packetsEncoded: packetsEncoded.load(ordering: .relaxed),
             packetsSuppressedByDTX: packetsSuppressedByDTX.load(ordering: .relaxed),
             packetsLost: packetsLost.load(ordering: .relaxed),
-            receivedLost: receivedLost.load(ordering: .relaxed),
-            receivedLate: receivedLate.load(ordering: .relaxed),
-            jitterBufferDelayMs: jitterBufferDelayMs.load(ordering: .relaxed),
-            fecRecovered: fecRecovered.load(ordering: .relaxed),
-            concealedFrames: concealedFrames.load(ordering: .relaxed),
+            receivedLost: rows.reduce(0) { $0 + $1.lost },
+            receivedLate: rows.reduce(0) { $0 + $1.late },
+            jitterBufferDelayMs: Int(rows.map(\.delayMs).max() ?? 0),
+            fecRecovered: rows.reduce(0) { $0 + $1.fecRecovered },
+            concealedFrames: rows.reduce(0) { $0 + $1.concealed },
             encodedBytes: encodedBytes.load(ordering: .relaxed),
             steadyAllocations: steadyAllocations.load(ordering: .relaxed),
             steadyPeriodsMeasured: steadyPeriodsMeasured.load(ordering: .relaxed),

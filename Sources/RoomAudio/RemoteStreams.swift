@@ -29,8 +29,6 @@ final class RemoteStreams {
     /// A slot unused this long may be taken by a new SSRC.
     private let idleSamples: Int64 = 48_000 * 2
 
-    /// Sum of every stream's statistics, refreshed each period for the stats snapshot.
-    private(set) var totals = JitterBufferStatistics()
 
     init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int) throws(OpusError) {
         self.count = count
@@ -98,7 +96,6 @@ final class RemoteStreams {
     /// and points `pointers[i]` at it, or sets nil for an unused slot.
     func render(into slotAudio: UnsafeMutablePointer<Float>, pointers: UnsafeMutablePointer<UnsafePointer<Float>?>,
                 now: Int64, publishing perStream: StreamStatistics) {
-        var sum = JitterBufferStatistics()
         for i in 0..<count {
             guard streams[i].inUse else {
                 pointers[i] = nil
@@ -117,9 +114,7 @@ final class RemoteStreams {
             pointers[i] = UnsafePointer(out)
             let stats = buffer(i) { $0.statistics }
             perStream.publish(slot: i, ssrc: streams[i].ssrc, stats)
-            sum.add(stats)
         }
-        totals = sum
     }
 
     /// Asks the jitter buffer what to play and runs the decoder accordingly: a packet, its FEC
@@ -141,17 +136,5 @@ final class RemoteStreams {
         if produced != frameSamples { out.update(repeating: 0, count: frameSamples) }
         streams[i].decodedRead = 0
         streams[i].decodedAvailable = frameSamples
-    }
-}
-
-extension JitterBufferStatistics {
-    /// Adds another stream's counters (delays and jitter: the larger one, the worst stream).
-    mutating func add(_ o: JitterBufferStatistics) {
-        received += o.received; duplicates += o.duplicates; late += o.late; lost += o.lost
-        reordered += o.reordered; decoded += o.decoded; fecRecovered += o.fecRecovered
-        concealed += o.concealed; silence += o.silence; skipped += o.skipped; stretched += o.stretched
-        currentDelayMs = max(currentDelayMs, o.currentDelayMs)
-        targetDelayMs = max(targetDelayMs, o.targetDelayMs)
-        jitterMs = max(jitterMs, o.jitterMs)
     }
 }

@@ -10,6 +10,11 @@ import Synchronization
 public final class StreamGains: @unchecked Sendable {
     public static let capacity = 32
     private let entries: UnsafeMutablePointer<Atomic<UInt64>>
+    private let changes = Atomic<UInt64>(0)
+
+    /// Bumped by every `set`: the audio thread looks gains up again only when this or a slot's
+    /// sender changed, not every period.
+    public var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     public init() {
         entries = .allocate(capacity: Self.capacity)
@@ -30,11 +35,16 @@ public final class StreamGains: @unchecked Sendable {
         var free: Int?
         for i in 0..<Self.capacity {
             let e = entries[i].load(ordering: .relaxed)
-            if UInt32(e >> 32) == ssrc { entries[i].store(packed, ordering: .relaxed); return true }
+            if UInt32(e >> 32) == ssrc {
+                entries[i].store(packed, ordering: .relaxed)
+                changes.add(1, ordering: .releasing)
+                return true
+            }
             if e == 0 && free == nil { free = i }
         }
         guard let free else { return false }
         entries[free].store(packed, ordering: .relaxed)
+        changes.add(1, ordering: .releasing)
         return true
     }
 
