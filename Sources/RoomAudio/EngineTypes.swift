@@ -24,7 +24,8 @@ public struct EngineConfiguration: Sendable {
     /// The jitter buffers' delay floor. One 10 ms frame: on a quiet network the buffer waits no
     /// longer than that, and it grows by itself as soon as jitter shows (docs/jitter-buffer.md).
     public var jitterMinimumDelayMs = 10
-    /// RTP SSRC of what this engine sends (the room server assigns it).
+    /// RTP SSRC the engine stamps on its frames. Only loopback mode sees it: in a room the
+    /// session restamps every packet with the SSRC the server assigned.
     public var ssrc: UInt32 = 0x524F_4F4D
     /// Simulated loss on the loopback channel, percent (deterministic pseudo-random).
     public var loopbackLossPercent = 0

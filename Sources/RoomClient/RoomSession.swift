@@ -179,17 +179,16 @@ public final class RoomSession {
     public func leave(completion: RoomRequestCompletion? = nil) {
         switch phase {
         case .joined:
-            guard let id = sendRequest(.leave, completion: nil) else {
+            guard sendRequest(.leave, completion: nil) != nil else {
                 finish(.left)
                 completion?(.success(()))
                 return
             }
-            _ = id
             phase = .leaving
             if let completion { leaveCompletions.append(completion) }
             leaveTimer = loop.schedule(after: configuration.leaveTimeout) { [weak self] in
                 self?.leaveTimer = nil
-                self?.finishLeave()
+                self?.finish(.left)
             }
         case .leaving:
             if let completion { leaveCompletions.append(completion) }
@@ -199,10 +198,6 @@ public final class RoomSession {
             finish(.left)
             completion?(.success(()))
         }
-    }
-
-    private func finishLeave() {
-        finish(.left)
     }
 
     /// Ends the membership, whatever the reason; a leave under way is answered (it is over,
@@ -254,7 +249,7 @@ public final class RoomSession {
         let since = disconnectedSinceNs ?? now
         if !reportedFailed
             && (fatal || consecutiveFailures >= configuration.failureThreshold
-                || now &- since >= configuration.failureTimeout.nanosecondCount)
+                || now &- since >= configuration.failureTimeout.monotonicNanosecondCount)
         {
             reportedFailed = true
             setState(.failed(reason: reason))
@@ -275,7 +270,7 @@ public final class RoomSession {
     /// A joined connection ended without a removal: recover.
     private func connectionLost(_ reason: String) {
         if phase == .leaving {
-            finishLeave()
+            finish(.left)
             return
         }
         guard phase == .joined else {
@@ -421,10 +416,7 @@ public final class RoomSession {
             let reason = "hello refused: \(info.code.rawValue): \(info.message)"
             switch info.code {
             case .tokenExpired:
-                teardownConnection()
-                phase = .stopped
-                cancelTimer(&retryTimer)
-                setState(.disconnected(.tokenExpired(message: info.message)))
+                finish(.tokenExpired(message: info.message))
             case .missingGrant where askedRole == .streamer:
                 // Asking for the previous role is "when allowed": fall back to audience.
                 askedRole = .audience
@@ -481,11 +473,11 @@ public final class RoomSession {
     private func tick() {
         let now = monotonicNanoseconds()
         guard phase == .joined || phase == .leaving else { return }
-        if now &- lastReceivedNs >= configuration.silenceTimeout.nanosecondCount {
+        if now &- lastReceivedNs >= configuration.silenceTimeout.monotonicNanosecondCount {
             connectionLost("server silent for \(configuration.silenceTimeout)")
             return
         }
-        if now &- lastPingNs >= configuration.pingInterval.nanosecondCount {
+        if now &- lastPingNs >= configuration.pingInterval.monotonicNanosecondCount {
             lastPingNs = now
             send(SignalMessage(.ping(t: Int64(now / 1_000_000))))
         }
@@ -499,7 +491,7 @@ public final class RoomSession {
         case .ok(let requestID):
             if let request = pending.removeValue(forKey: requestID) {
                 if request.type == "leave" {
-                    finishLeave()
+                    finish(.left)
                     return
                 }
                 request.completion?(.success(()))

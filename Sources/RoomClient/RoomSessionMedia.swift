@@ -45,9 +45,9 @@ extension RoomSession {
     func mediaTick(now: UInt64) {
         guard udp != nil else { return }
         let interval = lastBindingAnswerNs == 0 ? configuration.bindingRetryInterval : configuration.bindingInterval
-        if now &- lastBindingSentNs >= interval.nanosecondCount { sendBinding(now: now) }
+        if now &- lastBindingSentNs >= interval.monotonicNanosecondCount { sendBinding(now: now) }
         let lastHeard = lastBindingAnswerNs == 0 ? mediaStartNs : lastBindingAnswerNs
-        if isMediaPathUp && now &- lastHeard >= configuration.mediaSilenceTimeout.nanosecondCount {
+        if isMediaPathUp && now &- lastHeard >= configuration.mediaSilenceTimeout.monotonicNanosecondCount {
             isMediaPathUp = false
             Log.warning("room: media path silent for \(configuration.mediaSilenceTimeout)")
             emit(.mediaPathChanged(up: false))

@@ -222,9 +222,4 @@ extension Duration {
         let c = components
         return Double(c.seconds) + Double(c.attoseconds) / 1e18
     }
-
-    var nanosecondCount: UInt64 {
-        let s = seconds
-        return s <= 0 ? 0 : UInt64(s * 1e9)
-    }
 }

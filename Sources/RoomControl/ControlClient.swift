@@ -117,7 +117,7 @@ public final class ControlClient {
     public func nextEvent(timeout: Duration?) throws(ControlClientError) -> ControlEvent? {
         if let event = popEvent() { return event }
         if let lost { throw .unreachable("connection to roomd lost: \(lost)") }
-        let deadline = timeout.map { monotonicNanoseconds() + Self.nanoseconds($0) }
+        let deadline = timeout.map { monotonicNanoseconds() + $0.monotonicNanosecondCount }
         while eventHead >= events.count && lost == nil {
             var wait: Duration? = nil
             if let deadline {
@@ -141,7 +141,7 @@ public final class ControlClient {
     }
 
     private func waitUntil(_ timeout: Duration, _ what: String, _ done: () -> Bool) throws(ControlClientError) {
-        let deadline = monotonicNanoseconds() + Self.nanoseconds(timeout)
+        let deadline = monotonicNanoseconds() + timeout.monotonicNanosecondCount
         while !done() {
             let now = monotonicNanoseconds()
             if now >= deadline { throw .timeout("timed out \(what)") }
@@ -196,11 +196,5 @@ public final class ControlClient {
     private func nextIDWaiting() -> ControlRequestID? {
         let id = nextID - 1
         return id >= 1 ? .int(id) : nil
-    }
-
-    private static func nanoseconds(_ d: Duration) -> UInt64 {
-        let (s, atto) = d.components
-        if s < 0 { return 0 }
-        return UInt64(s) * 1_000_000_000 + UInt64(atto / 1_000_000_000)
     }
 }

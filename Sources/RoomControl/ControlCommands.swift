@@ -68,7 +68,7 @@ public struct ControlCommandSpec: Sendable, Equatable {
 /// Participant ids are 32-bit on the wire (protocol 1); 0 is the server itself.
 public let participantIDRange = 1...Int(UInt32.max)
 /// Volumes in dB: -80 is as good as silent, +20 is the most gain the mixer gives.
-public let volumeRange: ClosedRange<Double> = -80...20
+public let volumeRange = ApplianceConfiguration.volumeRange
 
 public enum ControlCommands {
     private static let participant = ControlArgument("participant", .integer(participantIDRange), required: true,
@@ -86,7 +86,7 @@ public enum ControlCommands {
 
     public static let logLevels = ApplianceConfiguration.logLevels
     public static let profiles = AudioProfile.allCases.map(\.rawValue)
-    public static let roles = ["audience", "streamer"]
+    public static let roles = RoomRole.allCases.map(\.rawValue)
 
     /// Every command, in the order help lists them.
     public static let all: [ControlCommandSpec] = [

@@ -17,6 +17,18 @@ public func threadCPUNanoseconds() -> UInt64 {
     return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
 }
 
+extension Duration {
+    /// Whole nanoseconds for deadlines on `monotonicNanoseconds()`: 0 for zero or negative
+    /// durations, and saturating (half of UInt64's range, so adding it to "now" cannot wrap)
+    /// for absurdly long ones.
+    public var monotonicNanosecondCount: UInt64 {
+        let (seconds, attoseconds) = components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        if seconds >= Int64(UInt64.max / 1_000_000_000) - 1 { return UInt64.max / 2 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}
+
 public func sleepMilliseconds(_ ms: Int) {
     var request = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
     var remaining = timespec()

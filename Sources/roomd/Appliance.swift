@@ -64,24 +64,26 @@ final class Appliance {
     /// reload must not send the file's token to another server).
     private var settingsToken: String?
 
-    /// Joins with the effective settings, or with what a `join` request overrides.
-    func join(servers serverText: String? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
+    /// Joins with the effective settings, or with what a `join` request overrides (`addresses`
+    /// already parsed by the caller, so a bad one is reported as a bad argument).
+    func join(addresses requested: [SocketAddress]? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
         let e = settings.effective
-        let servers = serverText.map(Self.serverList) ?? e.servers
-        guard !servers.isEmpty else {
+        let addresses: [SocketAddress]
+        if let requested { addresses = requested } else { addresses = try Self.addresses(e.servers) }
+        guard !addresses.isEmpty else {
             throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
         }
-        var addresses: [SocketAddress] = []
-        for text in servers { addresses.append(try SocketAddress(parsing: text)) }
         let joinToken: String
         if let token { joinToken = token } else { joinToken = try Self.readToken(e) }
         let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
         try room.connect(servers: addresses, token: joinToken, role: roomRole, muted: session?.isSelfMuted ?? e.muted)
-        settingsToken = serverText == nil && token == nil ? joinToken : nil
+        settingsToken = requested == nil && token == nil ? joinToken : nil
     }
 
-    static func serverList(_ text: String) -> [String] {
-        text.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
+    static func addresses(_ servers: [String]) throws(SystemError) -> [SocketAddress] {
+        var addresses: [SocketAddress] = []
+        for text in servers { addresses.append(try SocketAddress(parsing: text)) }
+        return addresses
     }
 
     /// The control group's gid, checked to be one roomd can give the socket to.
@@ -151,7 +153,7 @@ final class Appliance {
         if !after.servers.isEmpty && room.isEnabled {
             do {
                 token = try Self.readToken(after)
-                for s in after.servers { addresses.append(try SocketAddress(parsing: s)) }
+                addresses = try Self.addresses(after.servers)
             } catch {
                 return .failure(.system("room: \(error)"))
             }

@@ -79,15 +79,17 @@ final class ControlBridge {
                 reply(.failure(ControlError(.configError, "\(e)")))
             }
         case .join(let servers, let token, let role):
+            var addresses: [SocketAddress]?
             if let servers {
-                for text in Appliance.serverList(servers) {
-                    do { _ = try SocketAddress(parsing: text) } catch {
+                addresses = []
+                for text in ApplianceConfiguration.serverList(servers) {
+                    do { addresses?.append(try SocketAddress(parsing: text)) } catch {
                         return reply(.failure(.badRequest(field: "args.server", "\"\(text)\": \(error)")))
                     }
                 }
             }
             do {
-                try appliance.join(servers: servers, token: token, role: role)
+                try appliance.join(addresses: addresses, token: token, role: role)
                 reply(.ok)
             } catch {
                 reply(.failure(.notInRoom(error.description)))
@@ -204,6 +206,7 @@ final class ControlBridge {
             "packets_encoded": .int(s.packetsEncoded), "dtx_suppressed": .int(s.packetsSuppressedByDTX),
             "received_lost": .int(s.receivedLost), "late": .int(s.receivedLate), "fec": .int(s.fecRecovered),
             "plc": .int(s.concealedFrames), "jitter_delay_ms": .int(s.jitterBufferDelayMs),
+            "dropped_outgoing": .int(engine.stats.packetsDroppedOutgoing.load(ordering: .relaxed)),
         ]
         // Per remote stream, named by participant when the SSRC is known.
         let bySSRC = Dictionary((session?.participants.values ?? [:].values).compactMap { p in p.ssrc.map { ($0, p) } },

@@ -224,16 +224,7 @@ struct Daemon {
         config.opus.frameMilliseconds = e.opusFrameMilliseconds
         config.profile = e.profile
         config.farEndLoops = !options.farEndOnce
-        for (feature, on) in options.processing {
-            switch feature {
-            case "aec": config.processing.echoCancel = on
-            case "ns": config.processing.noiseSuppress = on
-            case "agc": config.processing.gainControl = on
-            case "vad": config.processing.voiceDetect = on
-            case "hpf": config.processing.highPass = on
-            default: config.processing.beamform = on
-            }
-        }
+        for feature in options.disabled { feature.switchOff(in: &config.processing) }
         if let level = e.aecSuppression { config.processing.echoSuppression = level }
         if let path = options.farEnd {
             do {
@@ -293,12 +284,13 @@ struct Daemon {
 
     private func drainRecording(_ engine: AudioEngine, into recorded: inout [Int16]) {
         guard let ring = engine.processedAudio else { return }
-        var block = [Int16](repeating: 0, count: 4800)
-        while true {
-            let n = block.withUnsafeMutableBufferPointer { ring.read(into: $0) }
-            if n == 0 { break }
-            recorded.append(contentsOf: block[0..<n])
-        }
+        // Straight into the recording's new tail: no bounce buffer per tick.
+        let n = ring.availableToRead
+        guard n > 0 else { return }
+        let start = recorded.count
+        recorded.append(contentsOf: repeatElement(0, count: n))
+        let got = recorded.withUnsafeMutableBufferPointer { ring.read(into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        recorded.removeLast(n - got)
     }
 }
 

@@ -1,3 +1,4 @@
+import RoomAudio
 import RoomCore
 
 /// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
@@ -17,7 +18,8 @@ struct Options {
     var json = false
     var logLevel: String?
     var opusFrameMilliseconds: Int?
-    var processing: [String: Bool] = [:]
+    /// Processing stages switched off with --disable.
+    var disabled: Set<ProcessingFeature> = []
     var aecSuppression: Int32?
     var servers: [String] = []
     var token: String?
@@ -90,12 +92,12 @@ struct Options {
             case "--far-end-once": o.farEndOnce = true
             case "--server":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: --server needs host:port[,host:port...]", 2) }
-                o.servers = v.split(separator: ",").map { String($0) }
+                o.servers = ApplianceConfiguration.serverList(v)
             case "--token", "--token-file":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
                 if a == "--token" { o.token = v } else { o.tokenFile = v }
             case "--role":
-                guard let v = value(a), v == "streamer" || v == "audience" else { return .exit("roomd: --role takes streamer or audience", 2) }
+                guard let v = value(a), ApplianceConfiguration.roles.contains(v) else { return .exit("roomd: --role takes streamer or audience", 2) }
                 o.role = v
             case "--control-socket":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: --control-socket needs a path (or none)", 2) }
@@ -134,15 +136,15 @@ struct Options {
                 guard let v = value(a), let n = Int(v), n == 10 || n == 20 else { return .exit("roomd: --opus-frame must be 10 or 20", 2) }
                 o.opusFrameMilliseconds = n
             case "--aec-suppression":
-                guard let v = value(a), let level = ["low": Int32(0), "moderate": 1, "high": 2][v] else {
+                guard let v = value(a), let level = ApplianceConfiguration.aecSuppressionLevels.firstIndex(of: v).map(Int32.init) else {
                     return .exit("roomd: --aec-suppression takes low, moderate or high", 2)
                 }
                 o.aecSuppression = level
             case "--disable":
-                guard let v = value(a), ["aec", "ns", "agc", "vad", "hpf", "beamformer"].contains(v) else {
-                    return .exit("roomd: --disable takes aec, ns, agc, vad, hpf or beamformer", 2)
+                guard let v = value(a), let feature = ProcessingFeature(rawValue: v) else {
+                    return .exit("roomd: --disable takes \(ProcessingFeature.names)", 2)
                 }
-                o.processing[v] = false
+                o.disabled.insert(feature)
             default:
                 return .exit("roomd: unknown option \(a)\n\(usage)", 2)
             }
@@ -154,5 +156,24 @@ struct Options {
         if o.servers.isEmpty && (o.token != nil || o.tokenFile != nil) { return .exit("roomd: --token needs --server", 2) }
         if !o.servers.isEmpty && o.loopback { return .exit("roomd: --loopback and --server exclude each other", 2) }
         return .run(o)
+    }
+}
+
+/// The processing stages `--disable` can switch off (each one an APM feature of the engine).
+enum ProcessingFeature: String, CaseIterable {
+    case aec, ns, agc, vad, hpf, beamformer
+
+    /// "aec, ns, agc, vad, hpf or beamformer", for usage errors.
+    static var names: String { ConfigValues.list(allCases.map(\.rawValue)) }
+
+    func switchOff(in p: inout ProcessingSettings) {
+        switch self {
+        case .aec: p.echoCancel = false
+        case .ns: p.noiseSuppress = false
+        case .agc: p.gainControl = false
+        case .vad: p.voiceDetect = false
+        case .hpf: p.highPass = false
+        case .beamformer: p.beamform = false
+        }
     }
 }

@@ -69,7 +69,7 @@ final class RoomLink {
         if let session {
             var left = false
             session.leave { _ in left = true }
-            let deadline = monotonicNanoseconds() + UInt64(timeout.components.seconds) * 1_000_000_000
+            let deadline = monotonicNanoseconds() + timeout.monotonicNanosecondCount
             while !left && monotonicNanoseconds() < deadline { _ = try? loop.runOnce(timeout: .milliseconds(50)) }
         }
     }

@@ -57,7 +57,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         c.boardPath = try path("board.path")
 
         if let list = try values.string("room.server") {
-            let servers = list.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
+            let servers = serverList(list)
             for s in servers where !isHostPort(s) {
                 throw values.error("room.server", "\"\(s)\" is not host:port (numeric address and port 1..65535; several are separated by commas)")
             }
@@ -94,6 +94,12 @@ public struct ApplianceConfiguration: Sendable, Equatable {
             c.stateDirectory = dir == "none" ? "none" : try path("state.directory")
         }
         return c
+    }
+
+    /// `host:port, host:port` → the addresses as written, blanks removed (room.server, --server,
+    /// roomctl join --server).
+    public static func serverList(_ text: String) -> [String] {
+        text.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
     }
 
     /// `a.b.c.d:port` or `[v6]:port` with a numeric address: the same rule as `--server`, checked

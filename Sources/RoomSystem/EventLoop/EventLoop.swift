@@ -154,8 +154,8 @@ public final class EventLoop {
         nextTimerID += 1
         let seq = nextSeq
         nextSeq += 1
-        let every = interval.map { max(1, Self.nanoseconds($0)) } ?? 0
-        let deadline = monotonicNanoseconds() &+ Self.nanoseconds(delay)
+        let every = interval.map { max(1, $0.monotonicNanosecondCount) } ?? 0
+        let deadline = monotonicNanoseconds() &+ delay.monotonicNanosecondCount
         timers[id] = TimerState(deadline: deadline, seq: seq, interval: every, body: body)
         heap.push(TimerEntry(deadline: deadline, seq: seq, item: id))
         return TimerID(raw: id)
@@ -191,7 +191,7 @@ public final class EventLoop {
     /// due), dispatches it, then fires due timers. Returns how many callbacks ran.
     @discardableResult
     public func runOnce(timeout: Duration? = nil) throws(SystemError) -> Int {
-        var waitMs: Int64 = timeout.map { Self.milliseconds(roundingUp: Self.nanoseconds($0)) } ?? -1
+        var waitMs: Int64 = timeout.map { Self.milliseconds(roundingUp: $0.monotonicNanosecondCount) } ?? -1
         if let next = heap.first?.deadline {
             let now = monotonicNanoseconds()
             let untilTimer = next <= now ? 0 : Self.milliseconds(roundingUp: next - now)
@@ -280,13 +280,6 @@ public final class EventLoop {
         event.events = mask
         event.data.u64 = token
         return LinuxAPI.epollCtl(ep, op, fd, &event)
-    }
-
-    static func nanoseconds(_ d: Duration) -> UInt64 {
-        let (seconds, attoseconds) = d.components
-        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
-        if seconds >= Int64(UInt64.max / 1_000_000_000) - 1 { return UInt64.max / 2 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 
     private static func milliseconds(roundingUp ns: UInt64) -> Int64 {
