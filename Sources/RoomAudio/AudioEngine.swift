@@ -368,10 +368,9 @@ final class AudioLoop: @unchecked Sendable {
     private func processPeriod() {
         followProfile()
         // Mics: interleaved 16-bit → one float plane per mic.
-        let scale: Float = 1.0 / 32768
         for f in 0..<period {
             let frame = captureInterleaved + f * micCount
-            for m in 0..<micCount { mics[m * period + f] = Float(frame[m]) * scale }
+            for m in 0..<micCount { mics[m * period + f] = SampleConversion.float(fromInt16: frame[m]) }
         }
         renderSpeakerPeriod()
         // A self-test owns the speaker: the test signal replaces the room (and is the AEC's
@@ -474,7 +473,7 @@ final class AudioLoop: @unchecked Sendable {
         var energy: Float = 0
         for i in 0..<count { energy += frame[i] * frame[i] }
         let dbov = dBFS(fromLinear: (energy / Float(count)).squareRoot(), floor: -127)
-        return UInt8(max(0, min(127, -dbov.rounded())))
+        return RTPAudioLevel(voiceActivity: false, dBov: Double(dbov)).level
     }
 
     /// What the speaker plays this period: each source fills its mixer slot (far-end talker,

@@ -628,10 +628,7 @@ public enum Roomctl {
         }).joined(separator: " ")
     }
 
-    static func formatNumber(_ d: Double) -> String {
-        if d == d.rounded() && abs(d) < 1e15 { return "\(Int(d))" }
-        return "\(d)"
-    }
+    static func formatNumber(_ d: Double) -> String { shortestNumberText(d) }
 }
 
 extension String {

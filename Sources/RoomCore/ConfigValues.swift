@@ -92,12 +92,10 @@ public struct ConfigValues: Sendable {
         guard let text = try string(key) else { return nil }
         guard let v = Double(text), v.isFinite else { throw error(key, "\"\(text)\" is not a number") }
         guard range.contains(v) else {
-            throw error(key, "\(text) is out of range (\(Self.bound(range.lowerBound))..\(Self.bound(range.upperBound)))")
+            throw error(key, "\(text) is out of range (\(shortestNumberText(range.lowerBound))..\(shortestNumberText(range.upperBound)))")
         }
         return v
     }
-
-    private static func bound(_ v: Double) -> String { v == v.rounded() ? String(Int(v)) : "\(v)" }
 
     /// `yes` or `no`, or nil when absent. Only these two words, so a typo is never read as "no".
     public func yesNo(_ key: String) throws(ConfigError) -> Bool? {

@@ -1,5 +1,7 @@
-/// 16-bit ↔ float sample conversion, shared by the WAV codec and the audio loop so both
-/// agree on one scale.
+/// 16-bit ↔ float sample conversion, shared by the WAV codec and the audio loop's capture side
+/// (and roomd's far-end file) so they agree on one scale. The loop writes the speaker and the
+/// recorder with 32767 instead, so a full-scale mix (+1.0, the limiter's ceiling) reaches
+/// 32767 without a clip.
 ///
 /// The scale is 32768 both ways: every Int16 converts to a Float in [-1, 1) and back to the
 /// same Int16 exactly, so a file read and written again is unchanged. The price is that +1.0

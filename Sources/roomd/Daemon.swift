@@ -258,7 +258,7 @@ struct Daemon {
         var mono: [Float] = []
         mono.reserveCapacity(audio.frames)
         let samples = audio.samples
-        for f in 0..<audio.frames { mono.append(Float(samples[f * audio.channels]) / 32768) }
+        for f in 0..<audio.frames { mono.append(SampleConversion.float(fromInt16: samples[f * audio.channels])) }
         return mono
     }
 

@@ -1,6 +1,7 @@
 import Glibc
 import RoomAudio
 import RoomClient
+import RoomCore
 import RoomSystem
 
 /// Prints what a newcomer wants to see the pipeline do: levels, voice activity, echo removed,
@@ -51,11 +52,11 @@ final class StatusReporter {
         }
         if json {
             var fields: [(String, String)] = [
-                ("t", fmt(elapsed, 2)), ("periods", "\(now.periods)"),
-                ("mic_dbfs", fmt(Double(now.inputLevel), 1)), ("out_dbfs", fmt(Double(now.outputLevel), 1)),
-                ("speaker_dbfs", fmt(Double(now.playbackLevel), 1)), ("vad", now.voiceActive ? "true" : "false"),
-                ("voiced_pct", fmt(voiced, 1)),
-                ("erle_db", erle.map { fmt($0, 1) } ?? "null"),
+                ("t", fixedDecimalText(elapsed, 2)), ("periods", "\(now.periods)"),
+                ("mic_dbfs", fixedDecimalText(Double(now.inputLevel), 1)), ("out_dbfs", fixedDecimalText(Double(now.outputLevel), 1)),
+                ("speaker_dbfs", fixedDecimalText(Double(now.playbackLevel), 1)), ("vad", now.voiceActive ? "true" : "false"),
+                ("voiced_pct", fixedDecimalText(voiced, 1)),
+                ("erle_db", erle.map { fixedDecimalText($0, 1) } ?? "null"),
                 ("far_end_periods", "\(now.farEndActivePeriods)"),
                 ("echo_in_energy", "\(now.echoInEnergy)"), ("echo_out_energy", "\(now.echoOutEnergy)"),
                 ("aec_delay_ms", "\(now.aecDelayMilliseconds)"),
@@ -69,7 +70,7 @@ final class StatusReporter {
                 ("steady_retains", "\(engine.stats.steadyRetains.load(ordering: .relaxed))"),
                 ("retain_probe_verified", engine.stats.retainProbeVerified.load(ordering: .relaxed) ? "true" : "false"),
                 ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
-                ("cpu_pct", fmt(cpuPct, 2)), ("rss_mb", fmt(ProcessStats.residentMegabytes(), 2)),
+                ("cpu_pct", fixedDecimalText(cpuPct, 2)), ("rss_mb", fixedDecimalText(ProcessStats.residentMegabytes(), 2)),
             ]
             if let session {
                 let st = session.statistics
@@ -85,11 +86,11 @@ final class StatusReporter {
             // The ratio is ERLE only while the near end is silent; during double talk the
             // near-end speech is in both energies, so say so instead of printing a number.
             let echoText: String
-            if let erle { echoText = echoOnlyInterval ? "echo removed \(fmt(erle, 1)) dB" : "echo: double talk" } else { echoText = "echo: no far end" }
-            printLine("t=\(fmt(elapsed, 1))s  mic \(fmt(Double(now.inputLevel), 1))  out \(fmt(Double(now.outputLevel), 1))  "
-                  + "spk \(fmt(Double(now.playbackLevel), 1)) dBFS  voice \(fmt(voiced, 0))%  "
+            if let erle { echoText = echoOnlyInterval ? "echo removed \(fixedDecimalText(erle, 1)) dB" : "echo: double talk" } else { echoText = "echo: no far end" }
+            printLine("t=\(fixedDecimalText(elapsed, 1))s  mic \(fixedDecimalText(Double(now.inputLevel), 1))  out \(fixedDecimalText(Double(now.outputLevel), 1))  "
+                  + "spk \(fixedDecimalText(Double(now.playbackLevel), 1)) dBFS  voice \(fixedDecimalText(voiced, 0))%  "
                   + "\(echoText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
-                  + "cpu \(fmt(cpuPct, 1))%" + roomText())
+                  + "cpu \(fixedDecimalText(cpuPct, 1))%" + roomText())
         }
         last = now
         lastCPU = cpu
@@ -110,31 +111,18 @@ final class StatusReporter {
         let erle = echoOnly.erleDB(since: echoOnlyBase)
         let allocs = now.steadyPeriodsMeasured > 0 ? Double(now.steadyAllocations) / Double(now.steadyPeriodsMeasured) : 0
         if json {
-            printLine("{\"summary\":true,\"t\":\(fmt(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fmt($0, 2) } ?? "null"),"
-                  + "\"cpu_pct\":\(fmt(cpuPct, 2)),\"rss_mb\":\(fmt(ProcessStats.residentMegabytes(), 2)),"
+            printLine("{\"summary\":true,\"t\":\(fixedDecimalText(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fixedDecimalText($0, 2) } ?? "null"),"
+                  + "\"cpu_pct\":\(fixedDecimalText(cpuPct, 2)),\"rss_mb\":\(fixedDecimalText(ProcessStats.residentMegabytes(), 2)),"
                   + "\"alloc_probe\":\(now.allocationProbeActive),\"alloc_probe_verified\":\(now.allocationProbeVerified),\"unsteady_allocs\":\(now.unsteadyAllocations),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
                   + "\"retain_probe_verified\":\(engine.stats.retainProbeVerified.load(ordering: .relaxed)),\"steady_retains\":\(engine.stats.steadyRetains.load(ordering: .relaxed)),"
                   + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
                   + "\"drift_corrections\":\(now.driftCorrections),\"fec\":\(now.fecRecovered),\"plc\":\(now.concealedFrames),\"lost\":\(now.packetsLost)}")
         } else {
-            printLine("summary: \(now.periods) periods in \(fmt(elapsed, 1)) s; echo removed \(erle.map { fmt($0, 1) + " dB" } ?? "n/a") (over the seconds with only far-end speech); "
-                  + "cpu \(fmt(cpuPct, 1))% of one core; rss \(fmt(ProcessStats.residentMegabytes(), 1)) MB; xruns \(now.captureXruns)/\(now.playbackXruns); "
-                  + (now.allocationProbeActive ? "steady-state allocations \(fmt(allocs, 3))/period over \(now.steadyPeriodsMeasured) periods (probe \(now.allocationProbeVerified ? "verified" : "NOT verified"), \(now.unsteadyAllocations) during start-up/recovery)" : "allocation probe not loaded"))
+            printLine("summary: \(now.periods) periods in \(fixedDecimalText(elapsed, 1)) s; echo removed \(erle.map { fixedDecimalText($0, 1) + " dB" } ?? "n/a") (over the seconds with only far-end speech); "
+                  + "cpu \(fixedDecimalText(cpuPct, 1))% of one core; rss \(fixedDecimalText(ProcessStats.residentMegabytes(), 1)) MB; xruns \(now.captureXruns)/\(now.playbackXruns); "
+                  + (now.allocationProbeActive ? "steady-state allocations \(fixedDecimalText(allocs, 3))/period over \(now.steadyPeriodsMeasured) periods (probe \(now.allocationProbeVerified ? "verified" : "NOT verified"), \(now.unsteadyAllocations) during start-up/recovery)" : "allocation probe not loaded"))
         }
     }
 }
 
 /// Fixed-point formatting without Foundation.
-func fmt(_ value: Double, _ decimals: Int) -> String {
-    guard value.isFinite else { return "null" }
-    var scale = 1.0
-    for _ in 0..<decimals { scale *= 10 }
-    let rounded = (value * scale).rounded() / scale
-    var text = String(rounded)
-    if let dot = text.firstIndex(of: ".") {
-        let fraction = text[text.index(after: dot)...]
-        if fraction.count < decimals { text += String(repeating: "0", count: decimals - fraction.count) }
-        if decimals == 0 { text = String(text[..<dot]) }
-    } else if decimals > 0 { text += "." + String(repeating: "0", count: decimals) }
-    return text
-}

@@ -22,22 +22,10 @@ struct DirectionCounters {
         return "{\"received\":\(received),\"forwarded\":\(forwarded),\"dropped\":\(dropped),\"delayed\":\(delayed),"
             + "\"duplicated\":\(duplicated),\"reordered\":\(reordered),\"send_failed\":\(sendFailed),"
             + "\"overflow\":\(overflow),\"oversize\":\(oversize),\"bytes\":\(bytesForwarded),"
-            + "\"delay_mean_ms\":\(fixed(mean, 2)),\"delay_max_ms\":\(fixed(Double(delayMaxNs) / 1e6, 2))}"
+            + "\"delay_mean_ms\":\(fixedDecimalText(mean, 2)),\"delay_max_ms\":\(fixedDecimalText(Double(delayMaxNs) / 1e6, 2))}"
     }
 }
 
-func fixed(_ v: Double, _ decimals: Int) -> String {
-    guard v.isFinite else { return "null" }
-    var scale = 1.0
-    for _ in 0..<decimals { scale *= 10 }
-    let r = (v * scale).rounded()
-    let negative = r < 0
-    let whole = Int(abs(r))
-    let unit = Int(scale)
-    var frac = String(whole % unit)
-    while frac.count < decimals { frac = "0" + frac }
-    return (negative ? "-" : "") + "\(whole / unit)" + (decimals > 0 ? "." + frac : "")
-}
 
 /// One client's media: its address as the proxy sees it and the proxy's own socket towards
 /// the server, so the server sees one address per client.
@@ -165,15 +153,15 @@ final class Proxy {
 
     private func describe(_ im: Impairment) -> String {
         if im.isNone { return "clean" }
-        return "loss \(fixed(im.lossPct, 1)) %, delay \(fixed(im.baseDelayMs, 1)) ms + 0…\(fixed(2 * im.jitterMs, 1)) ms, "
-            + "reorder \(fixed(im.reorderPct, 1)) %, duplicate \(fixed(im.duplicatePct, 1)) %"
+        return "loss \(fixedDecimalText(im.lossPct, 1)) %, delay \(fixedDecimalText(im.baseDelayMs, 1)) ms + 0…\(fixedDecimalText(2 * im.jitterMs, 1)) ms, "
+            + "reorder \(fixedDecimalText(im.reorderPct, 1)) %, duplicate \(fixedDecimalText(im.duplicatePct, 1)) %"
     }
 
     // MARK: Statistics
 
     func statsJSON(final: Bool) -> String {
         let t = Double(monotonicNanoseconds() - startNs) / 1e9
-        return "{\"roomproxy\":true,\"t\":\(fixed(t, 2)),\"final\":\(final),\"seed\":\(seed),"
+        return "{\"roomproxy\":true,\"t\":\(fixedDecimalText(t, 2)),\"final\":\(final),\"seed\":\(seed),"
             + "\"flows\":\(flows.count),\"flows_opened\":\(flowsOpened),\"flows_refused\":\(flowsRefused),"
             + "\"foreign\":\(foreign),\"queued\":\(queue.count),\"queue_peak\":\(queue.peak),"
             + "\"tcp\":{\"accepted\":\(tcpAccepted),\"open\":\(pairs.count),\"connect_failed\":\(tcpFailed),"

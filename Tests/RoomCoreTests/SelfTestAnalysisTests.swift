@@ -127,12 +127,12 @@ final class SelfTestAnalysisTests: XCTestCase {
     }
 
     func testFormatting() {
-        XCTAssertEqual(SelfTestAnalysis.format(-91.6, 0), "-92")
-        XCTAssertEqual(SelfTestAnalysis.format(41.25, 1), "41.3")
-        XCTAssertEqual(SelfTestAnalysis.format(2, 1), "2.0")
-        XCTAssertEqual(SelfTestAnalysis.format(-0.04, 1), "0.0", "no negative zero")
-        XCTAssertEqual(SelfTestAnalysis.format(0.05, 2), "0.05")
-        XCTAssertEqual(SelfTestAnalysis.format(-120, 0), "-120")
+        XCTAssertEqual(fixedDecimalText(-91.6, 0), "-92")
+        XCTAssertEqual(fixedDecimalText(41.25, 1), "41.3")
+        XCTAssertEqual(fixedDecimalText(2, 1), "2.0")
+        XCTAssertEqual(fixedDecimalText(-0.04, 1), "0.0", "no negative zero")
+        XCTAssertEqual(fixedDecimalText(0.05, 2), "0.05")
+        XCTAssertEqual(fixedDecimalText(-120, 0), "-120")
     }
 
     // MARK: - Healthy appliances

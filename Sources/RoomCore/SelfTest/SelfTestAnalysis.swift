@@ -164,10 +164,10 @@ public enum SelfTestAnalysis {
             let reduction = raw - cleaned
             echoReduction = reduction
             if reduction < thresholds.minimumEchoReductionDB {
-                var text = "echo canceller removes only \(format(reduction, 0)) dB (expected ≥ \(format(thresholds.minimumEchoReductionDB, 0)) dB)"
+                var text = "echo canceller removes only \(fixedDecimalText(reduction, 0)) dB (expected ≥ \(fixedDecimalText(thresholds.minimumEchoReductionDB, 0)) dB)"
                 // The canceller cannot remove room noise, so a quiet signal caps what can be measured.
                 if results[0].snrDB < thresholds.minimumEchoReductionDB + 3 {
-                    text += "; the test signal is only \(format(results[0].snrDB, 0)) dB above the noise at mic 0, raise the speaker volume"
+                    text += "; the test signal is only \(fixedDecimalText(results[0].snrDB, 0)) dB above the noise at mic 0, raise the speaker volume"
                 }
                 problems.append(text)
             }
@@ -283,7 +283,7 @@ public enum SelfTestAnalysis {
         var problems: [String] = []
         for m in mics {
             guard let d = m.delayMilliseconds, (d - referenceDelay).magnitude > t.maximumDelaySpreadMilliseconds else { continue }
-            problems.append("mic \(m.index): delay \(format(d, 1)) ms differs from mic \(reference.index) (\(format(referenceDelay, 1)) ms)")
+            problems.append("mic \(m.index): delay \(fixedDecimalText(d, 1)) ms differs from mic \(reference.index) (\(fixedDecimalText(referenceDelay, 1)) ms)")
         }
         return problems
     }
@@ -292,13 +292,13 @@ public enum SelfTestAnalysis {
 
     private static func micProblems(_ m: SelfTestMicResult, _ t: SelfTestThresholds) -> [String] {
         var problems: [String] = []
-        let levels = "\(format(m.levelDBFS, 0)) dBFS, noise floor \(format(m.noiseFloorDBFS, 0)) dBFS"
+        let levels = "\(fixedDecimalText(m.levelDBFS, 0)) dBFS, noise floor \(fixedDecimalText(m.noiseFloorDBFS, 0)) dBFS"
         if m.snrDB < t.minimumSNRDB {
             problems.append(m.delayMilliseconds == nil
                 ? "mic \(m.index): no signal (\(levels))"
-                : "mic \(m.index): test signal only \(format(m.snrDB, 0)) dB above the noise (\(levels)) — raise the speaker volume or quieten the room")
+                : "mic \(m.index): test signal only \(fixedDecimalText(m.snrDB, 0)) dB above the noise (\(levels)) — raise the speaker volume or quieten the room")
         } else if m.delayMilliseconds == nil {
-            problems.append("mic \(m.index): hears sound but not the test signal (correlation \(format(m.correlation, 2))) — keep the room quiet during the test")
+            problems.append("mic \(m.index): hears sound but not the test signal (correlation \(fixedDecimalText(m.correlation, 2))) — keep the room quiet during the test")
         }
         if m.clippedSamples > t.maximumClippedSamples {
             problems.append("mic \(m.index): \(m.clippedSamples) clipped samples — lower the speaker or mic gain")
@@ -344,23 +344,6 @@ public enum SelfTestAnalysis {
     static func decibels(power: Double) -> Double {
         guard power > 0, power.isFinite else { return power.isInfinite ? -floorDBFS : floorDBFS }
         return max(floorDBFS, 10 * RoomMath.log10(power))
-    }
-
-    /// `x` with `decimals` digits after the point ("-92", "41.3"). RoomCore has no Foundation
-    /// and `String(describing:)` would print "-91.99999999".
-    static func format(_ x: Double, _ decimals: Int) -> String {
-        var scale = 1
-        for _ in 0..<decimals { scale *= 10 }
-        let scaled = (x.magnitude * Double(scale)).rounded()
-        guard x.isFinite, scaled < 1e15 else { return "\(x)" }
-        let units = Int(scaled)
-        var text = x < 0 && units != 0 ? "-" : ""
-        text += String(units / scale)
-        if decimals > 0 {
-            let fraction = String(units % scale)
-            text += "." + String(repeating: "0", count: decimals - fraction.count) + fraction
-        }
-        return text
     }
 }
 

@@ -92,22 +92,17 @@ public struct RuntimeSettings: Sendable, Equatable {
         ]
         if volumeDB != nil || profile != nil {
             lines.append("[audio]")
-            if let volumeDB { lines.append("volume_db = \(Self.format(volumeDB))") }
+            if let volumeDB { lines.append("volume_db = \(shortestNumberText(volumeDB))") }
             if let profile { lines.append("profile = \(profile.rawValue)") }
         }
         if let logLevel { lines += ["[log]", "level = \(logLevel)"] }
         if let muted { lines += ["[room]", "muted = \(muted ? "yes" : "no")"] }
         var based: [String] = []
-        if case .some(let v) = basis.volumeDB { based.append("volume_db = \(v.map(Self.format) ?? "none")") }
+        if case .some(let v) = basis.volumeDB { based.append("volume_db = \(v.map(shortestNumberText) ?? "none")") }
         if case .some(let v) = basis.profile { based.append("profile = \(v?.rawValue ?? "none")") }
         if case .some(let v) = basis.logLevel { based.append("log_level = \(v ?? "none")") }
         if !based.isEmpty { lines += ["# What roomd.conf said when these were set: a file edited since wins at start."] + ["[based_on]"] + based }
         return lines.joined(separator: "\n") + "\n"
-    }
-
-    /// Shortest text that reads back to the same Double (Swift's description does that).
-    static func format(_ v: Double) -> String {
-        v == v.rounded() && abs(v) < 1e15 ? String(Int(v)) : "\(v)"
     }
 
     /// Drops the run-time values of keys the configuration file has just changed.
