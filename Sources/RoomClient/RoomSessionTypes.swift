@@ -60,14 +60,23 @@ public enum RoomConnectionState: Sendable, Equatable, CustomStringConvertible {
     /// The session stopped and does not reconnect by itself (see `RoomDisconnectReason`).
     case disconnected(RoomDisconnectReason)
 
-    public var description: String {
+    /// The state without its reason: the control API's `connection` value.
+    public var name: String {
         switch self {
         case .idle: "idle"
         case .connecting: "connecting"
         case .connected: "connected"
         case .reconnecting: "reconnecting"
+        case .failed: "failed"
+        case .disconnected: "disconnected"
+        }
+    }
+
+    public var description: String {
+        switch self {
         case .failed(let reason): "failed (\(reason))"
         case .disconnected(let reason): "disconnected (\(reason))"
+        default: name
         }
     }
 }

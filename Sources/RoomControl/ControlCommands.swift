@@ -35,12 +35,16 @@ public struct ControlArgument: Sendable, Equatable {
     public let name: String
     public let type: ControlArgumentType
     public let required: Bool
+    /// roomctl takes it as an optional positional word rather than a `--name` option
+    /// (`roomctl volume 7 -6`); required arguments are always positional.
+    public let positional: Bool
     public let help: String
 
-    public init(_ name: String, _ type: ControlArgumentType, required: Bool = false, help: String) {
+    public init(_ name: String, _ type: ControlArgumentType, required: Bool = false, positional: Bool = false, help: String) {
         self.name = name
         self.type = type
         self.required = required
+        self.positional = positional
         self.help = help
     }
 }
@@ -113,7 +117,7 @@ public enum ControlCommands {
         moderator("kick", "moderator: remove a participant from the room", reason: true),
         plain("participants", .read, "the participants of the room"),
         ControlCommandSpec(name: "volume", arguments: [
-            ControlArgument("participant", .integer(participantIDRange), help: "whose playback volume; master volume when absent"),
+            ControlArgument("participant", .integer(participantIDRange), positional: true, help: "whose playback volume; master volume when absent"),
             ControlArgument("db", .number(volumeRange), required: true, help: "gain in dB (-80 … 20)"),
         ], access: .control, summary: "set the master or a participant's playback volume"),
         ControlCommandSpec(name: "send_message", arguments: [
@@ -122,7 +126,7 @@ public enum ControlCommands {
         ], access: .control, summary: "send an app message to the room or one participant"),
         ControlCommandSpec(name: "set_attribute", arguments: [
             ControlArgument("key", .string(maxLength: 256), required: true, help: "attribute name"),
-            ControlArgument("value", .string(maxLength: 4096), help: "new value; deletes the attribute when absent"),
+            ControlArgument("value", .string(maxLength: 4096), positional: true, help: "new value; deletes the attribute when absent"),
         ], access: .control, summary: "set or delete a room attribute"),
         ControlCommandSpec(name: "profile", arguments: [
             ControlArgument("name", .oneOf(profiles), required: true, help: "speech or music"),

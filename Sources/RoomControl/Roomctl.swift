@@ -110,7 +110,7 @@ public enum Roomctl {
             for arg in spec.arguments {
                 if arg.required {
                     positionals.append(Positional(argument: arg, optional: false))
-                } else if (spec.name == "volume" && arg.name == "participant") || (spec.name == "set_attribute" && arg.name == "value") {
+                } else if arg.positional {
                     positionals.append(Positional(argument: arg, optional: true))
                 } else {
                     options.append(("--" + arg.name.replacingUnderscores(), arg))

@@ -158,7 +158,7 @@ final class ControlBridge {
             return o
         }
         let state = session.connectionState
-        o["connection"] = .string(stateName(state))
+        o["connection"] = .string(state.name)
         if case .failed(let reason) = state { o["reason"] = .string(reason) }
         if case .disconnected(let reason) = state { o["reason"] = .string("\(reason)") }
         let me = session.localParticipant
@@ -173,20 +173,9 @@ final class ControlBridge {
         let serverMuted = me?.muted ?? false
         o["self_muted"] = .bool(session.isSelfMuted)
         o["server_muted"] = .bool(serverMuted)
-        o["muted"] = .bool(session.isSelfMuted || serverMuted)
+        o["muted"] = .bool(session.isEffectivelyMuted)
         o["media_path"] = .bool(session.isMediaPathUp)
         return o
-    }
-
-    private func stateName(_ s: RoomConnectionState) -> String {
-        switch s {
-        case .idle: "idle"
-        case .connecting: "connecting"
-        case .connected: "connected"
-        case .reconnecting: "reconnecting"
-        case .failed: "failed"
-        case .disconnected: "disconnected"
-        }
     }
 
     private func participantJSON(_ p: ParticipantInfo) -> JSONValue {
@@ -233,7 +222,7 @@ final class ControlBridge {
         guard let server else { return }
         switch event {
         case .stateChanged(let state):
-            var f: [String: JSONValue] = ["state": .string(stateName(state))]
+            var f: [String: JSONValue] = ["state": .string(state.name)]
             if case .failed(let reason) = state { f["reason"] = .string(reason) }
             server.broadcast(event: "connection", f)
         case .joined(let info):
