@@ -32,16 +32,7 @@ public enum Log {
 
     public static func write(_ level: LogLevel, _ message: String) {
         guard level.rawValue <= threshold.load(ordering: .relaxed) else { return }
-        let line = "<\(level.rawValue)>\(message)\n"
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let n = Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset)
-                if n < 0 { if errno == EINTR { continue }; return }
-                offset += n
-            }
-        }
+        writeLine("<\(level.rawValue)>\(message)", to: 2)
     }
 
     public static func error(_ m: String) { write(.error, m) }
