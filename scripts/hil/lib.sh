@@ -94,16 +94,26 @@ dut_id() {
   echo "$id"
 }
 
-# expect_status FIELD VALUE [TIMEOUT]: the dut's `status` FIELD becomes VALUE (default 3 s).
-expect_status() {
-  local field="$1" want="$2" timeout="${3:-3}" got deadline
+# poll WANT TIMEOUT PROBE...: true once PROBE (a command that prints one value) prints WANT,
+# asked every 50 ms for up to TIMEOUT s; false after that, with the last value in POLLED. A PROBE
+# that fails ends the scenario. The waiting verbs below are this loop with their own message.
+POLLED=""
+poll() {
+  local want="$1" timeout="$2" deadline
+  shift 2
   deadline=$(($(now_ms) + $(ms_of "$timeout")))
   while :; do
-    got="$(dut_status "$field")" || fail "expect_status $field: roomctl status failed"
-    [ "$got" = "$want" ] && break
-    [ "$(now_ms)" -lt "$deadline" ] || fail "dut status $field is $got, expected $want (after ${timeout} s)"
+    POLLED="$("$@")" || fail "$*: failed"
+    [ "$POLLED" = "$want" ] && return 0
+    [ "$(now_ms)" -lt "$deadline" ] || return 1
     sleep 0.05
   done
+}
+
+# expect_status FIELD VALUE [TIMEOUT]: the dut's `status` FIELD becomes VALUE (default 3 s).
+expect_status() {
+  local field="$1" want="$2" timeout="${3:-3}"
+  poll "$want" "$timeout" dut_status "$field" || fail "dut status $field is $POLLED, expected $want (after ${timeout} s)"
   step "dut status: $field = $want"
 }
 
@@ -142,32 +152,23 @@ peer_refused() {
 
 # peer_sees STAGE [TIMEOUT]: the peer's participant list shows the dut with stage STAGE
 # (off, hand_raised, invited, on_stage), or `absent`: the dut is not in the peer's room.
+# _peer_stage ID: participant ID's stage as the peer sees it, or `absent`.
+_peer_stage() {
+  peer_ctl --json participants |
+    jq -r --argjson id "$1" '[.result.participants[] | select(.id == $id) | .stage] | first // "absent"'
+}
+
 peer_sees() {
-  local want="$1" timeout="${2:-3}" id got deadline
+  local want="$1" timeout="${2:-3}" id
   id="$(dut_id)"
-  deadline=$(($(now_ms) + $(ms_of "$timeout")))
-  while :; do
-    got="$(peer_ctl --json participants |
-      jq -r --argjson id "$id" '[.result.participants[] | select(.id == $id) | .stage] | first // "absent"')" ||
-      fail "peer_sees: roomctl participants failed"
-    [ "$got" = "$want" ] && break
-    [ "$(now_ms)" -lt "$deadline" ] || fail "the peer sees the dut (participant $id) as $got, expected $want"
-    sleep 0.05
-  done
+  poll "$want" "$timeout" _peer_stage "$id" || fail "the peer sees the dut (participant $id) as $POLLED, expected $want"
   step "peer sees the dut (participant $id): $want"
 }
 
 # peer_sees_gone ID [TIMEOUT]: participant ID is no longer in the peer's room.
 peer_sees_gone() {
-  local id="$1" timeout="${2:-3}" n deadline
-  deadline=$(($(now_ms) + $(ms_of "$timeout")))
-  while :; do
-    n="$(peer_ctl --json participants | jq --argjson id "$id" '[.result.participants[] | select(.id == $id)] | length')" ||
-      fail "peer_sees_gone: roomctl participants failed"
-    [ "$n" = 0 ] && break
-    [ "$(now_ms)" -lt "$deadline" ] || fail "participant $id is still in the peer's room after ${timeout} s"
-    sleep 0.05
-  done
+  local id="$1" timeout="${2:-3}"
+  poll absent "$timeout" _peer_stage "$id" || fail "participant $id is still in the peer's room after ${timeout} s"
   step "peer: participant $id has left the room"
 }
 
@@ -256,12 +257,8 @@ led() {
 # expect_led NAME 0|1 [TIMEOUT]: LED NAME (mute, hand, stage) shows the value (default 2 s: the
 # LEDs follow the state within an event-loop turn, the button's action 30 ms after release).
 expect_led() {
-  local name="$1" want="$2" timeout="${3:-2}" deadline
-  deadline=$(($(now_ms) + $(ms_of "$timeout")))
-  until [ "$(led "$name")" = "$want" ]; do
-    [ "$(now_ms)" -lt "$deadline" ] || fail "LED $name is not $want after ${timeout} s: $(leds)"
-    sleep 0.05
-  done
+  local name="$1" want="$2" timeout="${3:-2}"
+  poll "$want" "$timeout" led "$name" || fail "LED $name is not $want after ${timeout} s: $(leds)"
   step "LED $name=$want ($(leds))"
 }
 
