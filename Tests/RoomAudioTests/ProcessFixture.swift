@@ -102,6 +102,19 @@ class ProcessTestCase: XCTestCase {
         return r.out
     }
 
+    /// roomserver on free loopback ports with docs/roomserver.conf.example (and `replacing`) as
+    /// `dir/server.conf`, waited for until it accepts connections.
+    @discardableResult
+    func startServer(_ exe: String, dir: String, replacing: [String: String] = [:], log: String = "server.log")
+        throws -> (tcp: Int, udp: Int, process: Process) {
+        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
+        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: replacing)
+        let process = try launch(exe, ["--config", dir + "/server.conf"], log: dir + "/" + log)
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline && !E2E.accepts(port: tcp) { Thread.sleep(forTimeInterval: 0.05) }
+        return (tcp, udp, process)
+    }
+
     /// docs/roomserver.conf.example on the given loopback ports, with optional text replacements.
     func writeServerConfig(_ path: String, tcp: Int, udp: Int, replacing: [String: String] = [:]) throws {
         var text = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
@@ -128,6 +141,20 @@ enum E2E {
     }
 
     /// A port free on 127.0.0.1 for TCP (or UDP): bind port 0, read it back, release it.
+    /// Whether something listens on 127.0.0.1:`port` (TCP).
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
     static func freePort(udp: Bool = false) -> Int {
         let fd = socket(AF_INET, Int32((udp ? SOCK_DGRAM : SOCK_STREAM).rawValue), 0)
         defer { close(fd) }

@@ -8,9 +8,7 @@ final class RoomEndToEndTests: ProcessTestCase {
     func testSpeechFromAReachesBAndCButNotA() throws {
         let roomd = try executable("roomd"), server = try executable("roomserver")
         let dir = SimCard.scratch("e2e")
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
+        let (tcp, _, _) = try startServer(server, dir: dir)
 
         func token(_ user: String, publish: Bool) throws -> String {
             try mintToken(server, config: dir + "/server.conf", room: "e2e", user: user, publish ? ["--publish"] : [])

@@ -18,10 +18,7 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
     func testAudienceIsHeardOnlyAfterApprovalAndUntilMutedThenKicked() throws {
         let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("moderation")
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: ["policy = open": "policy = moderated"])
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
-        Thread.sleep(forTimeInterval: 0.3)
+        let (tcp, _, _) = try startServer(server, dir: dir, replacing: ["policy = open": "policy = moderated"])
 
         func token(_ user: String, _ grants: [String]) throws -> String {
             try mintToken(server, config: dir + "/server.conf", room: "mod", user: user, grants)
@@ -113,11 +110,7 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
     func testServerRestartIsSurvivedAndTokenExpiryRemoves() throws {
         let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("restart")
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: ["[server]": "[server]\ntoken_leeway = 0"])
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server1.log")
-        let firstServer = try XCTUnwrap(processes.last)
-        Thread.sleep(forTimeInterval: 0.3)
+        let (tcp, _, firstServer) = try startServer(server, dir: dir, replacing: ["[server]": "[server]\ntoken_leeway = 0"], log: "server1.log")
         func token(_ user: String, _ extra: [String]) throws -> String {
             try mintToken(server, config: dir + "/server.conf", room: "r", user: user, extra)
         }
@@ -172,10 +165,7 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
     func testOpenRoomRaiseHandGoesOnStageAtOnce() throws {
         let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("open")
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
-        Thread.sleep(forTimeInterval: 0.3)
+        let (tcp, _, _) = try startServer(server, dir: dir)
         SimCard.writeWAV(dir + "/b-mic.wav", SimCard.speechLike(seconds: 3, seed: 2.7, level: 0.25))
         try "input = \(dir)/b-mic.wav\ninput_end = loop\necho = off\n".write(toFile: dir + "/b.conf", atomically: true, encoding: .utf8)
         try "echo = off\n".write(toFile: dir + "/a.conf", atomically: true, encoding: .utf8)
@@ -210,10 +200,7 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         let dir = SimCard.scratch("panel")
         let gpio = dir + "/gpio"
         try FileManager.default.createDirectory(atPath: gpio, withIntermediateDirectories: true)
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
-        Thread.sleep(forTimeInterval: 0.3)
+        let (tcp, _, _) = try startServer(server, dir: dir)
         try "echo = off\n".write(toFile: dir + "/room.conf", atomically: true, encoding: .utf8)
         try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--server", "127.0.0.1:\(tcp)",
                            "--token", try mintToken(server, config: dir + "/server.conf", room: "panel", user: "p", ["--publish"]),

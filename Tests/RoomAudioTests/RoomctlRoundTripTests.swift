@@ -11,10 +11,7 @@ final class RoomctlRoundTripTests: ProcessTestCase {
     func testEveryCommandRoundTripsAgainstRunningDaemons() throws {
         let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("roundtrip")
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp, replacing: ["policy = open": "policy = moderated"])
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
-        Thread.sleep(forTimeInterval: 0.3)
+        let (tcp, _, _) = try startServer(server, dir: dir, replacing: ["policy = open": "policy = moderated"])
         SimCard.useRoom(dir, ["echo": "on", "noise_dbfs": "-70"])
         for (name, role, grants) in [("a", "streamer", ["--publish", "--moderate"]), ("b", "audience", ["--publish"])] {
             let token = try mintToken(server, config: dir + "/server.conf", room: "rt", user: name, grants)

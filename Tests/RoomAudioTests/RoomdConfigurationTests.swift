@@ -241,10 +241,7 @@ final class RoomdConfigurationTests: ProcessTestCase {
 
     func testRoomFromTheFileTokenRotationKeepsTheCallAndMuteSurvivesARestart() throws {
         let server = try executable("roomserver")
-        let tcp = E2E.freePort(), udp = E2E.freePort(udp: true)
-        try writeServerConfig(dir + "/server.conf", tcp: tcp, udp: udp)
-        try launch(server, ["--config", dir + "/server.conf"], log: dir + "/server.log")
-        Thread.sleep(forTimeInterval: 0.3)
+        let (tcp, _, _) = try startServer(server, dir: dir)
         try write(dir + "/token", try mintToken(server, config: dir + "/server.conf", room: "cfg", user: "dev1", ["--publish", "--ttl", "600"]))
         let config = dir + "/roomd.conf"
         try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token\nrole = streamer\n")
