@@ -97,18 +97,7 @@ public final class TCPListener {
         guard address.family == .ipv4 || address.family == .ipv6 else {
             throw SystemError("TCP listener \(address): not an IP address")
         }
-        let fd = try SocketSupport.open(family: SocketSupport.domain(of: address), type: Int32(SOCK_STREAM.rawValue),
-                                        what: "listen \(address)")
-        do {
-            try SocketSupport.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR")
-            if address.family == .ipv6 {
-                try SocketSupport.setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "IPV6_V6ONLY")
-            }
-            try SocketSupport.bind(fd, address)
-        } catch {
-            Glibc.close(fd)
-            throw error
-        }
+        let fd = try SocketSupport.openBound(address, type: Int32(SOCK_STREAM.rawValue), reuseAddress: true, what: "listen \(address)")
         localAddress = SocketSupport.localAddress(fd)
         core = AcceptCore(fd: fd, name: "\(localAddress)", loop: loop, outgoingLimit: outgoingLimit, onAccept: onAccept)
         try core.start(backlog: backlog)

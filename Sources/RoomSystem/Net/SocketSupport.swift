@@ -27,6 +27,21 @@ enum SocketSupport {
         if rc != 0 { throw .errno("bind \(address)") }
     }
 
+    /// An IP socket of `type` bound to `address` (IPv6 sockets are v6-only, so a v4 and a v6
+    /// socket can share a port); closed again if any step fails.
+    static func openBound(_ address: SocketAddress, type: Int32, reuseAddress: Bool, what: String) throws(SystemError) -> Int32 {
+        let fd = try open(family: domain(of: address), type: type, what: what)
+        do {
+            if reuseAddress { try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
+            if address.family == .ipv6 { try setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "IPV6_V6ONLY") }
+            try bind(fd, address)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        return fd
+    }
+
     static func localAddress(_ fd: Int32) -> SocketAddress {
         var a = SocketAddress()
         if a.fill({ getsockname(fd, $0, $1) }) != 0 { return SocketAddress() }

@@ -23,18 +23,7 @@ public final class UDPSocket {
         guard address.family == .ipv4 || address.family == .ipv6 else {
             throw SystemError("UDP socket \(address): not an IP address")
         }
-        let fd = try SocketSupport.open(family: SocketSupport.domain(of: address), type: Int32(SOCK_DGRAM.rawValue),
-                                        what: "udp \(address)")
-        do {
-            if reuseAddress { try SocketSupport.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
-            if address.family == .ipv6 {
-                try SocketSupport.setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "IPV6_V6ONLY")
-            }
-            try SocketSupport.bind(fd, address)
-        } catch {
-            Glibc.close(fd)
-            throw error
-        }
+        let fd = try SocketSupport.openBound(address, type: Int32(SOCK_DGRAM.rawValue), reuseAddress: reuseAddress, what: "udp \(address)")
         fileDescriptor = fd
         localAddress = SocketSupport.localAddress(fd)
     }
