@@ -409,7 +409,7 @@ final class AudioLoop: @unchecked Sendable {
         }
 
         if let ring = processedAudio {
-            for i in 0..<period { recordBlock[i] = Int16(clamping: Int((cleaned[i] * 32767).rounded())) }
+            for i in 0..<period { recordBlock[i] = SampleConversion.int16(fromFloat: cleaned[i], scale: SampleConversion.outputScale) }
             _ = ring.write(from: UnsafeBufferPointer(start: recordBlock, count: period))
         }
         if testing { selfTest.record(micPlanes: mics, cleanedPeriod: cleaned) }
@@ -523,7 +523,7 @@ final class AudioLoop: @unchecked Sendable {
         guard let device = playbackEveryPeriod else { return -Int(EBADFD) }
         let channels = config.playbackChannels
         for i in 0..<period {
-            let s = Int16(clamping: Int((speaker[i] * 32767).rounded()))
+            let s = SampleConversion.int16(fromFloat: speaker[i], scale: SampleConversion.outputScale)
             for c in 0..<channels { speakerInterleaved[i * channels + c] = s }
         }
         return device._withUnsafeGuaranteedRef { playback in

@@ -1,7 +1,7 @@
 /// 16-bit ↔ float sample conversion, shared by the WAV codec and the audio loop's capture side
 /// (and roomd's far-end file) so they agree on one scale. The loop writes the speaker and the
-/// recorder with 32767 instead, so a full-scale mix (+1.0, the limiter's ceiling) reaches
-/// 32767 without a clip.
+/// recorder with `outputScale` (32767) instead, so a full-scale mix (+1.0, the limiter's
+/// ceiling) reaches 32767 without a clip.
 ///
 /// The scale is 32768 both ways: every Int16 converts to a Float in [-1, 1) and back to the
 /// same Int16 exactly, so a file read and written again is unchanged. The price is that +1.0
@@ -16,7 +16,14 @@ public enum SampleConversion {
     /// One sample to Int16, rounded, clipped to the Int16 range; NaN becomes 0 so a broken
     /// computation produces silence instead of a trap or full-scale noise.
     @inlinable
-    public static func int16(fromFloat sample: Float) -> Int16 {
+    public static func int16(fromFloat sample: Float) -> Int16 { int16(fromFloat: sample, scale: scale) }
+
+    /// The audio loop's output scale: +1.0, the limiter's ceiling, becomes 32767 exactly.
+    public static let outputScale: Float = 32767
+
+    /// As `int16(fromFloat:)` with another scale; NaN and infinities cannot trap here either.
+    @inlinable
+    public static func int16(fromFloat sample: Float, scale: Float) -> Int16 {
         let v = (sample * scale).rounded()
         if v >= 32767 { return 32767 }
         if v <= -32768 { return -32768 }

@@ -68,4 +68,16 @@ final class DSPMathTests: XCTestCase {
         XCTAssertEqual(n, 4)
         XCTAssertEqual(back, [0, 0.25, 32767 / 32768, -1])
     }
+
+    /// The loop's output conversion: full scale without a clip, and no trap on NaN or infinity
+    /// (a broken mix plays silence or full scale, it does not stop the audio thread).
+    func testOutputConversionNeverTraps() {
+        let k = SampleConversion.outputScale
+        XCTAssertEqual(SampleConversion.int16(fromFloat: 1.0, scale: k), 32767)
+        XCTAssertEqual(SampleConversion.int16(fromFloat: -1.0, scale: k), -32767)
+        XCTAssertEqual(SampleConversion.int16(fromFloat: 0.5, scale: k), 16384)
+        XCTAssertEqual(SampleConversion.int16(fromFloat: .nan, scale: k), 0)
+        XCTAssertEqual(SampleConversion.int16(fromFloat: .infinity, scale: k), 32767)
+        XCTAssertEqual(SampleConversion.int16(fromFloat: -.infinity, scale: k), -32768)
+    }
 }
