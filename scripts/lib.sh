@@ -1,4 +1,7 @@
 # Shared by the scripts: repo root, toolchain on PATH, build helpers.
+# Command substitutions ($(build_products ...)) stop at a failed command too: without this,
+# bash runs them without set -e and a failed build went on to print a bin path.
+shopt -s inherit_errexit
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -d /opt/swift/usr/bin ] && case ":$PATH:" in *":/opt/swift/usr/bin:"*) ;; *) PATH="/opt/swift/usr/bin:$PATH" ;; esac
 export PATH
@@ -6,7 +9,7 @@ export PATH
 # build_products CONFIG: builds roomd, roomctl and the plugins; prints the build directory.
 build_products() {
   local config="$1"
-  (cd "$ROOT" && swift build -c "$config" >&2)
+  (cd "$ROOT" && swift build -c "$config" >&2) || return
   (cd "$ROOT" && swift build -c "$config" --show-bin-path)
 }
 

@@ -1,11 +1,70 @@
+// The system side of clinux.h: the only place the Linux headers are included (see there why).
 #define _GNU_SOURCE
 #include "clinux.h"
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-int clinux_accept4(int fd, struct sockaddr *address, socklen_t *length, int flags) {
-    return accept4(fd, address, length, flags);
+_Static_assert(CLINUX_EPOLLIN == EPOLLIN, "EPOLLIN");
+_Static_assert(CLINUX_EPOLLOUT == EPOLLOUT, "EPOLLOUT");
+_Static_assert(CLINUX_EPOLLERR == EPOLLERR, "EPOLLERR");
+_Static_assert(CLINUX_EPOLLHUP == EPOLLHUP, "EPOLLHUP");
+_Static_assert(CLINUX_EPOLL_CTL_ADD == EPOLL_CTL_ADD, "EPOLL_CTL_ADD");
+_Static_assert(CLINUX_EPOLL_CTL_DEL == EPOLL_CTL_DEL, "EPOLL_CTL_DEL");
+_Static_assert(CLINUX_EPOLL_CTL_MOD == EPOLL_CTL_MOD, "EPOLL_CTL_MOD");
+// clinux_epoll_wait widens the kernel's entries in place, last first: that needs ours to be
+// at least as large.
+_Static_assert(sizeof(struct clinux_event) >= sizeof(struct epoll_event), "clinux_event size");
+_Static_assert(sizeof(unsigned int) == sizeof(socklen_t), "socklen_t");
+_Static_assert(sizeof(unsigned int) == sizeof(uid_t) && sizeof(unsigned int) == sizeof(gid_t), "uid_t");
+_Static_assert(sizeof(int) == sizeof(pid_t), "pid_t");
+
+int clinux_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int clinux_epoll_ctl(int epoll_fd, int operation, int fd, unsigned int events, unsigned long long token) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof event);
+    event.events = events;
+    event.data.u64 = token;
+    return epoll_ctl(epoll_fd, operation, fd, &event);
 }
 
-int clinux_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+int clinux_epoll_wait(int epoll_fd, struct clinux_event *events, int capacity, int timeout_ms) {
+    struct epoll_event *kernel = (struct epoll_event *)(void *)events;
+    int n = epoll_wait(epoll_fd, kernel, capacity, timeout_ms);
+    for (int i = n - 1; i >= 0; i--) {
+        struct epoll_event entry;
+        memcpy(&entry, &kernel[i], sizeof entry);
+        events[i].events = entry.events;
+        events[i].token = entry.data.u64;
+    }
+    return n;
+}
+
+int clinux_eventfd(unsigned int initial) { return eventfd(initial, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int clinux_signalfd(const void *signal_set) {
+    return signalfd(-1, (const sigset_t *)signal_set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int clinux_signalfd_read(int fd) {
+    struct signalfd_siginfo info;
+    ssize_t n = read(fd, &info, sizeof info);
+    if (n == (ssize_t)sizeof info) return (int)info.ssi_signo;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n >= 0) { errno = EIO; }
+    return -1;
+}
+
+int clinux_accept(int fd, void *address, unsigned int *length) {
+    return accept4(fd, (struct sockaddr *)address, (socklen_t *)length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid) {
     struct ucred cred;
     socklen_t length = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return -1;

@@ -1,20 +1,56 @@
-// The Linux interfaces RoomSystem needs that Swift's Glibc module does not import: its module
-// map leaves out sys/epoll.h, sys/eventfd.h and sys/signalfd.h, so they are included here and
-// the compiler checks every layout (epoll_event is packed on x86_64, not on arm64).
-// accept4 and struct ucred need _GNU_SOURCE, which a header that shares system headers with
-// the Glibc module cannot set: they are wrapped in clinux.c, compiled with it.
+// The Linux interfaces RoomSystem needs that Swift's Glibc module does not import (epoll,
+// eventfd, signalfd, accept4, SO_PEERCRED), behind functions and types of this header's own.
+//
+// Rule: this header includes no system header. A system header included here is parsed into
+// the CLinux Clang module as well as into Glibc, and which module then owns a declaration such
+// as SOCK_STREAM depends on build order: a release (whole-module) build of RoomSystem once
+// failed on every fresh clone with "cannot find 'SOCK_STREAM' in scope" in files that import
+// only Glibc, while an incremental debug build passed. The system headers are included in
+// clinux.c only, where the compiler checks each constant and layout against this header
+// (epoll_event is packed on x86_64 and not on arm64; the caller never sees it).
 #ifndef CLINUX_H
 #define CLINUX_H
-#include <sys/types.h>
-#include <sys/socket.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/signalfd.h>
 
-/// accept4(2) with the given SOCK_* flags.
-int clinux_accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);
+/// One ready descriptor from clinux_epoll_wait: the epoll event mask and the caller's token.
+struct clinux_event {
+    unsigned int events;
+    unsigned long long token;
+};
+
+enum {
+    CLINUX_EPOLLIN = 0x001,
+    CLINUX_EPOLLOUT = 0x004,
+    CLINUX_EPOLLERR = 0x008,
+    CLINUX_EPOLLHUP = 0x010,
+    CLINUX_EPOLL_CTL_ADD = 1,
+    CLINUX_EPOLL_CTL_DEL = 2,
+    CLINUX_EPOLL_CTL_MOD = 3,
+};
+
+/// epoll_create1(EPOLL_CLOEXEC).
+int clinux_epoll_create(void);
+
+/// epoll_ctl with `events` and `token` (returned as clinux_event.token).
+int clinux_epoll_ctl(int epoll_fd, int operation, int fd, unsigned int events, unsigned long long token);
+
+/// epoll_wait into `events` (capacity entries). Returns the count, or -1 with errno set.
+int clinux_epoll_wait(int epoll_fd, struct clinux_event *events, int capacity, int timeout_ms);
+
+/// eventfd(initial, EFD_NONBLOCK | EFD_CLOEXEC).
+int clinux_eventfd(unsigned int initial);
+
+/// A non-blocking, close-on-exec signalfd for `signal_set`, a pointer to a sigset_t the caller
+/// filled with sigemptyset/sigaddset (Glibc's type: opaque here).
+int clinux_signalfd(const void *signal_set);
+
+/// Reads one signal from a signalfd: its number, 0 when none is pending, -1 with errno set.
+int clinux_signalfd_read(int fd);
+
+/// accept4(fd, address, length, SOCK_NONBLOCK | SOCK_CLOEXEC). `address` is a struct sockaddr
+/// of `*length` bytes (Glibc's type: opaque here).
+int clinux_accept(int fd, void *address, unsigned int *length);
 
 /// The credentials of a Unix socket's peer (SO_PEERCRED). Returns 0, or -1 with errno set.
-int clinux_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid);
 
 #endif

@@ -1,4 +1,3 @@
-import CLinux
 import Glibc
 import RoomCore
 
@@ -69,7 +68,7 @@ public final class EventLoop {
     public let remote: EventLoopRemote
 
     private let epollFD: Int32
-    private let eventBuffer: UnsafeMutablePointer<epoll_event>
+    private let eventBuffer: UnsafeMutablePointer<LinuxAPI.ReadyEvent>
     private let eventCapacity: Int
     private var registrations: [UInt64: Registration] = [:]
     private var nextToken: UInt64 = 1 // token 0 is the wake eventfd
@@ -81,9 +80,9 @@ public final class EventLoop {
     /// - Parameter maxEventsPerWait: how many ready descriptors one `epoll_wait` returns; more
     ///   are returned by the next iteration.
     public init(maxEventsPerWait: Int = 256) throws(SystemError) {
-        let ep = LinuxAPI.epollCreate1(O_CLOEXEC)
+        let ep = LinuxAPI.epollCreate()
         if ep < 0 { throw .errno("epoll_create1") }
-        let wake = LinuxAPI.eventfd(0, O_NONBLOCK | O_CLOEXEC)
+        let wake = LinuxAPI.eventfd(0)
         if wake < 0 { let e = errno; Glibc.close(ep); throw .errno("eventfd", e) }
         epollFD = ep
         remote = EventLoopRemote(wakeFD: wake)
@@ -204,7 +203,7 @@ public final class EventLoop {
         } else {
             for i in 0..<Int(n) {
                 let mask = eventBuffer[i].events
-                let token = eventBuffer[i].data.u64
+                let token = eventBuffer[i].token
                 if token == 0 {
                     handled += drainPosted()
                     continue
@@ -276,10 +275,7 @@ public final class EventLoop {
     }
 
     private static func control(_ ep: Int32, _ op: Int32, _ fd: Int32, _ mask: UInt32, token: UInt64) -> Int32 {
-        var event = epoll_event()
-        event.events = mask
-        event.data.u64 = token
-        return LinuxAPI.epollCtl(ep, op, fd, &event)
+        LinuxAPI.epollCtl(ep, op, fd, events: mask, token: token)
     }
 
     private static func milliseconds(roundingUp ns: UInt64) -> Int64 {

@@ -27,7 +27,7 @@ public final class EventSignalSource {
     private var registration: EventLoop.IORegistration?
 
     public init(loop: EventLoop, handler: @escaping (UInt64) -> Void) throws(SystemError) {
-        let fd = LinuxAPI.eventfd(0, O_NONBLOCK | O_CLOEXEC)
+        let fd = LinuxAPI.eventfd(0)
         if fd < 0 { throw .errno("eventfd") }
         self.loop = loop
         signal = EventSignal(fileDescriptor: fd)

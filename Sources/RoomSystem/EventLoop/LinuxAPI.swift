@@ -1,44 +1,48 @@
 import CLinux
 import Glibc
 
-/// The Linux calls Swift's Glibc module does not import, through the small CLinux target: its
-/// header includes sys/epoll.h, sys/eventfd.h and sys/signalfd.h, so the compiler lays out
-/// `epoll_event` (packed on x86_64, not on arm64) and `signalfd_siginfo`; accept4 and
-/// SO_PEERCRED go through wrappers compiled with _GNU_SOURCE. Nothing is spelled out by hand.
+/// The Linux calls Swift's Glibc module does not import, through the small CLinux target. Its
+/// header declares only types and functions of its own (no system header: see clinux.h for the
+/// clean-build failure that rule prevents); clinux.c includes the Linux headers and checks every
+/// constant and layout against it at compile time. Nothing is spelled out by hand here.
 enum LinuxAPI {
-    static func epollCreate1(_ flags: Int32) -> Int32 { epoll_create1(flags) }
+    typealias ReadyEvent = clinux_event
 
-    static func epollCtl(_ ep: Int32, _ op: Int32, _ fd: Int32, _ event: UnsafeMutablePointer<epoll_event>?) -> Int32 {
-        epoll_ctl(ep, op, fd, event)
+    static func epollCreate() -> Int32 { clinux_epoll_create() }
+
+    static func epollCtl(_ ep: Int32, _ op: Int32, _ fd: Int32, events: UInt32, token: UInt64) -> Int32 {
+        clinux_epoll_ctl(ep, op, fd, events, token)
     }
 
-    static func epollWait(_ ep: Int32, _ events: UnsafeMutablePointer<epoll_event>, _ capacity: Int32, _ timeoutMs: Int32) -> Int32 {
-        epoll_wait(ep, events, capacity, timeoutMs)
+    static func epollWait(_ ep: Int32, _ events: UnsafeMutablePointer<ReadyEvent>, _ capacity: Int32, _ timeoutMs: Int32) -> Int32 {
+        clinux_epoll_wait(ep, events, capacity, timeoutMs)
     }
 
-    static func eventfd(_ initial: UInt32, _ flags: Int32) -> Int32 { CLinux.eventfd(initial, flags) }
+    /// A non-blocking, close-on-exec eventfd.
+    static func eventfd(_ initial: UInt32) -> Int32 { clinux_eventfd(initial) }
 
-    static func signalfd(_ fd: Int32, _ mask: UnsafePointer<sigset_t>, _ flags: Int32) -> Int32 { CLinux.signalfd(fd, mask, flags) }
+    /// A non-blocking, close-on-exec signalfd for `mask`.
+    static func signalfd(_ mask: UnsafePointer<sigset_t>) -> Int32 { clinux_signalfd(mask) }
 
-    static func accept4(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?,
-                        _ flags: Int32) -> Int32 {
-        clinux_accept4(fd, address, length, flags)
+    /// One pending signal's number from a signalfd, 0 when none is pending, -1 on error.
+    static func readSignal(_ fd: Int32) -> Int32 { clinux_signalfd_read(fd) }
+
+    /// accept4 with the non-blocking and close-on-exec flags every socket here carries.
+    static func accept(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?) -> Int32 {
+        clinux_accept(fd, address, length)
     }
 
-    static let EPOLLIN = CLinux.EPOLLIN.rawValue
-    static let EPOLLOUT = CLinux.EPOLLOUT.rawValue
-    static let EPOLLERR = CLinux.EPOLLERR.rawValue
-    static let EPOLLHUP = CLinux.EPOLLHUP.rawValue
-    static let EPOLL_CTL_ADD = CLinux.EPOLL_CTL_ADD
-    static let EPOLL_CTL_DEL = CLinux.EPOLL_CTL_DEL
-    static let EPOLL_CTL_MOD = CLinux.EPOLL_CTL_MOD
-    // EPOLL_CLOEXEC, EFD_*, SFD_* are O_CLOEXEC / O_NONBLOCK.
-
-    static let signalfdSiginfoSize = MemoryLayout<signalfd_siginfo>.size
+    static let EPOLLIN = UInt32(CLINUX_EPOLLIN)
+    static let EPOLLOUT = UInt32(CLINUX_EPOLLOUT)
+    static let EPOLLERR = UInt32(CLINUX_EPOLLERR)
+    static let EPOLLHUP = UInt32(CLINUX_EPOLLHUP)
+    static let EPOLL_CTL_ADD = Int32(CLINUX_EPOLL_CTL_ADD)
+    static let EPOLL_CTL_DEL = Int32(CLINUX_EPOLL_CTL_DEL)
+    static let EPOLL_CTL_MOD = Int32(CLINUX_EPOLL_CTL_MOD)
 
     /// pid, uid, gid of a Unix socket's peer, or nil with errno set.
     static func peerCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
-        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
         guard clinux_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return nil }
         return (pid, uid, gid)
     }

@@ -1,4 +1,3 @@
-import CLinux
 import Glibc
 
 /// A thread's signal mask, saved so it can be put back (tests block a signal and restore).
@@ -51,17 +50,16 @@ public final class SignalSource {
         var set = sigset_t()
         sigemptyset(&set)
         for s in signals { sigaddset(&set, s) }
-        let fd = LinuxAPI.signalfd(-1, &set, O_NONBLOCK | O_CLOEXEC)
+        let fd = LinuxAPI.signalfd(&set)
         if fd < 0 { throw .errno("signalfd") }
         fileDescriptor = fd
         self.loop = loop
         do {
             registration = try loop.register(fd, interest: .readable) { _ in
-                var info = signalfd_siginfo()
                 while true {
-                    let n = Glibc.read(fd, &info, LinuxAPI.signalfdSiginfoSize)
-                    if n != LinuxAPI.signalfdSiginfoSize { return } // EAGAIN: drained
-                    handler(Int32(bitPattern: info.ssi_signo))
+                    let signal = LinuxAPI.readSignal(fd)
+                    if signal <= 0 { return } // drained
+                    handler(signal)
                 }
             }
         } catch {

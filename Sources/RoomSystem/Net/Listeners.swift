@@ -28,7 +28,7 @@ final class AcceptCore {
     private func acceptPending() {
         for _ in 0..<64 {
             var peer = SocketAddress()
-            let client = peer.fill { LinuxAPI.accept4(fd, $0, $1, LinuxAPI.socketFlags) }
+            let client = peer.fill { LinuxAPI.accept(fd, $0, $1) }
             if client < 0 {
                 let e = errno
                 switch e {
