@@ -6,11 +6,22 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -d /opt/swift/usr/bin ] && case ":$PATH:" in *":/opt/swift/usr/bin:"*) ;; *) PATH="/opt/swift/usr/bin:$PATH" ;; esac
 export PATH
 
-# build_products CONFIG: builds roomd, roomctl and the plugins; prints the build directory.
+# The flags of a build for a given configuration. Release builds are what boards and servers
+# install, so their programs carry the Swift runtime (--static-swift-stdlib): they need no
+# toolchain, and `ldd` lists only Debian's libraries. Debug builds (tests) link it dynamically.
+swift_build_flags() { # swift_build_flags CONFIG
+  if [ "$1" = release ]; then echo "-c release --static-swift-stdlib"; else echo "-c $1"; fi
+}
+
+# build_products CONFIG: builds roomd, roomctl, roomserver and the plugins; prints the build
+# directory. Fails (non-zero) when the build fails.
 build_products() {
-  local config="$1"
-  (cd "$ROOT" && swift build -c "$config" >&2) || return
-  (cd "$ROOT" && swift build -c "$config" --show-bin-path)
+  local flags
+  flags="$(swift_build_flags "$1")"
+  # shellcheck disable=SC2086
+  (cd "$ROOT" && swift build $flags >&2) || return
+  # shellcheck disable=SC2086
+  (cd "$ROOT" && swift build $flags --show-bin-path)
 }
 
 # Speech for demos and benches: espeak-ng at the board rate, mono 16-bit.
