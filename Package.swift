@@ -21,20 +21,21 @@ let package = Package(
         .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CGpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        .target(
-            name: "COpus",
-            cSettings: [.unsafeFlags(["-I/usr/include/opus"])],
-            linkerSettings: [.linkedLibrary("opus")]
-        ),
+        // Headers and libraries come from pkg-config, never from fixed /usr/include paths, so a
+        // cross build against an arm64 sysroot (PKG_CONFIG_SYSROOT_DIR) finds the right ones.
+        // COpus: libopus's ctl calls are variadic, so shim.h wraps each in a static inline function.
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CWebRTCAudioProcessing", pkgConfig: "webrtc-audio-processing",
+                       providers: [.apt(["libwebrtc-audio-processing-dev"])]),
         .target(
             name: "CWebRTCAPM",
+            dependencies: ["CWebRTCAudioProcessing"],
             cxxSettings: [
                 // SwiftPM passes pkg-config's -I but drops its -D flags: define them here.
                 .define("WEBRTC_POSIX"),
                 .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
-                .unsafeFlags(["-I/usr/include/webrtc_audio_processing"]),
             ],
-            linkerSettings: [.linkedLibrary("webrtc_audio_processing"), .linkedLibrary("stdc++")]
+            linkerSettings: [.linkedLibrary("stdc++")]
         ),
         .target(
             name: "RoomSimCard",
@@ -45,6 +46,9 @@ let package = Package(
 
         // Swift modules, one job each.
         .target(name: "RoomCore"),
+        // The version line of the programs: release version and the git commit built from.
+        .target(name: "RoomBuildInfo", dependencies: ["RoomCore"], plugins: ["BuildInfo"]),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         // Linux interfaces the Glibc module leaves out (epoll, eventfd, signalfd, accept4, ucred).
         .target(name: "CLinux"),
         .target(name: "RoomSystem", dependencies: ["CLinux", "RoomCore"]),
@@ -60,9 +64,9 @@ let package = Package(
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
         .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO"]),
-        .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit"]),
-        .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"]),
+        .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
+        .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).

@@ -400,8 +400,10 @@ public enum Roomctl {
 
     // MARK: Running
 
-    /// Parses and runs; returns the exit status.
-    public static func main(_ arguments: [String], environment: [String: String], io: IO = .standard) -> Int32 {
+    /// Parses and runs; returns the exit status. `versionLine` is what `--version` prints (the
+    /// executable passes its build's line, with the git commit).
+    public static func main(_ arguments: [String], environment: [String: String], io: IO = .standard,
+                            versionLine: String = "roomctl \(roomdVersion) (control API \(controlAPIVersion))") -> Int32 {
         let invocation: Invocation
         do {
             invocation = try parse(arguments, environment: environment)
@@ -414,10 +416,11 @@ public enum Roomctl {
             }
             return Exit.usage
         }
-        return run(invocation, io: io)
+        return run(invocation, io: io, versionLine: versionLine)
     }
 
-    public static func run(_ invocation: Invocation, io: IO = .standard, connectTimeout: Duration = .seconds(3)) -> Int32 {
+    public static func run(_ invocation: Invocation, io: IO = .standard, connectTimeout: Duration = .seconds(3),
+                           versionLine: String = "roomctl \(roomdVersion) (control API \(controlAPIVersion))") -> Int32 {
         let options = invocation.options
         switch invocation.action {
         case .help(nil):
@@ -427,7 +430,7 @@ public enum Roomctl {
             io.out(help(for: topic) ?? globalHelp)
             return Exit.ok
         case .version:
-            io.out("roomctl \(roomdVersion) (control API \(controlAPIVersion))")
+            io.out(versionLine)
             return Exit.ok
         default: break
         }

@@ -1,4 +1,5 @@
 import Glibc
+import RoomBuildInfo
 import RoomControl
 import RoomSystem
 
@@ -7,4 +8,5 @@ import RoomSystem
 // RoomControl only — no audio libraries.
 var environment: [String: String] = [:]
 if let socket = Environment.get(controlSocketEnvironmentVariable) { environment[controlSocketEnvironmentVariable] = socket }
-exit(Roomctl.main(Array(CommandLine.arguments.dropFirst()), environment: environment))
+exit(Roomctl.main(Array(CommandLine.arguments.dropFirst()), environment: environment,
+                  versionLine: versionLine(program: "roomctl", details: ["control API \(controlAPIVersion)"])))

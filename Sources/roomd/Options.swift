@@ -1,4 +1,5 @@
 import RoomAudio
+import RoomBuildInfo
 import RoomCore
 
 /// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
@@ -86,7 +87,7 @@ struct Options {
             let a = args[i]
             switch a {
             case "--help", "-h": return .exit(usage, 0)
-            case "--version": return .exit("roomd \(roomdVersion)", 0)
+            case "--version": return .exit(versionLine(program: "roomd"), 0)
             case "--loopback": o.loopback = true
             case "--json": o.json = true
             case "--far-end-once": o.farEndOnce = true

@@ -1,4 +1,5 @@
 import Glibc
+import RoomBuildInfo
 import RoomCore
 import RoomProtocol
 import RoomServerKit
@@ -69,7 +70,7 @@ struct Options {
             let argument = arguments[index]
             switch argument {
             case "--help", "-h": printLine(usage); exit(0)
-            case "--version": printLine("roomserver \(roomdVersion) (protocol \(roomProtocolVersion))"); exit(0)
+            case "--version": printLine(versionLine(program: "roomserver", details: ["protocol \(roomProtocolVersion)"])); exit(0)
             case "--config": o.configPath = value(argument)
             case "--log-level" where !o.minting: o.logLevel = value(argument)
             case "--key" where o.minting: o.keyID = value(argument)

@@ -13,13 +13,27 @@ final class RoomdProcessTests: ProcessTestCase {
     func testVersionAndHelp() throws {
         let v = try roomd(["--version"])
         XCTAssertEqual(v.status, 0)
-        XCTAssertEqual(v.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "roomd \(roomdVersion)")
+        XCTAssertTrue(v.stdout.hasPrefix("roomd \(roomdVersion) (commit "), v.stdout)
         let h = try roomd(["--help"])
         XCTAssertEqual(h.status, 0)
         XCTAssertTrue(h.stdout.contains("--board"))
         let bad = try roomd(["--frobnicate"])
         XCTAssertEqual(bad.status, 2)
         XCTAssertTrue(bad.stderr.contains("--frobnicate"))
+    }
+
+    /// Every shipped program names the git commit it was built from, so a report from a board
+    /// says which source it runs (the checkout's HEAD here, "-dirty" with uncommitted changes).
+    func testVersionNamesTheCommitBuiltFrom() throws {
+        let git = try runSeparated("/usr/bin/git", ["-C", SimCard.repoRoot, "rev-parse", "--short=12", "HEAD"])
+        let head = git.status == 0 ? git.stdout.trimmingCharacters(in: .whitespacesAndNewlines) : "unknown"
+        for (program, detail) in [("roomd", ")"), ("roomctl", ", control API "), ("roomserver", ", protocol ")] {
+            let v = try runSeparated(try executable(program), ["--version"])
+            XCTAssertEqual(v.status, 0, program)
+            let line = v.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            XCTAssertTrue(line.hasPrefix("\(program) \(roomdVersion) (commit \(head)"), "\(program): \(line), HEAD \(head)")
+            XCTAssertTrue(line.contains(detail), "\(program): \(line)")
+        }
     }
 
     /// The audio loop allocates nothing in steady state, counted by the preloaded probe, and

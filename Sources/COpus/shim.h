@@ -2,7 +2,7 @@
 // so each setting the engine uses gets one static inline function with a fixed signature.
 #ifndef COPUS_H
 #define COPUS_H
-#include <opus/opus.h>
+#include <opus.h>
 
 static inline int copus_set_bitrate(OpusEncoder *e, opus_int32 v) { return opus_encoder_ctl(e, OPUS_SET_BITRATE(v)); }
 static inline int copus_set_complexity(OpusEncoder *e, opus_int32 v) { return opus_encoder_ctl(e, OPUS_SET_COMPLEXITY(v)); }
