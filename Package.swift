@@ -48,7 +48,7 @@ let package = Package(
         .target(name: "RoomCore"),
         // The version line of the programs: release version and the git commit built from.
         .target(name: "RoomBuildInfo", dependencies: ["RoomCore"], plugins: ["BuildInfo"]),
-        .plugin(name: "BuildInfo", capability: .buildTool()),
+        .plugin(name: "BuildInfo", capability: .buildTool(), path: "Sources/BuildInfoPlugin"),
         // Linux interfaces the Glibc module leaves out (epoll, eventfd, signalfd, accept4, ucred).
         .target(name: "CLinux"),
         .target(name: "RoomSystem", dependencies: ["CLinux", "RoomCore"]),

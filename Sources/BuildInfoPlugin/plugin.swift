@@ -19,7 +19,7 @@ struct BuildInfo: BuildToolPlugin {
               commit="$commit-dirty"
             fi
             file="$out/BuildCommit.swift"
-            printf '// Generated at build time by Plugins/BuildInfo: do not edit.\npublic let roomdCommit = "%s"\n' "$commit" > "$file.new"
+            printf '// Generated at build time by Sources/BuildInfoPlugin: do not edit.\npublic let roomdCommit = "%s"\n' "$commit" > "$file.new"
             if cmp -s "$file.new" "$file"; then rm -f "$file.new"; else mv "$file.new" "$file"; fi
             """#
         return [
