@@ -4,7 +4,10 @@ lines. Standard library only, so the bench needs nothing beyond python3."""
 import array
 import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import wave
 
 
@@ -93,11 +96,13 @@ def engine(work):
         sys.exit("bench engine: too few steady-state periods measured")
     emit("engine", "engine.allocs_per_frame", summary["steady_allocs"] / summary["steady_periods"], "allocs",
          board="sim", periods=summary["steady_periods"])
-    if not summary.get("retain_probe_verified"):
+    dynamic = next((l for l in lines(f"{work}/engine-dynamic.jsonl") if l.get("summary")), None)
+    if dynamic is None or not dynamic.get("retain_probe_verified"):
         sys.exit("bench engine: the probe did not count a test retain (swift_retain not interposed?)")
-    emit("engine", "engine.retains_per_frame", summary["steady_retains"] / summary["steady_periods"], "retains",
-         board="sim", periods=summary["steady_periods"],
-         measure="swift_retain/swift_retain_n calls on the audio thread per steady-state period (LD_PRELOAD probe)")
+    emit("engine", "engine.retains_per_frame", dynamic["steady_retains"] / dynamic["steady_periods"], "retains",
+         board="sim", periods=dynamic["steady_periods"],
+         measure="swift_retain/swift_retain_n calls on the audio thread per steady-state period (LD_PRELOAD probe), "
+                 "same code with the Swift runtime linked dynamically (the static one cannot be interposed)")
     emit("engine", "engine.cpu_pct", summary["cpu_pct"], "%", board="sim",
          config="board/sim: 48 kHz, 4 mics captured, APM on mic 0 (beamformer off), Opus 10 ms encode+decode (loopback), far-end playing")
     emit("engine", "roomd.rss_mb", summary["rss_mb"], "MB", board="sim")
@@ -204,8 +209,29 @@ def e2e(work):
          measure="session start (TCP connect) to the first audible sample at the joiner's speaker, while A talks continuously")
 
 
+def binary(bin_dir):
+    """Size of the shipped programs as the package installs them (stripped) and as built, and
+    how many shared libraries each loads from outside Debian's library directories (the Swift
+    toolchain's runtime, when it is linked dynamically): 0 means it runs on a board as is."""
+    for program in ("roomd", "roomctl", "roomserver"):
+        path = os.path.join(bin_dir, program)
+        with tempfile.TemporaryDirectory() as tmp:
+            stripped = os.path.join(tmp, program)
+            subprocess.run(["strip", "-o", stripped, path], check=True)
+            stripped_mb = os.path.getsize(stripped) / 1e6
+        ldd = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+        foreign = [l.split("=>")[1].split()[0] for l in ldd.splitlines()
+                   if "=>" in l and not l.split("=>")[1].strip().startswith(("/lib/", "/usr/lib/"))]
+        emit("binary", f"{program}.binary_mb", stripped_mb, "MB", stripped=True,
+             as_built_mb=round(os.path.getsize(path) / 1e6, 3))
+        emit("binary", f"{program}.foreign_libs", len(foreign), "count",
+             measure="shared libraries ldd resolves outside /lib and /usr/lib", libs=foreign)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "marks":
         make_marks(sys.argv[2])
+    elif sys.argv[1] == "binary":
+        binary(sys.argv[2])
     else:
         {"aec": aec, "engine": engine, "selftest": selftest, "e2e": e2e}[sys.argv[1]](sys.argv[2])
