@@ -8,9 +8,10 @@ export PATH
 
 # The flags of a build for a given configuration. Release builds are what boards and servers
 # install, so their programs carry the Swift runtime (--static-swift-stdlib): they need no
-# toolchain, and `ldd` lists only Debian's libraries. Debug builds (tests) link it dynamically.
+# toolchain, and `ldd` lists only Debian's libraries; --disable-local-rpath leaves out the
+# RUNPATH $ORIGIN an installed program must not carry. Debug builds (tests) link it dynamically.
 swift_build_flags() { # swift_build_flags CONFIG
-  if [ "$1" = release ]; then echo "-c release --static-swift-stdlib"; else echo "-c $1"; fi
+  if [ "$1" = release ]; then echo "-c release --static-swift-stdlib --disable-local-rpath"; else echo "-c $1"; fi
 }
 
 # build_products CONFIG: builds roomd, roomctl, roomserver and the plugins; prints the build

@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-_Static_assert(CLINUX_EPOLLIN == EPOLLIN, "EPOLLIN");
-_Static_assert(CLINUX_EPOLLOUT == EPOLLOUT, "EPOLLOUT");
-_Static_assert(CLINUX_EPOLLERR == EPOLLERR, "EPOLLERR");
-_Static_assert(CLINUX_EPOLLHUP == EPOLLHUP, "EPOLLHUP");
-_Static_assert(CLINUX_EPOLL_CTL_ADD == EPOLL_CTL_ADD, "EPOLL_CTL_ADD");
-_Static_assert(CLINUX_EPOLL_CTL_DEL == EPOLL_CTL_DEL, "EPOLL_CTL_DEL");
-_Static_assert(CLINUX_EPOLL_CTL_MOD == EPOLL_CTL_MOD, "EPOLL_CTL_MOD");
+_Static_assert((int)CLINUX_EPOLLIN == (int)EPOLLIN, "EPOLLIN");
+_Static_assert((int)CLINUX_EPOLLOUT == (int)EPOLLOUT, "EPOLLOUT");
+_Static_assert((int)CLINUX_EPOLLERR == (int)EPOLLERR, "EPOLLERR");
+_Static_assert((int)CLINUX_EPOLLHUP == (int)EPOLLHUP, "EPOLLHUP");
+_Static_assert((int)CLINUX_EPOLL_CTL_ADD == (int)EPOLL_CTL_ADD, "EPOLL_CTL_ADD");
+_Static_assert((int)CLINUX_EPOLL_CTL_DEL == (int)EPOLL_CTL_DEL, "EPOLL_CTL_DEL");
+_Static_assert((int)CLINUX_EPOLL_CTL_MOD == (int)EPOLL_CTL_MOD, "EPOLL_CTL_MOD");
 // clinux_epoll_wait widens the kernel's entries in place, last first: that needs ours to be
 // at least as large.
 _Static_assert(sizeof(struct clinux_event) >= sizeof(struct epoll_event), "clinux_event size");
