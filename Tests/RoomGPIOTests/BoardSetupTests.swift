@@ -3,16 +3,16 @@ import Glibc
 import RoomCore
 import XCTest
 
-/// The board's system setup: systemd/roomd.sysusers, systemd/roomd.tmpfiles,
-/// board/rpi-respeaker4/99-roomd.rules and board/rpi-respeaker4/install.sh (docs/installation.md).
-/// Everything runs against temporary roots (`--root`) or, for udev, inside a private mount
-/// namespace with a fake /sys and /dev: the machine's own /etc, /run and /dev are never touched.
+/// The board's system setup: systemd/roomd.sysusers, board/rpi-respeaker4/99-roomd.rules, the
+/// configuration the roomd package ships and board/rpi-respeaker4/install.sh (docs/installation.md).
+/// Everything runs against temporary roots (`--root`), dry runs, or, for udev, inside a private
+/// mount namespace with a fake /sys and /dev: the machine's own /etc, /run and /dev are never
+/// touched. The package installed for real: PackageLifecycleTests.
 final class BoardSetupTests: XCTestCase {
     /// Repository root: this file is <root>/Tests/RoomGPIOTests/BoardSetupTests.swift.
     static let repo = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     static let sysusers = repo + "/systemd/roomd.sysusers"
-    static let unit = repo + "/systemd/roomd.service"
     static let rules = repo + "/board/rpi-respeaker4/99-roomd.rules"
     static let installer = repo + "/board/rpi-respeaker4/install.sh"
 
@@ -218,146 +218,73 @@ final class BoardSetupTests: XCTestCase {
 
     // MARK: - install.sh
 
-    func testInstallerIntoAStagingRootIsCompleteAndIdempotent() throws {
-        guard getuid() == 0 else { throw XCTSkip("install.sh sets owners: needs root") }
-        for t in ["systemd-sysusers", "systemd-tmpfiles", "systemctl"] { _ = try tool(t) }
-        let root = try tempRoot() + "/root"
-        try FileManager.default.createDirectory(atPath: root + "/etc", withIntermediateDirectories: true)
-        try "root:x:0:0:root:/root:/bin/bash\n".write(toFile: root + "/etc/passwd", atomically: true, encoding: .utf8)
-        try "root:x:0:\naudio:x:29:\n".write(toFile: root + "/etc/group", atomically: true, encoding: .utf8)
-        let bin = try tempRoot()
-        for name in ["roomd", "roomctl"] {
-            try "#!/bin/sh\necho \(name)\n".write(toFile: bin + "/" + name, atomically: true, encoding: .utf8)
-            chmod(bin + "/" + name, 0o755)
-        }
+    // MARK: - The package's configuration and install.sh (a wrapper around the package)
 
-        let first = try run("/bin/bash", [Self.installer, "--root", root, "--bin-dir", bin])
-        XCTAssertEqual(first.status, 0, first.stdout + first.stderr)
-
-        let groups = try Groups(root)
-        let roomdGID = try XCTUnwrap(groups.entries["roomd"]?.gid, "install.sh did not create group roomd")
-        XCTAssertEqual(groups.memberships(of: "roomd"), ["audio", "gpio", "roomctl"])
-        XCTAssertEqual(groups.entries["audio"]?.gid, 29)
-
-        // path inside the root -> (mode, uid, gid, same content as)
-        let expected: [(String, mode_t, gid_t, String?)] = [
-            ("/usr/lib/sysusers.d/roomd.conf", 0o644, 0, Self.sysusers),
-            ("/usr/lib/tmpfiles.d/roomd.conf", 0o644, 0, Self.repo + "/systemd/roomd.tmpfiles"),
-            ("/etc/udev/rules.d/99-roomd.rules", 0o644, 0, Self.rules),
-            ("/usr/lib/systemd/system/roomd.service", 0o644, 0, Self.unit),
-            ("/etc/roomd", 0o750, roomdGID, nil),
-            ("/etc/roomd/board", 0o755, 0, nil),
-            ("/etc/roomd/board/board.conf", 0o644, 0, Self.repo + "/board/rpi-respeaker4/board.conf"),
-            ("/etc/roomd/roomd.conf", 0o640, roomdGID, nil),
-            ("/usr/bin/roomd", 0o755, 0, bin + "/roomd"),
-            ("/usr/bin/roomctl", 0o755, 0, bin + "/roomctl"),
-        ]
-        for (path, mode, gid, source) in expected {
-            var st = stat()
-            guard lstat(root + path, &st) == 0 else { XCTFail("\(path) not installed"); continue }
-            XCTAssertEqual(String(st.st_mode & 0o7777, radix: 8), String(mode, radix: 8), "\(path) mode")
-            XCTAssertEqual(st.st_uid, 0, "\(path) owner")
-            XCTAssertEqual(st.st_gid, gid, "\(path) group")
-            if let source {
-                XCTAssertEqual(FileManager.default.contents(atPath: root + path), FileManager.default.contents(atPath: source), path)
-            }
-        }
-        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/etc/roomd/board/install.sh"), "installer copied into the profile")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/etc/roomd/board/99-roomd.rules"))
-        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(
-            atPath: root + "/etc/systemd/system/multi-user.target.wants/roomd.service"), "/usr/lib/systemd/system/roomd.service")
-
-        // The generated configuration and the installed profile are what roomd will read.
-        let confText = try String(contentsOfFile: root + "/etc/roomd/roomd.conf", encoding: .utf8)
-        let conf = try ApplianceConfiguration.parse(text: confText, file: "/etc/roomd/roomd.conf", directory: "/etc/roomd")
+    /// /etc/roomd/roomd.conf as the roomd package ships it (scripts/packaging/roomd.conf): roomd
+    /// parses it, it uses the board profile the package installs for this board, and the control
+    /// group the sysusers file creates. The installed package itself: PackageLifecycleTests.
+    func testPackagedConfigurationSelectsTheBoardProfile() throws {
+        let text = try String(contentsOfFile: Self.repo + "/scripts/packaging/roomd.conf", encoding: .utf8)
+        let conf = try ApplianceConfiguration.parse(text: text, file: "/etc/roomd/roomd.conf", directory: "/etc/roomd")
+        XCTAssertEqual(conf.boardPath, "/usr/share/roomd/boards/rpi-respeaker4")
         XCTAssertEqual(conf.controlGroup, "roomctl")
-        XCTAssertEqual(conf.boardPath, "/etc/roomd/board")
-        let profile = try BoardProfile.parse(text: String(contentsOfFile: root + "/etc/roomd/board/board.conf", encoding: .utf8),
+        XCTAssertTrue(conf.servers.isEmpty, "the shipped file must join no room (no server, no token yet)")
+        // scripts/package installs board/<name>/ as /usr/share/roomd/boards/<name>/.
+        let profile = try BoardProfile.parse(text: String(contentsOfFile: Self.repo + "/board/rpi-respeaker4/board.conf", encoding: .utf8),
                                              file: "board.conf")
         XCTAssertEqual(profile.name, "rpi-respeaker4")
-
-        // Second run: nothing is reinstalled, and the tree is identical (files to the mtime).
-        let snapshot = try Self.snapshot(root)
-        let second = try run("/bin/bash", [Self.installer, "--root", root, "--bin-dir", bin])
-        XCTAssertEqual(second.status, 0, second.stdout + second.stderr)
-        XCTAssertFalse(second.stdout.contains("+ install"), "second run reinstalled files:\n\(second.stdout)")
-        XCTAssertFalse(second.stdout.contains("+ systemctl"), second.stdout)
-        let changed = Set(try Self.snapshot(root)).symmetricDifference(snapshot).sorted()
-        XCTAssertEqual(changed, [], "the second run changed the tree (before and after lines)")
-
-        // Local edits survive; wrong modes and owners are put back (also on the token).
-        let profilePath = root + "/etc/roomd/board/board.conf"
-        let edited = try String(contentsOfFile: profilePath, encoding: .utf8) + "# edited on the board\n"
-        try edited.write(toFile: profilePath, atomically: true, encoding: .utf8)
-        let confEdited = confText + "[log]\nlevel = debug\n"
-        try confEdited.write(toFile: root + "/etc/roomd/roomd.conf", atomically: true, encoding: .utf8)
-        chmod(root + "/etc/roomd/roomd.conf", 0o644)
-        chmod(root + "/etc/roomd", 0o755)
-        try "token\n".write(toFile: root + "/etc/roomd/token", atomically: true, encoding: .utf8)
-        chmod(root + "/etc/roomd/token", 0o644)
-        let third = try run("/bin/bash", [Self.installer, "--root", root])
-        XCTAssertEqual(third.status, 0, third.stdout + third.stderr)
-        XCTAssertTrue(third.stdout.contains("kept local changes: /etc/roomd/board/board.conf"), third.stdout)
-        XCTAssertEqual(try String(contentsOfFile: profilePath, encoding: .utf8), edited)
-        XCTAssertEqual(try String(contentsOfFile: root + "/etc/roomd/roomd.conf", encoding: .utf8), confEdited)
-        for (path, mode, gid) in [("/etc/roomd/roomd.conf", mode_t(0o640), roomdGID), ("/etc/roomd", 0o750, roomdGID),
-                                  ("/etc/roomd/token", 0o640, roomdGID)] {
-            var st = stat()
-            XCTAssertEqual(lstat(root + path, &st), 0, path)
-            XCTAssertEqual(String(st.st_mode & 0o7777, radix: 8), String(mode, radix: 8), "\(path) mode not restored")
-            XCTAssertEqual(st.st_gid, gid, "\(path) group")
-        }
+        let packager = try String(contentsOfFile: Self.repo + "/scripts/package", encoding: .utf8)
+        XCTAssertTrue(packager.contains("BOARDS=(rpi-respeaker4"), "scripts/package no longer packages board rpi-respeaker4")
     }
 
-    func testInstallerDryRunChangesNothingAndBadArgumentsAreNamed() throws {
-        for t in ["systemd-sysusers", "systemd-tmpfiles", "systemctl"] { _ = try tool(t) }
-        let root = try tempRoot()
-        let dry = try run("/bin/bash", [Self.installer, "--dry-run", "--root", root])
+    /// install.sh installs the package with apt-get and checks the board profile; --dry-run shows
+    /// that and changes nothing, and a wrong file is refused before anything happens. The real
+    /// installation through it runs in PackageLifecycleTests.
+    func testInstallerDryRunNamesThePackageAndRefusesWrongFiles() throws {
+        let dpkgDeb = try tool("dpkg-deb")
+        let dpkg = try tool("dpkg")
+        let arch = try run(dpkg, ["--print-architecture"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let dir = try tempRoot()
+        /// A package with nothing in it but its name and architecture.
+        func fakeDeb(_ name: String, _ architecture: String) throws -> String {
+            let tree = dir + "/\(name)-\(architecture)"
+            try FileManager.default.createDirectory(atPath: tree + "/DEBIAN", withIntermediateDirectories: true)
+            try """
+                Package: \(name)
+                Version: 0.0.1
+                Architecture: \(architecture)
+                Maintainer: test <test@example.invalid>
+                Description: empty test package
+
+                """.write(toFile: tree + "/DEBIAN/control", atomically: true, encoding: .utf8)
+            let deb = dir + "/\(name)_0.0.1_\(architecture).deb"
+            let r = try run(dpkgDeb, ["--root-owner-group", "--build", tree, deb])
+            XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+            return deb
+        }
+        let roomd = try fakeDeb("roomd", arch)
+        let roomserver = try fakeDeb("roomserver", arch)
+        let foreign = try fakeDeb("roomd", arch == "arm64" ? "amd64" : "arm64")
+
+        let dry = try run("/bin/bash", [Self.installer, "--dry-run", roomd, roomserver])
         XCTAssertEqual(dry.status, 0, dry.stdout + dry.stderr)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: root), [], "--dry-run wrote into the root")
-        for expected in ["systemd-sysusers", "Creating user 'roomd'", "/etc/udev/rules.d/99-roomd.rules",
-                         "/usr/lib/systemd/system/roomd.service", "enable roomd.service"] {
+        for expected in ["(dry run) env DEBIAN_FRONTEND=noninteractive apt-get install -y", "--force-confold", roomd, roomserver,
+                         "/usr/share/roomd/boards/rpi-respeaker4", "dry run: nothing changed"] {
             XCTAssertTrue(dry.stdout.contains(expected), "dry run does not mention \(expected):\n\(dry.stdout)")
         }
+        XCTAssertFalse(dry.stdout.contains("\n+ "), "the dry run ran a command:\n\(dry.stdout)")
 
-        let unknown = try run("/bin/bash", [Self.installer, "--dry-run", "--rooot", root])
-        XCTAssertNotEqual(unknown.status, 0)
-        XCTAssertTrue(unknown.stderr.contains("unknown argument '--rooot'"), unknown.stderr)
-        let missing = try run("/bin/bash", [Self.installer, "--dry-run", "--root", root + "/nope"])
-        XCTAssertNotEqual(missing.status, 0)
-        XCTAssertTrue(missing.stderr.contains(root + "/nope"), missing.stderr)
-        let noBin = try run("/bin/bash", [Self.installer, "--dry-run", "--root", root, "--bin-dir", root])
-        XCTAssertNotEqual(noBin.status, 0)
-        XCTAssertTrue(noBin.stderr.contains("no executable roomd"), noBin.stderr)
+        for (args, message) in [([foreign], "is for \(arch == "arm64" ? "amd64" : "arm64"); this machine is \(arch)"),
+                                ([roomserver], "none of the files is the roomd package"),
+                                ([dir + "/nope.deb"], dir + "/nope.deb: no such file"),
+                                (["--rooot"], "unknown argument '--rooot'")] {
+            let r = try run("/bin/bash", [Self.installer, "--dry-run"] + args)
+            XCTAssertNotEqual(r.status, 0, "\(args) accepted")
+            XCTAssertTrue(r.stderr.contains(message), "\(args): \(r.stderr)")
+        }
     }
 
     // MARK: - Helpers
-
-    /// Every entry under `root`: type, mode, owners, and for files size, mtime and content,
-    /// for links the target. Directory mtimes are left out: systemd-sysusers touches /etc
-    /// (a lock file) on every run without changing anything in it.
-    static func snapshot(_ root: String) throws -> [String] {
-        var lines: [String] = []
-        let enumerator = FileManager.default.enumerator(atPath: root)
-        while let rel = enumerator?.nextObject() as? String {
-            let path = root + "/" + rel
-            var st = stat()
-            guard lstat(path, &st) == 0 else { continue }
-            var line = "\(rel) \(String(st.st_mode, radix: 8)) \(st.st_uid):\(st.st_gid)"
-            switch st.st_mode & S_IFMT {
-            case S_IFREG:
-                // FNV-1a of the content (the files are small).
-                let data = FileManager.default.contents(atPath: path) ?? Data()
-                let digest = data.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
-                line += " \(st.st_size) \(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec) \(String(digest, radix: 16))"
-            case S_IFLNK:
-                line += " -> " + ((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")
-            default: break
-            }
-            lines.append(line)
-        }
-        return lines.sorted()
-    }
 
     func tool(_ name: String) throws -> String {
         for dir in ["/usr/bin", "/bin", "/usr/sbin", "/sbin"] where FileManager.default.isExecutableFile(atPath: dir + "/" + name) {
