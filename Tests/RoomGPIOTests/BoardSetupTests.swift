@@ -304,26 +304,9 @@ final class BoardSetupTests: XCTestCase {
         return dir
     }
 
-    /// Runs a command to completion; stdout and stderr through files (no pipe can fill up).
+    /// Runs a command to completion (runCommand) with a fresh scratch directory.
     func run(_ exe: String, _ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let dir = try tempRoot()
-        _ = FileManager.default.createFile(atPath: dir + "/out", contents: nil)
-        _ = FileManager.default.createFile(atPath: dir + "/err", contents: nil)
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: dir + "/out"))
-        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: dir + "/err"))
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        try out.close()
-        try err.close()
-        return (p.terminationStatus,
-                (try? String(contentsOfFile: dir + "/out", encoding: .utf8)) ?? "",
-                (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? "")
+        try runCommand(exe, args, scratch: try tempRoot())
     }
 }
 

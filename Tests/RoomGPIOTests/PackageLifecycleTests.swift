@@ -52,26 +52,9 @@ final class PackageLifecycleTests: XCTestCase {
         let dir = NSTemporaryDirectory() + "roomd-lifecycle-xctest-\(getpid())"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        _ = FileManager.default.createFile(atPath: dir + "/out", contents: nil)
-        _ = FileManager.default.createFile(atPath: dir + "/err", contents: nil)
-        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: dir + "/out"))
-        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: dir + "/err"))
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
         var environment = ProcessInfo.processInfo.environment
         // useradd/userdel, dpkg and friends live in sbin.
         environment["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" + (environment["PATH"] ?? "")
-        p.environment = environment
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        try out.close()
-        try err.close()
-        return (p.terminationStatus,
-                (try? String(contentsOfFile: dir + "/out", encoding: .utf8)) ?? "",
-                (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? "")
+        return try runCommand(exe, args, scratch: dir, environment: environment)
     }
 }
