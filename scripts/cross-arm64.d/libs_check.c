@@ -27,18 +27,7 @@
 #include "cwebrtcapm.h"
 #include COPUS_SHIM  // Sources/COpus/shim.h (the path is passed by scripts/cross-arm64)
 
-static int failures;
-
-static void result(int ok, const char *name, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    if (!ok) failures++;
-}
+#include "check.h"
 
 static void check_clinux(void) {
     int ep = clinux_epoll_create();

@@ -20,19 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-static char dir[256];
+#include "check.h"
 
-static void result(int ok, const char *name, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-    if (!ok) failures++;
-}
+static char dir[256];
 
 static double now_s(void) {
     struct timespec ts;
