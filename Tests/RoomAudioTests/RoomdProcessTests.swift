@@ -125,18 +125,28 @@ final class RoomdProcessTests: ProcessTestCase {
 
 /// roomd under systemd: the unit verifies, and READY / WATCHDOG reach a fake NOTIFY_SOCKET.
 final class RoomdSystemdTests: ProcessTestCase {
-    func testUnitFileVerifies() throws {
+    /// Both units verify, with the binaries just built and the man pages of this tree: verify
+    /// runs `man` for every man: page in Documentation=, so MANPATH points at docs/man laid out
+    /// as man sections.
+    func testUnitFilesVerify() throws {
         let analyze = "/usr/bin/systemd-analyze"
         guard FileManager.default.isExecutableFile(atPath: analyze) else { throw XCTSkip("systemd-analyze not installed") }
-        let roomd = try executable("roomd")
         let dir = SimCard.scratch("unit")
-        // verify checks that ExecStart= exists: point it at the binary just built.
-        let unit = try String(contentsOfFile: SimCard.repoRoot + "/systemd/roomd.service", encoding: .utf8)
-            .replacingOccurrences(of: "/usr/bin/roomd", with: roomd)
-        try unit.write(toFile: dir + "/roomd.service", atomically: true, encoding: .utf8)
-        let r = try run(analyze, ["verify", dir + "/roomd.service"])
-        XCTAssertEqual(r.status, 0, r.out)
-        XCTAssertFalse(r.out.contains("roomd.service:"), "no warnings about the unit: \(r.out)")
+        let pages = SimCard.repoRoot + "/docs/man"
+        for page in try FileManager.default.contentsOfDirectory(atPath: pages) {
+            guard let section = page.split(separator: ".").last, section.allSatisfy(\.isNumber) else { continue }
+            try FileManager.default.createDirectory(atPath: "\(dir)/man/man\(section)", withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: "\(pages)/\(page)", toPath: "\(dir)/man/man\(section)/\(page)")
+        }
+        for program in ["roomd", "roomserver"] {
+            // verify checks that ExecStart= exists: point it at the binary just built.
+            let unit = try String(contentsOfFile: SimCard.repoRoot + "/systemd/\(program).service", encoding: .utf8)
+                .replacingOccurrences(of: "/usr/bin/\(program) ", with: try executable(program) + " ")
+            try unit.write(toFile: dir + "/\(program).service", atomically: true, encoding: .utf8)
+            let r = try runSeparated(analyze, ["verify", dir + "/\(program).service"], env: ["MANPATH": dir + "/man"])
+            XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+            XCTAssertFalse((r.stdout + r.stderr).contains("\(program).service:"), "no warnings about the unit: \(r.stdout + r.stderr)")
+        }
     }
 
     func testReadyAndWatchdogReachNotifySocket() throws {
