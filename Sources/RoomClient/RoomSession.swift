@@ -83,6 +83,9 @@ public final class RoomSession {
     /// count them as lost and conceal. Timestamps keep their gap, as after DTX.
     var sequence: UInt16 = 0
     var lastBindingSentNs: UInt64 = 0
+    /// The next binding retry before the first answer, and the wait that led to it.
+    var bindingRetryTimer: EventLoop.TimerID?
+    var bindingRetryWait: Duration = .zero
     var lastBindingAnswerNs: UInt64 = 0
     var mediaStartNs: UInt64 = 0
     var lastBindingTimestampMs: UInt64 = 0
@@ -458,7 +461,7 @@ public final class RoomSession {
         lastReceivedNs = now
         lastPingNs = now
         startMedia(welcome)
-        let tick = min(configuration.pingInterval, configuration.silenceTimeout / 4, configuration.bindingRetryInterval)
+        let tick = min(configuration.pingInterval, configuration.silenceTimeout / 4, configuration.bindingInterval)
         tickTimer = loop.schedule(after: tick, repeating: tick) { [weak self] in self?.tick() }
         Log.notice("room: joined \(welcome.room) as participant \(welcome.participantID)\(restored ? " (restored)" : "") via \(serverAddress.map { "\($0)" } ?? "?")")
         setState(.connected)

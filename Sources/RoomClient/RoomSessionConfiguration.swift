@@ -27,7 +27,12 @@ public struct RoomSessionConfiguration: Sendable {
     public var silenceTimeout: Duration
     /// Binding datagram period once the media path answered (protocol: 5 s).
     public var bindingInterval: Duration
-    /// Binding datagram period until the first answer (a lost first datagram costs this much).
+    /// Until the first answer, binding datagrams are retried after `bindingRetryFirst`, then at
+    /// twice the previous wait up to `bindingRetryInterval`: the server drops a participant's
+    /// media until it is bound, so a lost first datagram must cost tens of milliseconds of
+    /// audio, not a second (it cost ~3 s with a fixed 1 s period checked on a 1 s tick).
+    public var bindingRetryFirst: Duration
+    /// The longest wait between two binding datagrams before the first answer.
     public var bindingRetryInterval: Duration
     /// No binding answer for this long → report the media path down (protocol: 15 s).
     public var mediaSilenceTimeout: Duration
@@ -48,7 +53,8 @@ public struct RoomSessionConfiguration: Sendable {
         backoff: RoomBackoff = RoomBackoff(), failureThreshold: Int = 3, failureTimeout: Duration = .seconds(30),
         handshakeTimeout: Duration = .seconds(10),
         pingInterval: Duration = .seconds(5), silenceTimeout: Duration = .seconds(15),
-        bindingInterval: Duration = .seconds(5), bindingRetryInterval: Duration = .seconds(1),
+        bindingInterval: Duration = .seconds(5), bindingRetryFirst: Duration = .milliseconds(20),
+        bindingRetryInterval: Duration = .seconds(1),
         mediaSilenceTimeout: Duration = .seconds(15),
         rejoinAfterRoomClosed: Bool = true, leaveTimeout: Duration = .seconds(2),
         maxFrameSize: Int = SignalFraming.defaultMaxFrameSize
@@ -64,6 +70,7 @@ public struct RoomSessionConfiguration: Sendable {
         self.pingInterval = pingInterval
         self.silenceTimeout = silenceTimeout
         self.bindingInterval = bindingInterval
+        self.bindingRetryFirst = bindingRetryFirst
         self.bindingRetryInterval = bindingRetryInterval
         self.mediaSilenceTimeout = mediaSilenceTimeout
         self.rejoinAfterRoomClosed = rejoinAfterRoomClosed

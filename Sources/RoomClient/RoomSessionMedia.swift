@@ -29,9 +29,30 @@ extension RoomSession {
         mediaStartNs = now
         lastBindingAnswerNs = 0
         sendBinding(now: now)
+        scheduleBindingRetry(after: configuration.bindingRetryFirst)
+    }
+
+    /// Retries the binding datagram with a doubling wait until the server answers (see
+    /// RoomSessionConfiguration.bindingRetryFirst); the session tick takes over once bound.
+    private func scheduleBindingRetry(after wait: Duration) {
+        cancelBindingRetry()
+        bindingRetryWait = wait
+        bindingRetryTimer = loop.schedule(after: wait) { [weak self] in
+            guard let self else { return }
+            self.bindingRetryTimer = nil
+            guard self.udp != nil, self.lastBindingAnswerNs == 0 else { return }
+            self.sendBinding(now: monotonicNanoseconds())
+            self.scheduleBindingRetry(after: min(self.bindingRetryWait * 2, self.configuration.bindingRetryInterval))
+        }
+    }
+
+    private func cancelBindingRetry() {
+        if let timer = bindingRetryTimer { loop.cancel(timer) }
+        bindingRetryTimer = nil
     }
 
     func closeMedia() {
+        cancelBindingRetry()
         udp?.close()
         udp = nil
         mediaDestination = nil
@@ -44,8 +65,10 @@ extension RoomSession {
 
     func mediaTick(now: UInt64) {
         guard udp != nil else { return }
-        let interval = lastBindingAnswerNs == 0 ? configuration.bindingRetryInterval : configuration.bindingInterval
-        if now &- lastBindingSentNs >= interval.monotonicNanosecondCount { sendBinding(now: now) }
+        // Before the first answer the retry timer sends them.
+        if lastBindingAnswerNs != 0 && now &- lastBindingSentNs >= configuration.bindingInterval.monotonicNanosecondCount {
+            sendBinding(now: now)
+        }
         let lastHeard = lastBindingAnswerNs == 0 ? mediaStartNs : lastBindingAnswerNs
         if isMediaPathUp && now &- lastHeard >= configuration.mediaSilenceTimeout.monotonicNanosecondCount {
             isMediaPathUp = false
@@ -167,6 +190,7 @@ extension RoomSession {
         let nowMs = now / 1_000_000
         statistics.bindingAnswers += 1
         lastBindingAnswerNs = now
+        cancelBindingRetry()
         if answer.timestampMs <= nowMs { statistics.lastMediaRTTMs = Int(nowMs - answer.timestampMs) }
         if !isMediaPathUp {
             isMediaPathUp = true

@@ -52,6 +52,8 @@ final class FakeRoomServer {
     var pings = 0
     var datagrams: [(bytes: [UInt8], source: SocketAddress)] = []
     var bindings: [BindingDatagram] = []
+    /// Binding datagrams to receive but not answer (a lossy path at join).
+    var bindingsToDrop = 0
     var rtp: [MediaPacket] = []
     var clientMediaAddress: SocketAddress?
 
@@ -196,6 +198,7 @@ final class FakeRoomServer {
             if bytes.first == 0x52 {
                 guard let binding = try? BindingDatagram.parse(bytes, key: mediaKey) else { continue }
                 bindings.append(binding)
+                if bindingsToDrop > 0 { bindingsToDrop -= 1; continue }
                 clientMediaAddress = d.source
                 let answer = BindingDatagram(participantID: 0, timestampMs: binding.timestampMs).encoded(key: mediaKey)
                 _ = try? socket.send(answer, to: d.source)

@@ -246,6 +246,26 @@ final class RoomSessionTests: XCTestCase {
         XCTAssertEqual(Set(server.bindings.map(\.timestampMs)).count, server.bindings.count)
     }
 
+    /// The server drops a participant's media until it is bound, so lost binding datagrams at
+    /// join must be retried within tens of milliseconds (production timings: 20 ms, doubling,
+    /// 1 s at most), not after a second.
+    func testLostBindingDatagramsAreRetriedFast() throws {
+        let server = try FakeRoomServer(loop: loop)
+        server.bindingsToDrop = 2
+        var config = configuration([server.address])
+        config.bindingRetryFirst = .milliseconds(20)
+        config.bindingRetryInterval = .seconds(1)
+        let session = try makeSession(config)
+        let start = monotonicNanoseconds()
+        session.start()
+        XCTAssertTrue(try runLoop(loop, seconds: 3) { session.isMediaPathUp })
+        let ms = Double(monotonicNanoseconds() - start) / 1e6
+        XCTAssertEqual(server.bindings.count, 3, "two lost, the third answered")
+        // 20 + 40 ms of retries plus the join itself; before: 1 s after each loss.
+        XCTAssertLessThan(ms, 400, "media path up after \(ms) ms")
+        session.stop()
+    }
+
     func testOutgoingMediaOnlyWhenOnStageAndUnmuted() throws {
         let server = try FakeRoomServer(loop: loop)
         let session = try joinedSession(server)
