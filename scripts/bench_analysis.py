@@ -132,21 +132,28 @@ def selftest(work):
          measure="SelfTestAnalysis on the event loop, worst of three runs (release, this machine)")
 
 
-def make_marks(path, seconds=12.0, rate=48000, every=0.6, burst=0.1):
+def make_marks(path, seconds=12.0, rate=48000, every=0.6, burst=0.1, continuous=10.0):
     """A mark train: speech-like bursts (harmonics of 150 Hz) of `burst` s every `every` s, so
-    the VAD gate sends them and each has a sharp onset to time."""
-    n = int(seconds * rate)
+    the VAD gate sends them and each has a sharp onset to time; then `continuous` s of the same
+    sound without pause, so a listener who joins then hears A at once (the join time must not
+    include the wait for A's next mark: that wait was most of the old 227 ms)."""
+    n = int((seconds + continuous) * rate)
     data = array.array("h", bytes(2 * n))
-    k = 0
-    while True:
-        start = int((0.5 + k * every) * rate)
-        if start + int(burst * rate) >= n:
-            break
-        for i in range(int(burst * rate)):
+
+    def fill(start, count):
+        for i in range(count):
             t = i / rate
             s = sum(math.sin(2 * math.pi * 150 * h * t) / h for h in range(1, 9))
             data[start + i] = int(max(-32767, min(32767, 9000 * s)))
+
+    k = 0
+    while True:
+        start = int((0.5 + k * every) * rate)
+        if start + int(burst * rate) >= int(seconds * rate):
+            break
+        fill(start, int(burst * rate))
         k += 1
+    fill(int(seconds * rate), n - int(seconds * rate))
     with wave.open(path, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
@@ -206,7 +213,7 @@ def e2e(work):
         sys.exit("bench e2e: the late joiner never heard anything")
     t_first = status_start(f"{work}/b2.status", "playback") + first[0] * 1e9 / rate
     emit("e2e", "e2e.join_ms", (t_first - start) / 1e6, "ms", board="sim",
-         measure="session start (TCP connect) to the first audible sample at the joiner's speaker, while A talks continuously")
+         measure="session start (TCP connect) to the first audible sample at the joiner's speaker, while A talks without pause")
 
 
 def binary(bin_dir):
