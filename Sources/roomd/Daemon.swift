@@ -237,9 +237,10 @@ struct Daemon {
     }
 
     /// The option, else $ROOMD_CONTROL_SOCKET, else /run/roomd/control.sock when systemd made
-    /// /run/roomd for us (RuntimeDirectory); "none" switches the socket off.
+    /// /run/roomd for us (RuntimeDirectory); "none" switches the socket off. An empty
+    /// variable counts as unset, as roomctl reads it (it once made roomd exit 71).
     private func controlSocketPath(_ e: EffectiveSettings) -> String? {
-        let chosen = e.controlSocket ?? Environment.get("ROOMD_CONTROL_SOCKET")
+        let chosen = e.controlSocket ?? Environment.get("ROOMD_CONTROL_SOCKET").flatMap { $0.isEmpty ? nil : $0 }
         if let chosen { return chosen == "none" ? nil : chosen }
         return Files.exists("/run/roomd") ? "/run/roomd/control.sock" : nil
     }

@@ -111,6 +111,14 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertTrue(r.stderr.contains("--far-end") && r.stderr.contains("bad.wav"), r.stderr)
     }
 
+    /// An empty ROOMD_CONTROL_SOCKET counts as unset, as it does for roomctl (roomd took the
+    /// empty string for a path and exited 71).
+    func testEmptyControlSocketVariableCountsAsUnset() throws {
+        let r = try roomd(["--board", board, "--loopback", "--duration", "0.5", "--stats-interval", "0"],
+                          env: ["ROOMD_CONTROL_SOCKET": ""])
+        XCTAssertEqual(r.status, 0, r.stderr)
+    }
+
     func testMissingAudioDeviceIsAClearError() throws {
         let dir = SimCard.scratch("nodevice")
         let text = try String(contentsOfFile: board + "/board.conf", encoding: .utf8)
