@@ -9,7 +9,7 @@ import RoomSystem
 
 let usage = """
 usage: roomserver --config FILE [--log-level LEVEL]
-       roomserver mint-token --config FILE --key KID --room ROOM --user USER --name NAME
+       roomserver mint-token --config FILE --key KID --room ROOM --user USER [--name NAME]
                   [--publish] [--moderate] [--ttl SECONDS] [--not-before SECONDS]
 
 Runs the voice-room service (signalling over TCP, RTP forwarding over UDP) described by the
@@ -22,6 +22,10 @@ room_closed and exits 0.
   --help                 print this help and exit
 
 mint-token prints a development token signed with key KID of the configuration:
+  --key KID              the signing key's id in the configuration's [keys]
+  --room ROOM            the room the token admits to
+  --user USER            the participant's user id
+  --name NAME            display name (default: USER)
   --publish              grant publish (may go on stage)
   --moderate             grant moderate
   --ttl SECONDS          lifetime (default 3600)
