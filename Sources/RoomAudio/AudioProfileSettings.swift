@@ -1,38 +1,55 @@
 import RoomCore
 
-/// What an audio profile means for the engine (docs/audio-engine.md, "Audio profiles").
+/// What an audio profile means for the engine (docs/audio-engine.md, "Audio profiles" and
+/// "Codec settings").
 ///
-/// Speech is what the room was tuned and measured with: 24 kbps, audio band up to 12 kHz
-/// (super-wideband, plenty for voice), noise suppression and gain control on, DTX and the
-/// voice-activity gate so silence costs nothing. Music widens the band to 20 kHz at 64 kbps,
-/// and switches off what hurts music: noise suppression (sustained tones read as noise), gain
-/// control (pumps on dynamics), DTX and the voice gate (quiet passages are not silence). Echo
-/// cancellation stays on in both: the speaker is still in the room.
+/// Speech codes what `scripts/bench quality` measured best for voice as a listener hears it:
+/// the Opus settings as given (defaults: 64 kbps, wideband, in-band FEC for a few percent loss,
+/// complexity 5), noise suppression and gain control on, DTX and the voice-activity gate so
+/// silence costs nothing. Music widens the band to 20 kHz at 96 kbps (at least), and switches
+/// off what hurts music: noise suppression (sustained tones read as noise), gain control (pumps
+/// on dynamics), DTX and the voice gate (quiet passages are not silence). Echo cancellation
+/// stays on in both: the speaker is still in the room.
 public struct AudioProfileSettings: Sendable, Equatable {
     public var bitrate: Int32
-    public var fullBand: Bool
+    /// The widest audio band Opus may code (OPUS_SET_MAX_BANDWIDTH).
+    public var bandwidth: OpusBandwidth
+    public var fullBand: Bool { bandwidth == .full }
     public var music: Bool
     public var dtx: Bool
+    public var inbandFEC: Bool
+    public var expectedLossPercent: Int32
+    public var complexity: Int32
+    public var vbr: Bool
     public var noiseSuppression: Bool
     public var gainControl: Bool
     /// Send only while the APM hears voice (plus hangover); off: send every frame.
     public var voiceGate: Bool
 
+    /// The music profile's bitrate floor: full band music needs more than speech's 64 kbps.
+    public static let musicMinimumBitrate: Int32 = 96000
+
     /// `processing` is what the board and command line allow: a feature switched off there
-    /// stays off in every profile.
-    public init(_ profile: AudioProfile, processing: ProcessingSettings, opus: OpusSettings) {
+    /// stays off in every profile. `opus` gets `ROOMD_OPUS`'s overrides first (as the encoder
+    /// does) unless `environment` is false.
+    public init(_ profile: AudioProfile, processing: ProcessingSettings, opus requested: OpusSettings, environment: Bool = true) {
+        let opus = environment ? ((try? requested.withEnvironmentOverrides()) ?? requested) : requested
+        inbandFEC = opus.inbandFEC
+        expectedLossPercent = opus.expectedLossPercent
+        complexity = opus.complexity
+        vbr = opus.vbr
         switch profile {
         case .speech:
             bitrate = opus.bitrate
-            fullBand = false
+            bandwidth = opus.maxBandwidth
             music = false
             dtx = opus.dtx
             noiseSuppression = processing.noiseSuppress
             gainControl = processing.gainControl
-            voiceGate = true
+            voiceGate = opus.voiceGate
         case .music:
-            bitrate = max(opus.bitrate, 64000)
-            fullBand = true
+            bitrate = max(opus.bitrate, Self.musicMinimumBitrate)
+            bandwidth = .full
             music = true
             dtx = false
             noiseSuppression = false

@@ -1,21 +1,133 @@
 import COpus
+import RoomSystem
 
 public struct OpusError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ what: String, _ code: Int32) { description = "opus: \(what): \(String(cString: opus_strerror(code)))" }
+    init(_ message: String) { description = message }
+}
+
+/// The audio band Opus codes (OPUS_SET_MAX_BANDWIDTH): narrowband 4 kHz, mediumband 6 kHz,
+/// wideband 8 kHz, super-wideband 12 kHz, full band 20 kHz.
+public enum OpusBandwidth: String, Sendable, CaseIterable {
+    case narrow = "nb", medium = "mb", wide = "wb", superwide = "swb", full = "fb"
+
+    var ctlValue: Int32 {
+        switch self {
+        case .narrow: copus_bandwidth_narrowband()
+        case .medium: copus_bandwidth_mediumband()
+        case .wide: copus_bandwidth_wideband()
+        case .superwide: copus_bandwidth_superwideband()
+        case .full: copus_bandwidth_fullband()
+        }
+    }
+
+    init?(ctlValue: Int32) {
+        guard let b = OpusBandwidth.allCases.first(where: { $0.ctlValue == ctlValue }) else { return nil }
+        self = b
+    }
+
+    /// The highest audio frequency the band carries, Hz.
+    public var topHz: Int {
+        switch self {
+        case .narrow: 4000
+        case .medium: 6000
+        case .wide: 8000
+        case .superwide: 12000
+        case .full: 20000
+        }
+    }
 }
 
 /// Opus settings for a voice room: VOIP mode, in-band FEC (the receiver rebuilds a lost packet
 /// from the next one) and DTX (silence costs almost nothing on the wire).
+///
+/// The defaults are what `scripts/bench quality` measured best for speech as a listener hears it
+/// (PESQ-WB end to end at 0-20 % loss; docs/audio-engine.md, "Codec settings"): wideband (8 kHz
+/// audio band: the bits a 12 kHz band would spend above 8 kHz are taken from the speech band,
+/// which costs more than the extra band gives at these rates), 64 kb/s so the SILK layer has room
+/// for its in-band FEC copy, and FEC tuned for a few percent loss.
 public struct OpusSettings: Sendable, Equatable {
-    public var bitrate: Int32 = 24000
+    public var bitrate: Int32 = 64000
+    public var maxBandwidth: OpusBandwidth = .wide
     public var complexity: Int32 = 5
     public var frameMilliseconds = 10
     public var inbandFEC = true
-    public var expectedLossPercent: Int32 = 10
+    public var expectedLossPercent: Int32 = 5
     public var dtx = true
+    public var vbr = true
+    /// Send only while the APM hears voice (plus hangover); off: send every frame the encoder
+    /// does not mark as DTX. Speech profile only.
+    public var voiceGate = true
     public var music = false
     public init() {}
+
+    /// `ROOMD_OPUS`: measurement overrides, e.g. `ROOMD_OPUS="bitrate=32000,bandwidth=swb,fec=0"`
+    /// (docs/audio-engine.md, "Codec settings"). Keys: bitrate (6000-510000), bandwidth
+    /// (nb, mb, wb, swb, fb), complexity (0-10), fec (0/1), loss (0-100), dtx (0/1), vbr (0/1),
+    /// gate (0/1). The frame size is not among them: the receive side must agree
+    /// (`--opus-frame`).
+    public static let environmentVariable = "ROOMD_OPUS"
+
+    /// These settings with `spec`'s overrides applied; throws naming the key on bad input.
+    public func overridden(by spec: String) throws(OpusError) -> OpusSettings {
+        var s = self
+        for item in spec.split(separator: ",") {
+            let kv = item.split(separator: "=", maxSplits: 1).map { String($0.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed()) }
+            guard kv.count == 2, !kv[0].isEmpty else { throw OpusError("\(Self.environmentVariable): \"\(item)\" is not key=value") }
+            let key = kv[0], value = kv[1]
+            func number(_ range: ClosedRange<Int32>) throws(OpusError) -> Int32 {
+                guard let n = Int32(value), range.contains(n) else {
+                    throw OpusError("\(Self.environmentVariable): \(key)=\(value) is not in \(range.lowerBound)...\(range.upperBound)")
+                }
+                return n
+            }
+            switch key {
+            case "bitrate": s.bitrate = try number(6000...510_000)
+            case "bandwidth":
+                guard let b = OpusBandwidth(rawValue: value) else { throw OpusError("\(Self.environmentVariable): bandwidth=\(value) (nb, mb, wb, swb or fb)") }
+                s.maxBandwidth = b
+            case "complexity": s.complexity = try number(0...10)
+            case "fec": s.inbandFEC = try number(0...1) == 1
+            case "loss": s.expectedLossPercent = try number(0...100)
+            case "dtx": s.dtx = try number(0...1) == 1
+            case "vbr": s.vbr = try number(0...1) == 1
+            case "gate": s.voiceGate = try number(0...1) == 1
+            default: throw OpusError("\(Self.environmentVariable): unknown key \(key) (bitrate, bandwidth, complexity, fec, loss, dtx, vbr, gate)")
+            }
+        }
+        return s
+    }
+
+    /// These settings with `ROOMD_OPUS` applied when it is set.
+    public func withEnvironmentOverrides() throws(OpusError) -> OpusSettings {
+        guard let spec = Environment.get(Self.environmentVariable), !spec.isEmpty else { return self }
+        return try overridden(by: spec)
+    }
+}
+
+/// What an encoder is configured with, read back through libopus's getters (tests, diagnostics).
+public struct OpusEncoderReadback: Sendable, Equatable {
+    public var bitrate: Int32
+    public var maxBandwidth: OpusBandwidth?
+    public var complexity: Int32
+    public var inbandFEC: Bool
+    public var expectedLossPercent: Int32
+    public var dtx: Bool
+    public var vbr: Bool
+    public var music: Bool
+
+    public init(bitrate: Int32, maxBandwidth: OpusBandwidth?, complexity: Int32, inbandFEC: Bool,
+                expectedLossPercent: Int32, dtx: Bool, vbr: Bool, music: Bool) {
+        self.bitrate = bitrate
+        self.maxBandwidth = maxBandwidth
+        self.complexity = complexity
+        self.inbandFEC = inbandFEC
+        self.expectedLossPercent = expectedLossPercent
+        self.dtx = dtx
+        self.vbr = vbr
+        self.music = music
+    }
 }
 
 /// Rates Opus encodes natively; the board rate must be one of them (no resampler in the loop).
@@ -25,40 +137,83 @@ public final class OpusEncoderBox {
     private let encoder: OpaquePointer
     public let rate: Int
     public let frameSamples: Int
+    /// What the encoder was created with (after `ROOMD_OPUS`).
+    public let settings: OpusSettings
 
-    public init(rate: Int, settings: OpusSettings) throws(OpusError) {
+    /// `settings` with `ROOMD_OPUS`'s overrides applied (`environment: false` ignores it).
+    public init(rate: Int, settings requested: OpusSettings, environment: Bool = true) throws(OpusError) {
         guard opusRates.contains(rate) else { throw OpusError("rate \(rate)", OPUS_BAD_ARG) }
-        guard settings.frameMilliseconds == 10 || settings.frameMilliseconds == 20 else {
-            throw OpusError("frame of \(settings.frameMilliseconds) ms (10 or 20)", OPUS_BAD_ARG)
+        guard requested.frameMilliseconds == 10 || requested.frameMilliseconds == 20 else {
+            throw OpusError("frame of \(requested.frameMilliseconds) ms (10 or 20)", OPUS_BAD_ARG)
         }
+        let settings = environment ? try requested.withEnvironmentOverrides() : requested
         var rc: Int32 = 0
         let app = settings.music ? copus_application_audio() : copus_application_voip()
         guard let e = opus_encoder_create(Int32(rate), 1, app, &rc), rc == OPUS_OK else { throw OpusError("encoder_create", rc) }
         encoder = e
         self.rate = rate
+        self.settings = settings
         frameSamples = rate * settings.frameMilliseconds / 1000
         func check(_ r: Int32, _ what: String) throws(OpusError) { if r != OPUS_OK { opus_encoder_destroy(e); throw OpusError(what, r) } }
         try check(copus_set_bitrate(e, settings.bitrate), "bitrate \(settings.bitrate)")
+        try check(copus_set_max_bandwidth(e, settings.maxBandwidth.ctlValue), "max bandwidth \(settings.maxBandwidth.rawValue)")
         try check(copus_set_complexity(e, settings.complexity), "complexity \(settings.complexity)")
         try check(copus_set_inband_fec(e, settings.inbandFEC ? 1 : 0), "in-band FEC")
         try check(copus_set_packet_loss_perc(e, settings.expectedLossPercent), "expected loss")
         try check(copus_set_dtx(e, settings.dtx ? 1 : 0), "DTX")
+        try check(copus_set_vbr(e, settings.vbr ? 1 : 0), "VBR")
         try check(settings.music ? copus_set_signal_music(e) : copus_set_signal_voice(e), "signal type")
     }
 
     deinit { opus_encoder_destroy(encoder) }
 
-    /// Retunes the running encoder for an audio profile: bitrate, audio band, signal type and
-    /// DTX. The application mode (VOIP) cannot change after the first frame in libopus, so the
-    /// signal-type hint carries the speech/music choice. On the audio thread, between frames.
+    /// Retunes the running encoder for an audio profile: bitrate, audio band, signal type, DTX,
+    /// FEC and its expected loss, complexity, VBR. The application mode (VOIP) cannot change
+    /// after the first frame in libopus, so the signal-type hint carries the speech/music
+    /// choice. On the audio thread, between frames: ctl calls only, nothing allocated.
     public func apply(_ p: AudioProfileSettings) -> Int32 {
         // One call after another, no array of results: this runs on the audio thread, where
         // even a four-element array literal is a heap allocation in a debug build.
         var rc = copus_set_bitrate(encoder, p.bitrate)
-        if rc == OPUS_OK { rc = copus_set_max_bandwidth(encoder, p.fullBand ? copus_bandwidth_fullband() : copus_bandwidth_superwideband()) }
+        if rc == OPUS_OK { rc = copus_set_max_bandwidth(encoder, p.bandwidth.ctlValue) }
         if rc == OPUS_OK { rc = p.music ? copus_set_signal_music(encoder) : copus_set_signal_voice(encoder) }
         if rc == OPUS_OK { rc = copus_set_dtx(encoder, p.dtx ? 1 : 0) }
+        if rc == OPUS_OK { rc = copus_set_inband_fec(encoder, p.inbandFEC ? 1 : 0) }
+        if rc == OPUS_OK { rc = copus_set_packet_loss_perc(encoder, p.expectedLossPercent) }
+        if rc == OPUS_OK { rc = copus_set_complexity(encoder, p.complexity) }
+        if rc == OPUS_OK { rc = copus_set_vbr(encoder, p.vbr ? 1 : 0) }
         return rc
+    }
+
+    /// Tells the encoder how much loss to protect against (OPUS_SET_PACKET_LOSS_PERC): the
+    /// hook for loss the receivers report. 0 switches the FEC copy off (libopus sends none
+    /// at 0 %), so a clean network pays no FEC tax. On the audio thread, between frames.
+    @inline(__always)
+    public func setExpectedLoss(percent: Int32) -> Int32 {
+        copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
+    }
+
+    /// The encoder's configuration, read back through libopus's getters.
+    public func readBack() -> OpusEncoderReadback {
+        var bitrate: Int32 = 0, band: Int32 = 0, complexity: Int32 = 0, fec: Int32 = 0, loss: Int32 = 0
+        var dtx: Int32 = 0, vbr: Int32 = 0, signal: Int32 = 0
+        _ = copus_get_bitrate(encoder, &bitrate)
+        _ = copus_get_max_bandwidth(encoder, &band)
+        _ = copus_get_complexity(encoder, &complexity)
+        _ = copus_get_inband_fec(encoder, &fec)
+        _ = copus_get_packet_loss_perc(encoder, &loss)
+        _ = copus_get_dtx(encoder, &dtx)
+        _ = copus_get_vbr(encoder, &vbr)
+        _ = copus_get_signal(encoder, &signal)
+        return OpusEncoderReadback(bitrate: bitrate, maxBandwidth: OpusBandwidth(ctlValue: band), complexity: complexity,
+                                   inbandFEC: fec != 0, expectedLossPercent: loss, dtx: dtx != 0, vbr: vbr != 0,
+                                   music: signal == copus_signal_music())
+    }
+
+    /// The audio band of the last frame encoded (the encoder may choose less than the maximum).
+    public var lastBandwidth: OpusBandwidth? {
+        var v: Int32 = 0
+        return copus_get_bandwidth(encoder, &v) == OPUS_OK ? OpusBandwidth(ctlValue: v) : nil
     }
 
     /// Encodes one frame; returns the packet length (> 0), or a negative Opus error code.

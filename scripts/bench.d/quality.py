@@ -141,6 +141,7 @@ def analyze(work, losses):
         emit(f"quality.pesq_{loss}", mean if not math.isnan(mean) else -1, "MOS-LQO",
              min=round(min(ok), 3) if ok else None, voices=scores, loss_pct=loss,
              proxy_dropped=up.get("dropped"), proxy_received=up.get("received"),
+             up_bytes_per_packet=round(up["bytes"] / up["forwarded"], 1) if up.get("forwarded") else None,
              xruns=xruns, a_xruns=[a_sum.get("capture_xruns"), a_sum.get("playback_xruns")],
              b_xruns=[b_sum.get("capture_xruns"), b_sum.get("playback_xruns")],
              a_packets=a_stats.get("packets"), a_dtx_suppressed=a_stats.get("dtx_suppressed"),

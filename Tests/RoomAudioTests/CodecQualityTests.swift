@@ -1,0 +1,185 @@
+import RoomAudio
+import RoomCore
+import XCTest
+
+/// The codec settings `scripts/bench quality` chose (docs/audio-engine.md, "Codec settings"),
+/// checked where they can regress without a listener noticing in a unit test: what the encoder
+/// is configured with (read back through libopus's getters), the audio band that survives an
+/// encode → decode, and that in-band FEC rebuilds a lost frame better than concealment.
+final class CodecQualityTests: XCTestCase {
+    private let rate = 48000
+
+    /// Speech-like test signal: a voiced harmonic series (f0 110-150 Hz, harmonics up to 7.8 kHz
+    /// falling 3 dB per octave) with a syllable envelope, plus a little noise; deterministic.
+    private func speechLike(seconds: Double) -> [Float] {
+        let n = Int(seconds * Double(rate))
+        var out = [Float](repeating: 0, count: n)
+        var seed: UInt64 = 0x5EED
+        var phase = 0.0
+        for i in 0..<n {
+            let t = Double(i) / Double(rate)
+            let f0 = 130 + 20 * sin(2 * Double.pi * 0.9 * t)
+            phase += 2 * Double.pi * f0 / Double(rate)
+            var s = 0.0
+            var h = 1
+            while Double(h) * f0 < 7800 {
+                s += sin(Double(h) * phase) / Double(h).squareRoot()
+                h += 1
+            }
+            seed = seed &* 6364136223846793005 &+ 1442695040888963407
+            let noise = Double(Int64(bitPattern: seed) >> 11) / Double(1 << 52)
+            let envelope = 0.55 + 0.45 * sin(2 * Double.pi * 3 * t)
+            out[i] = Float(0.05 * s * envelope + 0.002 * noise)
+        }
+        return out
+    }
+
+    /// Energy above ~7 kHz: four cascaded RBJ high-pass biquads at 7 kHz (8th order, so the
+    /// mediumband codec's 6 kHz content hardly leaks in).
+    private func energyAbove7kHz(_ x: ArraySlice<Float>) -> Double {
+        let w0 = 2 * Double.pi * 7000 / Double(rate)
+        let alpha = sin(w0) / (2 * 0.7071)
+        let cw = cos(w0)
+        let b0 = (1 + cw) / 2, b1 = -(1 + cw), b2 = (1 + cw) / 2
+        let a0 = 1 + alpha, a1 = -2 * cw, a2 = 1 - alpha
+        var y = x.map(Double.init)
+        for _ in 0..<4 {
+            var x1 = 0.0, x2 = 0.0, y1 = 0.0, y2 = 0.0
+            for i in y.indices {
+                let v = y[i]
+                let o = (b0 * v + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0
+                x2 = x1; x1 = v; y2 = y1; y1 = o
+                y[i] = o
+            }
+        }
+        return y.reduce(0) { $0 + $1 * $1 }
+    }
+
+    /// Encodes `pcm` frame by frame with the speech profile applied as the engine applies it,
+    /// decodes it, and returns the decoded signal (same length, Opus delay removed) and the
+    /// packets.
+    private func roundTrip(_ pcm: [Float], settings: OpusSettings,
+                           lose: (Int) -> Bool = { _ in false }, fec: Bool = true) throws -> (out: [Float], packets: [[UInt8]], band: OpusBandwidth?) {
+        let encoder = try OpusEncoderBox(rate: rate, settings: settings, environment: false)
+        _ = encoder.apply(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: settings, environment: false))
+        let decoder = try OpusDecoderBox(rate: rate)
+        let frame = encoder.frameSamples
+        let frames = pcm.count / frame
+        var packets: [[UInt8]] = []
+        var packet = [UInt8](repeating: 0, count: 1500)
+        for f in 0..<frames {
+            let n = pcm.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + f * frame, into: &packet, capacity: 1500) }
+            XCTAssertGreaterThan(n, 0)
+            packets.append(Array(packet[0..<max(n, 0)]))
+        }
+        var out = [Float](repeating: 0, count: frames * frame)
+        out.withUnsafeMutableBufferPointer { o in
+            for f in 0..<frames {
+                let dst = o.baseAddress! + f * frame
+                if !lose(f) {
+                    _ = packets[f].withUnsafeBufferPointer { decoder.decode($0.baseAddress!, length: $0.count, into: dst, frames: frame) }
+                } else if fec, f + 1 < frames, !lose(f + 1) {
+                    _ = packets[f + 1].withUnsafeBufferPointer { decoder.decodeFEC(from: $0.baseAddress!, length: $0.count, into: dst, frames: frame) }
+                } else {
+                    _ = decoder.conceal(into: dst, frames: frame)
+                }
+            }
+        }
+        // libopus delays the signal by its look-ahead (6.5 ms at 48 kHz in VOIP mode: 312 samples).
+        let delay = 312
+        return (Array(out[delay...]) + [Float](repeating: 0, count: delay), packets, encoder.lastBandwidth)
+    }
+
+    func testDefaultsAreTheMeasuredSpeechSettings() {
+        let s = OpusSettings()
+        XCTAssertEqual(s.bitrate, 64000)
+        XCTAssertEqual(s.maxBandwidth, .wide)
+        XCTAssertEqual(s.complexity, 5)
+        XCTAssertEqual(s.frameMilliseconds, 10)
+        XCTAssertTrue(s.inbandFEC)
+        XCTAssertEqual(s.expectedLossPercent, 5)
+        XCTAssertTrue(s.dtx)
+        XCTAssertTrue(s.vbr)
+        XCTAssertTrue(s.voiceGate)
+    }
+
+    /// What the encoder runs with after creation and after each profile is applied, read back
+    /// from libopus itself (a setting lost between Swift and the ctl call shows here).
+    func testEncoderReadsBackEachProfile() throws {
+        let encoder = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
+        let created = encoder.readBack()
+        XCTAssertEqual(created, OpusEncoderReadback(bitrate: 64000, maxBandwidth: .wide, complexity: 5, inbandFEC: true,
+                                                    expectedLossPercent: 5, dtx: true, vbr: true, music: false))
+        XCTAssertEqual(encoder.apply(AudioProfileSettings(.music, processing: ProcessingSettings(), opus: OpusSettings(), environment: false)), 0)
+        let music = encoder.readBack()
+        XCTAssertEqual(music.bitrate, AudioProfileSettings.musicMinimumBitrate)
+        XCTAssertEqual(music.maxBandwidth, .full)
+        XCTAssertTrue(music.music)
+        XCTAssertFalse(music.dtx)
+        XCTAssertEqual(encoder.apply(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: OpusSettings(), environment: false)), 0)
+        XCTAssertEqual(encoder.readBack(), created, "back to speech: exactly the created configuration")
+        XCTAssertEqual(encoder.setExpectedLoss(percent: 0), 0)
+        XCTAssertEqual(encoder.readBack().expectedLossPercent, 0)
+    }
+
+    /// The regression issue 9 found: 24 kb/s with FEC for 10 % loss made libopus fall back to
+    /// mediumband, cutting everything above ~6.5 kHz (-53 dB at 7-8 kHz). The speech profile
+    /// must keep the wideband top octave: energy above 7 kHz within 6 dB of the input's.
+    func testSpeechKeepsTheBandAbove7kHz() throws {
+        let pcm = speechLike(seconds: 2)
+        let (out, _, band) = try roundTrip(pcm, settings: OpusSettings())
+        XCTAssertEqual(band, .wide, "the encoder codes wideband speech")
+        let skip = rate / 2  // after the encoder's start-up
+        let ratio = 10 * log10(energyAbove7kHz(out[skip..<(out.count - 1000)]) / energyAbove7kHz(pcm[skip..<(out.count - 1000)]))
+        XCTAssertGreaterThan(ratio, -6, "energy above 7 kHz after encode/decode: \(ratio) dB")
+
+        // The old settings lose it (this is what the test is for): same signal, 24 kb/s, FEC at 10 %.
+        var old = OpusSettings()
+        old.bitrate = 24000
+        old.maxBandwidth = .superwide
+        old.expectedLossPercent = 10
+        let (oldOut, _, oldBand) = try roundTrip(pcm, settings: old)
+        let oldRatio = 10 * log10(energyAbove7kHz(oldOut[skip..<(out.count - 1000)]) / energyAbove7kHz(pcm[skip..<(out.count - 1000)]))
+        XCTAssertLessThan(oldRatio, -15, "24 kb/s + FEC 10 %: band \(String(describing: oldBand)), \(oldRatio) dB above 7 kHz")
+        print("speech profile: \(ratio) dB above 7 kHz; old settings: \(oldRatio) dB")
+    }
+
+    /// In-band FEC is in the packets and worth having: with every 7th frame lost, rebuilding
+    /// from the next packet's FEC copy gets closer to the loss-free decode than concealment.
+    func testFECRebuildsLostFramesBetterThanConcealment() throws {
+        let pcm = speechLike(seconds: 3)
+        let clean = try roundTrip(pcm, settings: OpusSettings()).out
+        let lose: (Int) -> Bool = { $0 > 20 && $0 % 7 == 3 }
+        let withFEC = try roundTrip(pcm, settings: OpusSettings(), lose: lose, fec: true).out
+        let plcOnly = try roundTrip(pcm, settings: OpusSettings(), lose: lose, fec: false).out
+        func snr(_ y: [Float]) -> Double {
+            var s = 0.0, e = 0.0
+            for i in (rate / 2)..<(clean.count - 1000) { s += Double(clean[i] * clean[i]); e += Double((y[i] - clean[i]) * (y[i] - clean[i])) }
+            return 10 * log10(s / max(e, 1e-20))
+        }
+        XCTAssertGreaterThan(snr(withFEC), snr(plcOnly) + 3, "FEC \(snr(withFEC)) dB vs PLC \(snr(plcOnly)) dB")
+    }
+
+    func testEnvironmentOverridesParseAndNameBadKeys() throws {
+        let s = try OpusSettings().overridden(by: "bitrate=32000, bandwidth=swb,fec=0,loss=0,complexity=8,dtx=0,vbr=0,gate=0")
+        XCTAssertEqual(s.bitrate, 32000)
+        XCTAssertEqual(s.maxBandwidth, .superwide)
+        XCTAssertFalse(s.inbandFEC)
+        XCTAssertEqual(s.expectedLossPercent, 0)
+        XCTAssertEqual(s.complexity, 8)
+        XCTAssertFalse(s.dtx)
+        XCTAssertFalse(s.vbr)
+        XCTAssertFalse(s.voiceGate)
+        XCTAssertEqual(try OpusSettings().overridden(by: ""), OpusSettings())
+        for bad in ["bitrate=lots", "complexity=11", "bandwidth=huge", "frame=20", "fec"] {
+            XCTAssertThrowsError(try OpusSettings().overridden(by: bad), bad) { error in
+                XCTAssertTrue("\(error)".contains("ROOMD_OPUS"), "\(error)")
+            }
+        }
+        let speech = AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: s, environment: false)
+        XCTAssertEqual(speech.bitrate, 32000)
+        XCTAssertEqual(speech.bandwidth, .superwide)
+        XCTAssertFalse(speech.voiceGate)
+        XCTAssertFalse(speech.inbandFEC)
+    }
+}
