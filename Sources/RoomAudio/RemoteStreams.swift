@@ -1,9 +1,15 @@
+import COpus
 import RoomCore
 
 /// The remote participants the speaker plays, on the audio thread: one jitter buffer and one
 /// Opus decoder per stream, found by SSRC. The server forwards only the loudest few streams,
 /// so a handful of slots is enough; a new SSRC takes a free slot or the one idle longest.
 /// Everything is allocated at init; `insert` and `render` allocate nothing.
+///
+/// The receive path follows the packets, not our own encoder's setting: each packet's duration
+/// comes from the packet (`opus_packet_get_nb_samples`), the jitter buffer schedules in RTP
+/// timestamps, and each stream's decode buffer holds the longest Opus packet (120 ms), so a
+/// sender using any frame size Opus allows (2.5 … 120 ms), or changing it mid-stream, plays.
 final class RemoteStreams {
     private struct Stream {
         var ssrc: UInt32 = 0
@@ -15,7 +21,13 @@ final class RemoteStreams {
 
     let count: Int
     private let period: Int
-    private let frameSamples: Int          // decoded samples per packet at the engine rate
+    private let rate: Int
+    /// Decoded samples each stream can hold: the longest Opus packet, 120 ms at the engine rate.
+    private let decodeCapacity: Int
+    /// 2.5 ms at the engine rate: concealment and FEC lengths must be multiples of it.
+    private let granule: Int
+    /// The RTP clock of Opus (RFC 7587), whatever the engine rate.
+    private static let clock = 48_000
     private var streams: [Stream]          // fixed size, mutated in place (no reallocation)
     private let buffers: [JitterBuffer]
     private let decoders: [OpusDecoderBox]
@@ -25,18 +37,23 @@ final class RemoteStreams {
     /// keep them alive for as long as this object.
     private let bufferRefs: UnsafeMutablePointer<Unmanaged<JitterBuffer>>
     private let decoderRefs: UnsafeMutablePointer<Unmanaged<OpusDecoderBox>>
-    private let decoded: UnsafeMutablePointer<Float>   // count × frameSamples
+    private let decoded: UnsafeMutablePointer<Float>   // count × decodeCapacity
     /// A slot unused this long may be taken by a new SSRC.
     private let idleSamples: Int64 = 48_000 * 2
 
 
+    /// `frameMilliseconds` is only the duration assumed for a packet the decoder cannot size
+    /// (it never decides how a packet plays); `minimumDelayMs` is the jitter buffers' floor.
     init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int) throws(OpusError) {
         self.count = count
         period = periodFrames
-        frameSamples = rate * frameMilliseconds / 1000
+        self.rate = rate
+        decodeCapacity = rate * 120 / 1000
+        granule = rate / 400
         streams = Array(repeating: Stream(), count: count)
         var jb = JitterBufferConfiguration(frameDurationMs: frameMilliseconds, minimumDelayMs: minimumDelayMs)
         jb.maxPayloadBytes = MediaPacket.maxPayload
+        jb.playoutStepMs = max(1, periodFrames * 1000 / rate)
         buffers = (0..<count).map { _ in JitterBuffer(configuration: jb) }
         var made: [OpusDecoderBox] = []
         for _ in 0..<count { made.append(try OpusDecoderBox(rate: rate)) }
@@ -47,8 +64,8 @@ final class RemoteStreams {
             (bufferRefs + i).initialize(to: Unmanaged.passUnretained(buffers[i]))
             (decoderRefs + i).initialize(to: Unmanaged.passUnretained(made[i]))
         }
-        decoded = .allocate(capacity: count * frameSamples)
-        decoded.initialize(repeating: 0, count: count * frameSamples)
+        decoded = .allocate(capacity: count * decodeCapacity)
+        decoded.initialize(repeating: 0, count: count * decodeCapacity)
     }
 
     deinit { decoded.deallocate(); bufferRefs.deallocate(); decoderRefs.deallocate() }
@@ -64,9 +81,15 @@ final class RemoteStreams {
         guard let index = slot(for: packet.ssrc, at: packet.arrivalSamples) else { return }
         streams[index].lastArrival = packet.arrivalSamples
         _ = packet.withPayload { payload in
-            buffer(index) {
+            // The packet's own duration (TOC byte and frame count), at the RTP clock; negative
+            // for a malformed packet, which the buffer then sizes from the timestamps.
+            let duration = payload.count > 0
+                ? Int(opus_packet_get_nb_samples(payload.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                                 Int32(payload.count), Int32(Self.clock)))
+                : 0
+            return buffer(index) {
                 $0.insert(sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
-                          arrivalSamples: packet.arrivalSamples, payload: payload)
+                          arrivalSamples: packet.arrivalSamples, payload: payload, durationSamples: duration)
             }
         }
     }
@@ -105,9 +128,14 @@ final class RemoteStreams {
             let out = slotAudio + i * period
             var filled = 0
             while filled < period {
-                if streams[i].decodedRead == streams[i].decodedAvailable { decodeNext(i, now: now) }
+                // The jitter buffer's clock at the sample being filled: decisions that start
+                // mid-period (packets shorter than a period, or a long packet's successor) are
+                // judged at their own time, and fillers stop at the period's end.
+                if streams[i].decodedRead == streams[i].decodedAvailable {
+                    decodeNext(i, now: now + Int64(filled * Self.clock / rate), room: (period - filled) * Self.clock / rate)
+                }
                 let n = min(period - filled, streams[i].decodedAvailable - streams[i].decodedRead)
-                (out + filled).update(from: decoded + i * frameSamples + streams[i].decodedRead, count: n)
+                (out + filled).update(from: decoded + i * decodeCapacity + streams[i].decodedRead, count: n)
                 streams[i].decodedRead += n
                 filled += n
             }
@@ -117,24 +145,36 @@ final class RemoteStreams {
         }
     }
 
-    /// Asks the jitter buffer what to play and runs the decoder accordingly: a packet, its FEC
-    /// copy in the next packet, concealment, or silence.
-    private func decodeNext(_ i: Int, now: Int64) {
-        let out = decoded + i * frameSamples
+    /// Asks the jitter buffer what to play and runs the decoder accordingly: a packet (as long
+    /// as it is), its FEC copy in the next packet, concealment, or silence, for as many samples
+    /// as the buffer says.
+    private func decodeNext(_ i: Int, now: Int64, room: Int) {
+        let out = decoded + i * decodeCapacity
+        let decision = buffer(i) { $0.nextFrame(nowSamples: now, upTo: room) }
+        let wanted = min(max(1, decision.samples * rate / Self.clock), decodeCapacity)
+        let capacity = decodeCapacity
         var produced = 0
-        let frames = frameSamples
-        switch buffer(i, { $0.nextFrame(nowSamples: now) }) {
+        switch decision {
         case .decode(let p):
-            produced = decoder(i) { $0.decode(p.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: p.payload.count, into: out, frames: frames) }
-        case .decodeFEC(let next):
-            produced = decoder(i) { $0.decodeFEC(from: next.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: next.payload.count, into: out, frames: frames) }
+            produced = decoder(i) { $0.decode(p.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: p.payload.count, into: out, frames: capacity) }
+            // A packet the decoder refuses is concealed for the time it would have played.
+            if produced <= 0 { produced = decoder(i) { $0.conceal(into: out, frames: concealable(wanted)) } }
+        case .decodeFEC(let next, _):
+            produced = decoder(i) { $0.decodeFEC(from: next.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: next.payload.count, into: out, frames: concealable(wanted)) }
         case .conceal:
-            produced = decoder(i) { $0.conceal(into: out, frames: frames) }
+            produced = decoder(i) { $0.conceal(into: out, frames: concealable(wanted)) }
         case .silence:
             produced = 0
         }
-        if produced != frameSamples { out.update(repeating: 0, count: frameSamples) }
+        if produced <= 0 || produced > capacity {
+            out.update(repeating: 0, count: wanted)
+            produced = wanted
+        }
         streams[i].decodedRead = 0
-        streams[i].decodedAvailable = frameSamples
+        streams[i].decodedAvailable = produced
     }
+
+    /// Concealment and FEC lengths must be whole multiples of 2.5 ms (libopus).
+    @inline(__always)
+    private func concealable(_ samples: Int) -> Int { max(granule, samples / granule * granule) }
 }

@@ -10,9 +10,18 @@ public final class StreamStatistics: @unchecked Sendable {
         public var ssrc: UInt32
         public var received, lost, late, fecRecovered, concealed: Int
         public var jitterMs, delayMs: Double
+        /// The jitter buffer's target delay now.
+        public var targetMs: Double
+        /// Drops made to lower the delay (packets, or stretches of silence / missing audio)
+        /// and how much audio they removed; frames inserted to raise it.
+        public var skipped: Int
+        public var shedMs: Double
+        public var stretched: Int
+        /// Packets recognised as a backlog burst (after an outage or stall): not jitter.
+        public var backlog: Int
     }
 
-    private static let fields = 8
+    private static let fields = 13
     public let slots: Int
     private let cells: UnsafeMutablePointer<Atomic<UInt64>>
 
@@ -39,6 +48,11 @@ public final class StreamStatistics: @unchecked Sendable {
         base[5].store(UInt64(max(0, s.concealed)), ordering: .relaxed)
         base[6].store(s.jitterMs.bitPattern, ordering: .relaxed)
         base[7].store(s.currentDelayMs.bitPattern, ordering: .relaxed)
+        base[8].store(s.targetDelayMs.bitPattern, ordering: .relaxed)
+        base[9].store(UInt64(max(0, s.skipped)), ordering: .relaxed)
+        base[10].store(s.shedMs.bitPattern, ordering: .relaxed)
+        base[11].store(UInt64(max(0, s.stretched)), ordering: .relaxed)
+        base[12].store(UInt64(max(0, s.backlog)), ordering: .relaxed)
     }
 
     /// The streams in use now.
@@ -48,9 +62,10 @@ public final class StreamStatistics: @unchecked Sendable {
             let ssrc = UInt32(truncatingIfNeeded: base[0].load(ordering: .relaxed))
             guard ssrc != 0 else { return nil }
             func n(_ i: Int) -> Int { Int(base[i].load(ordering: .relaxed)) }
+            func d(_ i: Int) -> Double { Double(bitPattern: base[i].load(ordering: .relaxed)) }
             return Row(ssrc: ssrc, received: n(1), lost: n(2), late: n(3), fecRecovered: n(4), concealed: n(5),
-                       jitterMs: Double(bitPattern: base[6].load(ordering: .relaxed)),
-                       delayMs: Double(bitPattern: base[7].load(ordering: .relaxed)))
+                       jitterMs: d(6), delayMs: d(7), targetMs: d(8), skipped: n(9), shedMs: d(10), stretched: n(11),
+                       backlog: n(12))
         }
     }
 }

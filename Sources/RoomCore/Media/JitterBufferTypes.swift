@@ -1,29 +1,53 @@
 /// Settings of one `JitterBuffer`. Times are in milliseconds; the buffer converts them to
 /// RTP clock ticks (samples at `clockRate`) once, at init.
+///
+/// The buffer follows the packets: each packet lasts what the packet says (the caller passes
+/// the Opus packet's duration, `opus_packet_get_nb_samples`, or the buffer infers it from the
+/// RTP timestamps), so a sender may use any Opus frame size (2.5 … 120 ms) and change it
+/// mid-stream, whatever the receiver's own frame setting.
 public struct JitterBufferConfiguration: Sendable, Equatable {
     /// RTP clock rate; 48 kHz for Opus (RFC 7587).
     public var clockRate: Int = 48_000
-    /// Duration of one packet and of one `nextFrame()` step: 10, 20, 40 or 60 ms.
+    /// Duration assumed for a packet whose duration the caller did not give, until the
+    /// stream's timestamps show the real one (1 … 120 ms).
     public var frameDurationMs: Int = 10
+    /// The caller's playout step (the audio period): the longest stretch of concealment or
+    /// silence inserted at once to raise the delay, and the unit of the timing corrections.
+    public var playoutStepMs: Int = 10
     /// Target delay never goes below this.
     public var minimumDelayMs: Int = 20
-    /// Target delay never goes above this.
+    /// Target delay never goes above this. A packet later than this (relative to the fastest
+    /// packet) could never be waited for: it is an outage, not jitter, and does not move the
+    /// target.
     public var maximumDelayMs: Int = 200
+    /// Added to the measured spread of the delays (the 95th percentile, upper edge of its
+    /// 1 ms bin): half a playout step, the most by which playout may run ahead of the schedule.
+    public var targetMarginMs: Double = 5
+    /// After a loss (sequence numbers show a packet missing at its turn, or one arrived late),
+    /// the target keeps one packet of look-ahead for this long, so that the next missing packet
+    /// can be rebuilt from the following packet's in-band FEC. On a clean path it goes.
+    public var lossMemoryMs: Int = 10_000
     /// Largest payload a slot holds; longer packets are dropped and counted.
     /// (One Opus frame is at most 1275 bytes.)
     public var maxPayloadBytes: Int = 1500
+    /// Packet slots (indexed by sequence number). 128 hold 320 ms of 2.5 ms packets and more
+    /// than a second of 10 ms packets.
+    public var capacityPackets: Int = 128
     /// Length of the sliding window of packet delays the target is computed from.
     public var delayWindowMs: Int = 2000
     /// Fraction of the window's packets that should be on time with no margin (0.5...1).
     public var delayPercentile: Double = 0.95
     /// How fast the target may fall when jitter calms down (it rises at once).
     public var shrinkRateMsPerSecond: Double = 20
-    /// How long the playout delay must stay at least one frame above target before a
-    /// frame that holds audio is dropped (frames with nothing to play are dropped at once).
+    /// How long the playout delay must stay at least one packet above target before a
+    /// packet that holds audio is dropped (silence and missing audio are dropped at once).
     public var skipHoldMs: Int = 100
+    /// An excess under two packets waits this long for a pause in the talk (where silence is
+    /// dropped at no cost) before a packet with audio is dropped.
+    public var silenceWaitMs: Int = 400
     /// Playout more than this far behind the target (the audio thread stalled, or a burst
-    /// of packets arrived at once) jumps back to the target at once, dropping the frames
-    /// in between, instead of dropping one frame per `skipHoldMs`.
+    /// of packets arrived at once) jumps back to the target at once, dropping the packets
+    /// in between, instead of dropping one packet per `skipHoldMs`.
     public var jumpThresholdMs: Int = 60
     /// With nothing buffered, conceal this long, then play silence (the sender has most
     /// likely stopped: DTX, mute, or gone).
@@ -38,11 +62,6 @@ public struct JitterBufferConfiguration: Sendable, Equatable {
         self.frameDurationMs = frameDurationMs
         self.minimumDelayMs = minimumDelayMs
         self.maximumDelayMs = maximumDelayMs
-    }
-
-    /// Slots: the maximum delay plus room for packets arriving early, at least 16.
-    public var capacityFrames: Int {
-        max(16, 2 * (maximumDelayMs + frameDurationMs - 1) / frameDurationMs + 8)
     }
 }
 
@@ -62,22 +81,33 @@ public enum JitterBufferInsertResult: Equatable, Sendable {
     case payloadTooLarge
 }
 
-/// What the audio thread should do for the next frame.
+/// What the audio thread should do next, and for how long: every decision covers a number of
+/// samples of the RTP clock (48 kHz for Opus), and the caller asks again once it has played
+/// them. A packet plays for its own duration, whatever the receiver's frame setting.
 ///
 /// `Packet.payload` points into a copy the buffer keeps for the caller; it stays valid until
 /// the next call to `nextFrame` or `reset` (inserting does not touch it).
 public enum PlayoutDecision {
-    /// Decode this packet normally.
+    /// Decode this packet normally; it lasts `packet.durationSamples`.
     case decode(JitterBuffer.Packet)
-    /// This frame's packet is missing and the next packet is here: decode the *next*
-    /// packet with in-band FEC (opus_decode with decode_fec = 1) to rebuild this frame.
-    /// The next packet itself is returned by the following call as `.decode`.
-    case decodeFEC(JitterBuffer.Packet)
-    /// Run packet-loss concealment (opus_decode with no data).
-    case conceal
-    /// Nothing to play: before the first packet, or the sender stopped (DTX). Play zeros,
-    /// or run the decoder with no data to continue its comfort noise.
-    case silence
+    /// Audio is missing just before this packet, which is here: decode *this* packet with
+    /// in-band FEC (opus_decode with decode_fec = 1 and a frame size of `samples`) to
+    /// rebuild the missing `samples`. The packet itself is returned by the following call as
+    /// `.decode`.
+    case decodeFEC(JitterBuffer.Packet, samples: Int)
+    /// Run packet-loss concealment (opus_decode with no data) for `samples`.
+    case conceal(samples: Int)
+    /// Nothing to play for `samples`: before the first packet, or the sender stopped (DTX).
+    /// Play zeros, or run the decoder with no data to continue its comfort noise.
+    case silence(samples: Int)
+
+    /// How many samples (RTP clock) this decision covers.
+    public var samples: Int {
+        switch self {
+        case .decode(let p): return p.durationSamples
+        case .decodeFEC(_, let n), .conceal(let n), .silence(let n): return n
+        }
+    }
 }
 
 /// Receive statistics of one stream. Counts are cumulative since init or
@@ -104,23 +134,31 @@ public struct JitterBufferStatistics: Sendable, Equatable {
     /// back later than the old timing allowed (clock drift across a long DTX pause).
     public var playoutRestarts = 0
 
-    /// Frames decoded from their own packet.
+    /// Packets decoded.
     public var decoded = 0
-    /// Missing frames rebuilt from the next packet's in-band FEC.
+    /// Missing stretches rebuilt from the next packet's in-band FEC.
     public var fecRecovered = 0
-    /// Missing frames concealed (PLC) at their playout time: lost or late packets, or a
-    /// short pause with nothing buffered.
+    /// Missing stretches concealed (PLC) at their playout time: one per lost or late packet
+    /// between packets present, one per period (or packet, if shorter) with nothing buffered
+    /// (a short pause, or the packets after a loss not here yet).
     public var concealed = 0
-    /// Frames of silence played after the first packet (DTX or the sender stopped).
+    /// Stretches of silence played after the first packet (DTX or the sender stopped).
     public var silence = 0
-    /// Frames dropped to bring the delay down (target shrank, or the sender's clock is
-    /// faster than ours). A dropped frame with audio and a dropped empty frame both count.
+    /// Drops made to bring the delay down (target shrank, the sender's clock is faster than
+    /// ours, a backlog after a stall): each packet with audio dropped counts one, and so does
+    /// each stretch of silence or missing audio cut short.
     public var skipped = 0
-    /// Frames inserted (concealment or silence, playout not advanced) to bring the delay
-    /// up (target grew, or the sender's clock is slower than ours).
+    /// How much audio those drops removed, milliseconds.
+    public var shedMs = 0.0
+    /// Insertions (concealment or silence, playout not advanced) to bring the delay up
+    /// (target grew, or the sender's clock is slower than ours).
     public var stretched = 0
+    /// Packets that arrived as a backlog: later than the maximum delay (an outage), or in a
+    /// burst draining behind a late packet (a stall of the network, the server or our own
+    /// receive thread). Their delays do not move the target; they play if still in time.
+    public var backlog = 0
 
-    /// How long after its earliest possible arrival the current frame is played.
+    /// How long after its earliest possible arrival the current packet is played.
     public var currentDelayMs = 0.0
     /// The delay the buffer is steering towards.
     public var targetDelayMs = 0.0

@@ -62,7 +62,7 @@ final class MediaAllocationTests: XCTestCase {
             }
             switch jb.nextFrame(nowSamples: now) {
             case .decode(let packet): checksum &+= packet.payload.count
-            case .decodeFEC(let packet): checksum &+= packet.payload.count &* 2
+            case .decodeFEC(let packet, _): checksum &+= packet.payload.count &* 2
             case .conceal: checksum &+= 1
             case .silence: checksum &+= 3
             }
