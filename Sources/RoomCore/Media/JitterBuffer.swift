@@ -515,8 +515,14 @@ public final class JitterBuffer: @unchecked Sendable {
         }
         let newest = seq > highestSequence
         var duration = given > 0 ? given : inferredDuration
-        // A gap in the numbering: packets lost (or reordered). Keep look-ahead for FEC.
-        if seq > highestSequence + 1, seq < highestSequence + Int64(capacity) { lossUntil = arrival + lossMemory }
+        // A gap in the numbering whose turn has already come (playout is past where the first
+        // missing packet starts): packets lost and concealed without their successor's FEC,
+        // which was not here yet. Keep a packet of look-ahead from now on. (A gap still ahead of
+        // playout may be mere reordering.)
+        if seq > highestSequence + 1, seq < highestSequence + Int64(capacity), started,
+           newestArrival != Self.none, playPosition > newestRelative + inferredDuration + tolerance {
+            lossUntil = arrival + lossMemory
+        }
 
         if started {
             // Playout far behind the schedule this packet's arrival implies (nextFrame has
