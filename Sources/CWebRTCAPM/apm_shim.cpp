@@ -6,8 +6,16 @@
 #include <vector>
 #include <webrtc/modules/audio_processing/include/audio_processing.h>
 
+#include "kalman_aec.h"
+
 struct rapm {
     webrtc::AudioProcessing *apm;
+    // roomd's echo canceller (echo_canceller = 1): one per capture channel, in front of the APM.
+    roomaec::Canceller *kc[8];
+    int kc_count;
+    float *far;                 // the render block (mono), kept for the capture call
+    float *cleaned[8];          // the cancellers' outputs, fed to the APM
+    int render_channels;
     webrtc::StreamConfig capture_in;
     webrtc::StreamConfig capture_out;
     webrtc::StreamConfig render;
@@ -25,8 +33,7 @@ static void set_err(char *err, int len, const char *what, int code) {
         int rc_ = (call);                         \
         if (rc_ != webrtc::AudioProcessing::kNoError) { \
             set_err(err, err_len, what, rc_);     \
-            delete a->apm;                        \
-            delete a;                             \
+            rapm_destroy(a);                      \
             return nullptr;                       \
         }                                         \
     } while (0)
@@ -40,6 +47,8 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     if (c->render_channels < 1 || c->render_channels > 2) { set_err(err, err_len, "render channels must be 1..2", -1); return nullptr; }
     bool beamform = c->beamform && c->capture_channels >= 2 && c->mic_xyz;
     if (c->beamform && !beamform) { set_err(err, err_len, "beamformer needs at least 2 microphones with positions", -1); return nullptr; }
+
+    bool own_aec = c->echo_cancel && c->echo_canceller == 1;
 
     webrtc::Config config;
     config.Set<webrtc::ExtendedFilter>(new webrtc::ExtendedFilter(c->aec_extended_filter != 0));
@@ -59,6 +68,19 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     a->apm = webrtc::AudioProcessing::Create(config);
     if (!a->apm) { set_err(err, err_len, "AudioProcessing::Create failed", -1); delete a; return nullptr; }
     a->frames = c->sample_rate / 100;
+    a->render_channels = c->render_channels;
+    if (own_aec) {
+        roomaec::Params prm = roomaec::default_params(c->sample_rate, c->aec_suppression);
+        if (c->aec_tail_ms > 0) prm.tail_ms = (float)c->aec_tail_ms;
+        a->far = (float *)calloc((size_t)a->frames, sizeof(float));
+        if (!a->far) { set_err(err, err_len, "out of memory", -1); rapm_destroy(a); return nullptr; }
+        for (int i = 0; i < c->capture_channels; i++) {
+            a->kc[i] = roomaec::create(prm);
+            a->cleaned[i] = (float *)calloc((size_t)a->frames, sizeof(float));
+            a->kc_count = i + 1;
+            if (!a->kc[i] || !a->cleaned[i]) { set_err(err, err_len, "out of memory (echo canceller)", -1); rapm_destroy(a); return nullptr; }
+        }
+    }
     a->capture_in = webrtc::StreamConfig(c->sample_rate, c->capture_channels);
     a->capture_out = webrtc::StreamConfig(c->sample_rate, beamform ? 1 : c->capture_channels);
     a->render = webrtc::StreamConfig(c->sample_rate, c->render_channels);
@@ -77,7 +99,8 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     CHECK(aec->set_suppression_level(sl), "AEC suppression level");
     CHECK(aec->enable_metrics(true), "AEC metrics");
     CHECK(aec->enable_delay_logging(true), "AEC delay logging");
-    CHECK(aec->Enable(c->echo_cancel != 0), "echo canceller");
+    // With roomd's canceller in front, webrtc's AEC stays off (one canceller, not two in series).
+    CHECK(aec->Enable(c->echo_cancel != 0 && !own_aec), "echo canceller");
 
     webrtc::NoiseSuppression::Level nl =
         c->ns_level <= 0 ? webrtc::NoiseSuppression::kLow
@@ -108,6 +131,8 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
 
 extern "C" void rapm_destroy(rapm_t *a) {
     if (!a) return;
+    for (int i = 0; i < 8; i++) { roomaec::destroy(a->kc[i]); free(a->cleaned[i]); }
+    free(a->far);
     delete a->apm;
     delete a;
 }
@@ -116,6 +141,16 @@ extern "C" int rapm_frames_per_block(const rapm_t *a) { return a->frames; }
 extern "C" int rapm_output_channels(const rapm_t *a) { return (int)a->capture_out.num_channels(); }
 
 extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
+    if (a->kc_count > 0) {
+        // roomd's canceller takes the speaker's mono mix; webrtc's AEC, the only render-side user
+        // of the APM here, is off.
+        for (int i = 0; i < a->frames; i++) {
+            float s = 0;
+            for (int ch = 0; ch < a->render_channels; ch++) s += render[ch][i];
+            a->far[i] = s / a->render_channels;
+        }
+        return 0;
+    }
     // Output pointer may alias input when no render-side processing changes the signal.
     float *const *dst = const_cast<float *const *>(render);
     return a->apm->ProcessReverseStream(render, a->render, a->render, dst);
@@ -123,9 +158,14 @@ extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
 
 extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *const *out, int delay_ms) {
     a->apm->set_stream_delay_ms(delay_ms < 0 ? 0 : delay_ms);
+    if (a->kc_count > 0) {
+        for (int i = 0; i < a->kc_count; i++) roomaec::process(a->kc[i], a->far, mics[i], a->cleaned[i]);
+        mics = a->cleaned;
+    }
     int rc = a->apm->ProcessStream(mics, a->capture_in, a->capture_out, out);
     a->voice = a->apm->voice_detection()->is_enabled() && a->apm->voice_detection()->stream_has_voice() ? 1 : 0;
-    a->echo = a->apm->echo_cancellation()->is_enabled() && a->apm->echo_cancellation()->stream_has_echo() ? 1 : 0;
+    if (a->kc_count > 0) a->echo = a->kc[0]->echo_present;
+    else a->echo = a->apm->echo_cancellation()->is_enabled() && a->apm->echo_cancellation()->stream_has_echo() ? 1 : 0;
     return rc;
 }
 
@@ -133,6 +173,17 @@ extern "C" int rapm_voice_detected(const rapm_t *a) { return a->voice; }
 extern "C" int rapm_echo_present(const rapm_t *a) { return a->echo; }
 
 extern "C" int rapm_aec_stats(rapm_t *a, rapm_aec_stats_t *s) {
+    if (a->kc_count > 0) {
+        roomaec::Canceller *k = a->kc[0];
+        bool some = k->in_energy > 0 && k->out_energy > 0;
+        s->erle_db = some ? (float)(10 * log10(k->in_energy / k->out_energy)) : 0.0f;
+        s->erl_db = 0;
+        k->in_energy = k->out_energy = 0;
+        s->delay_median_ms = roomaec::delay_ms(k);
+        s->delay_std_ms = -1;
+        s->fraction_poor_delays = 0;
+        return 0;
+    }
     webrtc::EchoCancellation::Metrics m;
     int rc = a->apm->echo_cancellation()->GetMetrics(&m);
     s->erle_db = rc == 0 ? (float)m.echo_return_loss_enhancement.average : 0.0f;

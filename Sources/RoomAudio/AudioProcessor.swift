@@ -1,13 +1,32 @@
 import CWebRTCAPM
 
+/// Which echo canceller runs when `echoCancel` is on.
+public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
+    /// roomd's own (Sources/CWebRTCAPM/kalman_aec.h): a frequency-domain adaptive filter whose
+    /// step size comes from a Kalman model of the echo path, then a residual echo suppressor
+    /// driven by that model's error covariance; it runs in front of webrtc's HPF, NS, AGC and
+    /// VAD (webrtc's AEC off). Keeps the room's talker while the far end speaks
+    /// (docs/audio-engine.md, "Double talk").
+    case kalman
+    /// webrtc-audio-processing 0.3's AEC (extended filter, delay-agnostic). Its non-linear
+    /// processor mutes the near-end talker during double talk (PESQ-WB 1.06-1.12 in
+    /// `scripts/bench doubletalk`); kept for comparison.
+    case webrtc
+}
+
 /// What the echo canceller and friends should do. Every switch is explicit so that a
 /// configuration file or a test can see — and a reader can check — that AEC is really on.
 public struct ProcessingSettings: Sendable, Equatable {
     public var highPass = true
     public var echoCancel = true
+    public var echoCanceller: EchoCanceller = .kalman
+    /// The echo path roomd's canceller covers (system delay + room reverberation), ms.
+    public var echoTailMilliseconds: Int32 = 400
+    /// webrtc's AEC only.
     public var extendedFilter = true
+    /// webrtc's AEC only.
     public var delayAgnostic = true
-    /// 0 low, 1 moderate, 2 high.
+    /// Residual echo suppression: 0 low, 1 moderate, 2 high (either canceller).
     public var echoSuppression: Int32 = 1
     public var noiseSuppress = true
     /// 0 low … 3 very high.
@@ -46,6 +65,8 @@ public final class AudioProcessor {
         c.render_channels = Int32(renderChannels)
         c.high_pass = settings.highPass ? 1 : 0
         c.echo_cancel = settings.echoCancel ? 1 : 0
+        c.echo_canceller = settings.echoCanceller == .kalman ? 1 : 0
+        c.aec_tail_ms = settings.echoTailMilliseconds
         c.aec_extended_filter = settings.extendedFilter ? 1 : 0
         c.aec_delay_agnostic = settings.delayAgnostic ? 1 : 0
         c.aec_suppression = settings.echoSuppression

@@ -15,10 +15,14 @@ typedef struct {
     int render_channels;      // channels of the far-end reference (1..2)
 
     int high_pass;            // 0/1
-    int echo_cancel;          // 0/1: full AEC (not the mobile AECM)
-    int aec_extended_filter;  // 0/1: 128 ms filter, robust to unreliable delays
-    int aec_delay_agnostic;   // 0/1: estimate the render->capture delay internally
-    int aec_suppression;      // 0 low, 1 moderate, 2 high
+    int echo_cancel;          // 0/1: echo cancellation on (which canceller: echo_canceller)
+    int echo_canceller;       // 0: webrtc's AEC (not the mobile AECM); 1: roomd's canceller
+                              // (kalman_aec.h: Kalman-controlled frequency-domain filter and a
+                              // residual echo suppressor) in front of the APM, webrtc's AEC off
+    int aec_tail_ms;          // roomd's canceller: echo path it covers, ms (0 = 400)
+    int aec_extended_filter;  // 0/1: 128 ms filter, robust to unreliable delays (webrtc's AEC)
+    int aec_delay_agnostic;   // 0/1: estimate the render->capture delay internally (webrtc's AEC)
+    int aec_suppression;      // 0 low, 1 moderate, 2 high (either canceller's residual suppression)
     int noise_suppress;       // 0/1
     int ns_level;             // 0 low, 1 moderate, 2 high, 3 very high
     int gain_control;         // 0/1: adaptive digital AGC (experimental AGC switched off)

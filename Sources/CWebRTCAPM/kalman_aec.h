@@ -1,0 +1,431 @@
+// roomd's acoustic echo canceller: a partitioned-block frequency-domain adaptive filter whose
+// step size comes from a diagonal Kalman model of the echo path (a per-bin, per-partition error
+// covariance), followed by a residual echo suppressor whose residual estimate is that covariance.
+// Written for roomd (docs/audio-engine.md, "Double talk"); included once, by apm_shim.cpp, so the
+// shim stays one translation unit. Plain C++ with C-style memory: everything is allocated in
+// kaec_create, the per-block path allocates nothing.
+//
+// Per 10 ms block of H samples (overlap-save, FFT size N = 4H rounded up to a power of two):
+//   X_p      spectrum of the far end (last N samples) p blocks ago, p < P (P·H ≥ tail)
+//   Ŷ = Σ W_p X_p, ŷ = last H samples of IFFT(Ŷ), e = mic − ŷ, E = FFT([0 … 0, e])
+//   R = (H/N) Σ |X_p|² P_p                      expected |E|² due to the filter's own error
+//   Ψ = α Ψ + (1−α) |E|²                        error power (near end + noise + residual)
+//   μ_p = d · P_p / (R + Ψ)                     Kalman gain; d < 1 when the block's error is far
+//                                               above what the filter's error explains (double talk)
+//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps
+//   P_p = A² max(0, 1 − g (H/N)² μ_p |X_p|²) P_p + (1−A²) |W_p|²
+// Residual echo suppression on the error, in a low-delay weighted overlap-add (analysis window of
+// N/2 samples, synthesis over the last H+D: D samples of delay, 2 ms): per bin
+//   G = max(g_min, 1 − c·κ·(R + ε|Ŷ|²) / |E_w|²)
+// where κ calibrates the model's R against the true residual (measured: R overestimates it by
+// 10-20 dB, κ = 0.1 at moderate suppression). Above the linear band (12 kHz) the suppressor
+// applies the mean gain of 6-12 kHz.
+#ifndef ROOMD_KALMAN_AEC_H
+#define ROOMD_KALMAN_AEC_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace roomaec {
+
+// ---- real FFT (radix-2, N a power of two), via a complex FFT of N/2 points ----
+
+struct RealFFT {
+    int n, h;
+    int *rev;          // bit reversal of h: the pairs (i, j), i < j, to swap, one after the other
+    int swaps;         // number of pairs
+    float *twr, *twi;  // per stage (len = 2, 4, …, h): e^{-2πij/len}, j < len/2, stage after stage
+    float *pr, *pi;    // e^{-2πik/n}, k <= h
+    float *zr, *zi;    // work, h
+};
+
+static void fft_free(RealFFT *f) {
+    free(f->rev); free(f->twr); free(f->twi); free(f->pr); free(f->pi); free(f->zr); free(f->zi);
+    memset(f, 0, sizeof *f);
+}
+
+static bool fft_init(RealFFT *f, int n) {
+    memset(f, 0, sizeof *f);
+    f->n = n; f->h = n / 2;
+    int h = f->h, bits = 0;
+    while ((1 << bits) < h) bits++;
+    f->rev = (int *)malloc(sizeof(int) * (h + 2));
+    f->twr = (float *)malloc(sizeof(float) * h); f->twi = (float *)malloc(sizeof(float) * h);
+    f->pr = (float *)malloc(sizeof(float) * (h + 1)); f->pi = (float *)malloc(sizeof(float) * (h + 1));
+    f->zr = (float *)malloc(sizeof(float) * h); f->zi = (float *)malloc(sizeof(float) * h);
+    if (!f->rev || !f->twr || !f->twi || !f->pr || !f->pi || !f->zr || !f->zi) { fft_free(f); return false; }
+    for (int i = 0; i < h; i++) {
+        int r = 0;
+        for (int b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
+        if (r > i) { f->rev[2 * f->swaps] = i; f->rev[2 * f->swaps + 1] = r; f->swaps++; }
+    }
+    int at = 0;
+    for (int len = 2; len <= h; len <<= 1)
+        for (int j = 0; j < len / 2; j++, at++) {
+            double a = -2 * M_PI * j / len;
+            f->twr[at] = (float)cos(a); f->twi[at] = (float)sin(a);
+        }
+    for (int k = 0; k <= h; k++) { double a = -2 * M_PI * k / n; f->pr[k] = (float)cos(a); f->pi[k] = (float)sin(a); }
+    return true;
+}
+
+// In-place forward complex FFT of f->zr/zi (size h), unnormalized.
+static void cfft(RealFFT *f) {
+    const int h = f->h;
+    float *re = f->zr, *im = f->zi;
+    for (int s = 0; s < f->swaps; s++) {
+        const int i = f->rev[2 * s], j = f->rev[2 * s + 1];
+        float t = re[i]; re[i] = re[j]; re[j] = t; t = im[i]; im[i] = im[j]; im[j] = t;
+    }
+    // The first two stages (twiddles 1 and −i) as one radix-4 pass.
+    for (int s = 0; s + 3 < h; s += 4) {
+        float b0r = re[s] + re[s + 1], b0i = im[s] + im[s + 1];
+        float b1r = re[s] - re[s + 1], b1i = im[s] - im[s + 1];
+        float b2r = re[s + 2] + re[s + 3], b2i = im[s + 2] + im[s + 3];
+        float b3r = re[s + 2] - re[s + 3], b3i = im[s + 2] - im[s + 3];
+        re[s] = b0r + b2r; im[s] = b0i + b2i;
+        re[s + 2] = b0r - b2r; im[s + 2] = b0i - b2i;
+        re[s + 1] = b1r + b3i; im[s + 1] = b1i - b3r;   // b1 + (−i)·b3
+        re[s + 3] = b1r - b3i; im[s + 3] = b1i + b3r;
+    }
+    const float *twr = f->twr + 3, *twi = f->twi + 3;   // past the stages of length 2 and 4
+    for (int len = 8; len <= h; len <<= 1) {
+        const int half = len >> 1;
+        if (half < 16) {
+            // Short butterflies: twiddle outside, blocks inside (no per-block loop set-up).
+            for (int j = 0; j < half; j++) {
+                const float wr = twr[j], wi = twi[j];
+                for (int s = j; s < h; s += len) {
+                    const int b = s + half;
+                    float xr = re[b] * wr - im[b] * wi, xi = re[b] * wi + im[b] * wr;
+                    re[b] = re[s] - xr; im[b] = im[s] - xi;
+                    re[s] += xr; im[s] += xi;
+                }
+            }
+        } else {
+            for (int s = 0; s < h; s += len) {
+                float *__restrict ar = re + s, *__restrict ai = im + s, *__restrict br = re + s + half, *__restrict bi = im + s + half;
+                const float *__restrict tr = twr, *__restrict ti = twi;
+                for (int j = 0; j < half; j++) {
+                    float xr = br[j] * tr[j] - bi[j] * ti[j], xi = br[j] * ti[j] + bi[j] * tr[j];
+                    br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
+                    ar[j] += xr; ai[j] += xi;
+                }
+            }
+        }
+        twr += half; twi += half;
+    }
+}
+
+// X[k] = Σ x[m] e^{-2πikm/n}, k = 0..h (h+1 bins), like numpy.fft.rfft.
+static void rfft(RealFFT *f, const float *x, float *Xr, float *Xi) {
+    const int h = f->h;
+    for (int m = 0; m < h; m++) { f->zr[m] = x[2 * m]; f->zi[m] = x[2 * m + 1]; }
+    cfft(f);
+    Xr[0] = f->zr[0] + f->zi[0]; Xi[0] = 0;
+    Xr[h] = f->zr[0] - f->zi[0]; Xi[h] = 0;
+    for (int k = 1; k < h; k++) {
+        float zr = f->zr[k], zi = f->zi[k], cr = f->zr[h - k], ci = -f->zi[h - k];   // Z[k], conj(Z[h-k])
+        float er = 0.5f * (zr + cr), ei = 0.5f * (zi + ci);                          // even part
+        float orr = 0.5f * (zi - ci), oi = -0.5f * (zr - cr);                        // odd part
+        Xr[k] = er + f->pr[k] * orr - f->pi[k] * oi;
+        Xi[k] = ei + f->pr[k] * oi + f->pi[k] * orr;
+    }
+}
+
+// x = irfft(X) (n samples, scaled by 1/n), like numpy.fft.irfft. X has h+1 bins.
+static void irfft(RealFFT *f, const float *Xr, const float *Xi, float *x) {
+    const int h = f->h;
+    for (int k = 0; k < h; k++) {
+        float ar = Xr[k], ai = Xi[k], br = Xr[h - k], bi = -Xi[h - k];       // X[k], conj(X[h-k])
+        float er = 0.5f * (ar + br), ei = 0.5f * (ai + bi);
+        float dr = 0.5f * (ar - br), di = 0.5f * (ai - bi);
+        float wr = f->pr[k], wi = -f->pi[k];                                  // odd = d · conj(W^k)
+        float orr = dr * wr - di * wi, oi = dr * wi + di * wr;
+        f->zr[k] = er - oi;                                                   // conj(even + i·odd)
+        f->zi[k] = -(ei + orr);
+    }
+    cfft(f);
+    const float s = 1.0f / h;
+    for (int m = 0; m < h; m++) { x[2 * m] = f->zr[m] * s; x[2 * m + 1] = -f->zi[m] * s; }
+}
+
+// ---- the canceller ----
+
+struct Params {
+    int rate;
+    float tail_ms;        // echo path covered (system delay + room), default 400
+    float transition;     // A: per-block echo path change model, 0.9999
+    float p0;             // initial error covariance, 0.05
+    float alpha;          // smoothing of the error power, 0.5
+    float dt_factor;      // double-talk step reduction, 1 (0 = off)
+    float p_gain;         // covariance update gain, 1.5
+    float residual_scale; // κ: calibration of the residual estimate (suppression level)
+    float min_gain_db;    // floor of the suppressor's gain, -30
+    float leak_db;        // ε: share of the echo estimate always counted as residual, -40
+    float linear_hz;      // upper edge of the linear filter, 12000
+};
+
+static Params default_params(int rate, int suppression) {
+    Params p;
+    p.rate = rate; p.tail_ms = 400; p.transition = 0.9999f; p.p0 = 0.05f; p.alpha = 0.5f;
+    p.dt_factor = 1; p.p_gain = 1.5f;
+    p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
+    p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
+    return p;
+}
+
+struct Canceller {
+    Params prm;
+    int H, N, K, Klin, P, Nr, Kr, Klr, D, Kdt;
+    RealFFT fft, fftr;
+    float *xbuf;                 // N: far-end history
+    float *Xr, *Xi, *X2;         // P × Klin ring of far-end spectra ((head + p) % P is p blocks ago)
+    float *Wr, *Wi;              // P × K: the filter, by partition (all bins, so the gradient
+                                 // constraint stays a projection; only bins < Klin adapt)
+    float *Pc;                   // P × Klin: its error covariance
+    int head, cp;
+    float *Yr, *Yi;              // K: echo estimate spectrum of this block (zero above Klin)
+    float *Ynr, *Yni, *Rn;       // Klin: next block's echo estimate and Σ|X|²P, all partitions but
+                                 // the newest, accumulated during this block's update (one pass)
+    float *Er, *Ei;              // K: error spectrum
+    float *R, *Psi, *inv;        // Klin
+    float *tbuf;                 // N: time-domain work
+    float *err;                  // H: the linear filter's output
+    float dtf;
+    // suppressor
+    float *rbuf, *ola, *wa, *ws, *G, *Fr, *Fi, *rt; // Nr, Nr, Nr, Nr, Kr, Kr, Kr, Nr
+    float c, gmin, eps;
+    // statistics
+    double in_energy, out_energy;
+    int far_active, echo_present;
+};
+
+#define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->X2, a->Wr, a->Wi, a->Pc, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
+    a->Er, a->Ei, a->R, a->Psi, a->inv, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
+
+static void destroy(Canceller *a) {
+    if (!a) return;
+    fft_free(&a->fft); fft_free(&a->fftr);
+    float *bufs[] = ROOMAEC_BUFFERS(a);
+    for (float *b : bufs) free(b);
+    free(a);
+}
+
+static float *zeros(size_t n) { return (float *)calloc(n ? n : 1, sizeof(float)); }
+
+static int next_pow2(int n) { int p = 1; while (p < n) p <<= 1; return p; }
+
+static Canceller *create(const Params &prm) {
+    Canceller *a = (Canceller *)calloc(1, sizeof(Canceller));
+    if (!a) return nullptr;
+    a->prm = prm;
+    a->H = prm.rate / 100;
+    a->N = next_pow2(4 * a->H);
+    a->K = a->N / 2 + 1;
+    int klin = (int)(prm.linear_hz * a->N / prm.rate) + 1;
+    a->Klin = klin < a->K ? klin : a->K;
+    int taps = (int)(prm.tail_ms * prm.rate / 1000);
+    a->P = (taps + a->H - 1) / a->H;
+    if (a->P < 1) a->P = 1;
+    a->Nr = a->N / 2;
+    a->Kr = a->Nr / 2 + 1;
+    a->Klr = (a->Klin + 1) / 2;
+    a->D = prm.rate / 500;
+    int kdt = (int)(8000.0f * a->N / prm.rate) + 1;
+    a->Kdt = kdt < a->Klin ? kdt : a->Klin;
+    const size_t pk = (size_t)a->P * a->Klin, pK = (size_t)a->P * a->K;
+    bool ok = fft_init(&a->fft, a->N) && fft_init(&a->fftr, a->Nr);
+    a->xbuf = zeros(a->N); a->Xr = zeros(pk); a->Xi = zeros(pk); a->X2 = zeros(pk);
+    a->Wr = zeros(pK); a->Wi = zeros(pK); a->Pc = zeros(pk);
+    a->Yr = zeros(a->K); a->Yi = zeros(a->K); a->Ynr = zeros(a->Klin); a->Yni = zeros(a->Klin); a->Rn = zeros(a->Klin);
+    a->Er = zeros(a->K); a->Ei = zeros(a->K);
+    a->R = zeros(a->Klin); a->Psi = zeros(a->Klin); a->inv = zeros(a->Klin); a->tbuf = zeros(a->N); a->err = zeros(a->H);
+    a->rbuf = zeros(a->Nr); a->ola = zeros(a->Nr); a->wa = zeros(a->Nr); a->ws = zeros(a->Nr);
+    a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
+    float *need[] = ROOMAEC_BUFFERS(a);
+    for (float *b : need) ok = ok && b;
+    if (!ok) { destroy(a); return nullptr; }
+    for (size_t i = 0; i < pk; i++) a->Pc[i] = prm.p0;
+    a->dtf = 1;
+    // Low-delay analysis/synthesis pair: the product wa·ws rises over D, is 1 over H−D and falls
+    // over D at the end of the frame; consecutive frames (hop H) sum to 1, output delay D.
+    int Nr = a->Nr, H = a->H, D = a->D, S = H + D, L = Nr - D;
+    for (int i = 0; i < L; i++) a->wa[i] = (float)sin(0.5 * M_PI * (i + 0.5) / L);
+    for (int i = 0; i < D; i++) a->wa[L + i] = (float)cos(0.5 * M_PI * (i + 0.5) / D);
+    for (int i = 0; i < Nr; i++) {
+        double prod = 0;
+        int j = i - (Nr - S);
+        if (j >= 0) {
+            if (j < D) { double r = sin(0.5 * M_PI * (j + 0.5) / D); prod = r * r; }
+            else if (j < S - D) prod = 1;
+            else { double r = sin(0.5 * M_PI * (j - (S - D) + 0.5) / D); prod = 1 - r * r; }
+        }
+        a->ws[i] = prod > 0 ? (float)(prod / a->wa[i]) : 0;
+    }
+    double w2 = 0;
+    for (int i = 0; i < Nr; i++) w2 += (double)a->wa[i] * a->wa[i];
+    a->c = (float)(w2 / H);
+    a->gmin = powf(10, prm.min_gain_db / 20);
+    a->eps = powf(10, prm.leak_db / 10);
+    for (int k = 0; k < a->Kr; k++) a->G[k] = 1;
+    return a;
+}
+
+// One block: far (H samples, what the speaker plays now), mic (H samples) → out (H samples,
+// delayed by D). out may alias mic.
+static void process(Canceller *a, const float *far, const float *mic, float *out) {
+    const int H = a->H, N = a->N, K = a->K, KL = a->Klin, P = a->P;
+    const float hn = (float)H / N;
+    // 1. The far end's newest spectrum goes in front of the ring.
+    memmove(a->xbuf, a->xbuf + H, sizeof(float) * (N - H));
+    memcpy(a->xbuf + N - H, far, sizeof(float) * H);
+    a->head = (a->head + P - 1) % P;
+    rfft(&a->fft, a->xbuf, a->Er, a->Ei);   // Er/Ei as scratch
+    float *x0r = a->Xr + (size_t)a->head * KL, *x0i = a->Xi + (size_t)a->head * KL, *x02 = a->X2 + (size_t)a->head * KL;
+    double far_energy = 0;
+    for (int i = 0; i < H; i++) far_energy += (double)far[i] * far[i];
+    for (int k = 0; k < KL; k++) { x0r[k] = a->Er[k]; x0i[k] = a->Ei[k]; x02[k] = x0r[k] * x0r[k] + x0i[k] * x0i[k]; }
+    // 2. Echo estimate and expected residual: the newest partition plus what the last block's
+    // update pass accumulated for the others.
+    {
+        const float *w0r = a->Wr, *w0i = a->Wi, *pc0 = a->Pc;
+        for (int k = 0; k < KL; k++) {
+            a->Yr[k] = a->Ynr[k] + w0r[k] * x0r[k] - w0i[k] * x0i[k];
+            a->Yi[k] = a->Yni[k] + w0r[k] * x0i[k] + w0i[k] * x0r[k];
+            a->R[k] = hn * (a->Rn[k] + x02[k] * pc0[k]);
+        }
+        for (int k = KL; k < K; k++) { a->Yr[k] = 0; a->Yi[k] = 0; }
+    }
+    irfft(&a->fft, a->Yr, a->Yi, a->tbuf);
+    float *e = a->err;
+    for (int i = 0; i < H; i++) e[i] = mic[i] - a->tbuf[N - H + i];
+    // 3. Error spectrum.
+    memset(a->tbuf, 0, sizeof(float) * (N - H));
+    memcpy(a->tbuf + N - H, e, sizeof(float) * H);
+    rfft(&a->fft, a->tbuf, a->Er, a->Ei);
+    // 4. Error power, double-talk factor, the gain's common factor.
+    double sumR = 0, sumE = 0;
+    const float al = a->prm.alpha;
+    for (int k = 0; k < KL; k++) {
+        float e2 = a->Er[k] * a->Er[k] + a->Ei[k] * a->Ei[k];
+        a->Psi[k] = al * a->Psi[k] + (1 - al) * e2;
+        if (k < a->Kdt) { sumR += a->R[k]; sumE += e2; }
+    }
+    if (a->prm.dt_factor > 0) {
+        float f = (float)(a->prm.dt_factor * (sumR + 1e-12) / (sumE + 1e-12));
+        if (f > 1) f = 1;
+        a->dtf = f < a->dtf ? f : 0.9f * a->dtf + 0.1f * f;
+    }
+    for (int k = 0; k < KL; k++) a->inv[k] = a->dtf / (a->R[k] + a->Psi[k] + 1e-12f);
+    // 5. One pass over the partitions: update filter and covariance, and accumulate the next
+    // block's echo estimate and Σ|X|²P (partition p now is partition p + 1 then).
+    const float A2 = a->prm.transition * a->prm.transition, q = 1 - A2, g2 = a->prm.p_gain * hn * hn;
+    for (int k = 0; k < KL; k++) { a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; }
+    for (int p = 0; p < P; p++) {
+        const size_t xq = (size_t)((a->head + p) % P) * KL, xprev = (size_t)((a->head + p + P - 1) % P) * KL;
+        const float *xr = a->Xr + xq, *xi = a->Xi + xq, *x2 = a->X2 + xq;
+        const float *pr = a->Xr + xprev, *pi = a->Xi + xprev, *p2 = a->X2 + xprev;   // X_{p-1}
+        const float *er = a->Er, *ei = a->Ei, *inv = a->inv;
+        float *wr = a->Wr + (size_t)p * K, *wi = a->Wi + (size_t)p * K, *pc = a->Pc + (size_t)p * KL;
+        float *ynr = a->Ynr, *yni = a->Yni, *rn = a->Rn;
+        if (p == 0) {
+            for (int k = 0; k < KL; k++) {
+                float mu = pc[k] * inv[k], g = hn * mu;
+                float nwr = wr[k] + g * (xr[k] * er[k] + xi[k] * ei[k]);
+                float nwi = wi[k] + g * (xr[k] * ei[k] - xi[k] * er[k]);
+                float keep = fmaxf(1 - g2 * mu * x2[k], 0.0f);
+                wr[k] = nwr; wi[k] = nwi;
+                pc[k] = A2 * keep * pc[k] + q * (nwr * nwr + nwi * nwi);
+            }
+        } else {
+            for (int k = 0; k < KL; k++) {
+                float mu = pc[k] * inv[k], g = hn * mu;
+                float nwr = wr[k] + g * (xr[k] * er[k] + xi[k] * ei[k]);
+                float nwi = wi[k] + g * (xr[k] * ei[k] - xi[k] * er[k]);
+                float keep = fmaxf(1 - g2 * mu * x2[k], 0.0f);
+                float npc = A2 * keep * pc[k] + q * (nwr * nwr + nwi * nwi);
+                wr[k] = nwr; wi[k] = nwi; pc[k] = npc;
+                ynr[k] += nwr * pr[k] - nwi * pi[k];
+                yni[k] += nwr * pi[k] + nwi * pr[k];
+                rn[k] += p2[k] * npc;
+            }
+        }
+    }
+    // 6. Gradient constraint, one partition per block (round robin): its taps beyond N − H are
+    // zeroed; the next block's echo estimate takes the change.
+    {
+        const int c = a->cp;
+        float *wr = a->Wr + (size_t)c * K, *wi = a->Wi + (size_t)c * K;
+        irfft(&a->fft, wr, wi, a->tbuf);
+        for (int i = N - H + 1; i < N; i++) a->tbuf[i] = 0;
+        rfft(&a->fft, a->tbuf, a->Er, a->Ei);
+        if (c > 0) {
+            const size_t xprev = (size_t)((a->head + c + P - 1) % P) * KL;
+            const float *pr = a->Xr + xprev, *pi = a->Xi + xprev;
+            for (int k = 0; k < KL; k++) {
+                float dr = a->Er[k] - wr[k], di = a->Ei[k] - wi[k];
+                a->Ynr[k] += dr * pr[k] - di * pi[k];
+                a->Yni[k] += dr * pi[k] + di * pr[k];
+            }
+        }
+        memcpy(wr, a->Er, sizeof(float) * K);
+        memcpy(wi, a->Ei, sizeof(float) * K);
+        a->cp = (c + 1) % P;
+    }
+    // 7. Residual echo suppression on e.
+    const int Nr = a->Nr, Kr = a->Kr, KLr = a->Klr;
+    memmove(a->rbuf, a->rbuf + H, sizeof(float) * (Nr - H));
+    memcpy(a->rbuf + Nr - H, e, sizeof(float) * H);
+    for (int i = 0; i < Nr; i++) a->rt[i] = a->rbuf[i] * a->wa[i];
+    rfft(&a->fftr, a->rt, a->Fr, a->Fi);
+    const float scale = a->prm.residual_scale * a->c;
+    const int step = N / Nr;
+    double echo_sum = 0;
+    for (int k = 0; k < KLr; k++) {
+        int kk = k * step;
+        float y2 = (a->Yr[kk] * a->Yr[kk] + a->Yi[kk] * a->Yi[kk]) * hn;
+        float res = scale * (a->R[kk] + a->eps * y2);
+        float pe = a->Fr[k] * a->Fr[k] + a->Fi[k] * a->Fi[k];
+        a->G[k] = fmaxf(1 - res / (pe + 1e-20f), a->gmin);
+        echo_sum += y2;
+    }
+    float ghi = 0;
+    const int from = KLr / 2;
+    for (int k = from; k < KLr; k++) ghi += a->G[k];
+    ghi = KLr > from ? ghi / (KLr - from) : 1;
+    for (int k = KLr; k < Kr; k++) a->G[k] = ghi;
+    for (int k = 0; k < Kr; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
+    irfft(&a->fftr, a->Fr, a->Fi, a->rt);
+    memmove(a->ola, a->ola + H, sizeof(float) * (Nr - H));
+    memset(a->ola + Nr - H, 0, sizeof(float) * H);
+    for (int i = Nr - H - a->D; i < Nr; i++) a->ola[i] += a->rt[i] * a->ws[i];
+    double ein = 0, eout = 0;
+    for (int i = 0; i < H; i++) {
+        float y = a->ola[Nr - H - a->D + i];
+        ein += (double)mic[i] * mic[i];
+        out[i] = y;
+        eout += (double)y * y;
+    }
+    a->far_active = far_energy > H * 1e-6;   // speaker above -60 dBFS RMS
+    a->echo_present = a->far_active && echo_sum > 1e-9 * KLr;
+    if (a->far_active) { a->in_energy += ein; a->out_energy += eout; }
+}
+
+// Where the filter's energy peaks: the echo path's bulk delay, in ms (block resolution).
+static int delay_ms(const Canceller *a) {
+    int best = -1;
+    double bestE = 0;
+    for (int p = 0; p < a->P; p++) {
+        double s = 0;
+        const float *wr = a->Wr + (size_t)p * a->K, *wi = a->Wi + (size_t)p * a->K;
+        for (int k = 0; k < a->Klin; k++) s += (double)wr[k] * wr[k] + (double)wi[k] * wi[k];
+        if (s > bestE) { bestE = s; best = p; }
+    }
+    return best < 0 ? -1 : best * 1000 * a->H / a->prm.rate;
+}
+
+}  // namespace roomaec
+
+#endif
