@@ -155,9 +155,9 @@ static void irfft(RealFFT *f, const float *Xr, const float *Xi, float *x) {
 
 struct Params {
     int rate;
-    float tail_ms;        // echo path covered (system delay + room), default 400
+    float tail_ms;        // echo path covered (system delay + room), default 300
     float transition;     // A: per-block echo path change model, 0.9999
-    float p0;             // initial error covariance, 0.05
+    float p0;             // initial error covariance, 0.1
     float alpha;          // smoothing of the error power, 0.5
     float dt_factor;      // double-talk step reduction, 1 (0 = off)
     float p_gain;         // covariance update gain, 1.5
@@ -169,7 +169,7 @@ struct Params {
 
 static Params default_params(int rate, int suppression) {
     Params p;
-    p.rate = rate; p.tail_ms = 400; p.transition = 0.9999f; p.p0 = 0.05f; p.alpha = 0.5f;
+    p.rate = rate; p.tail_ms = 300; p.transition = 0.9999f; p.p0 = 0.1f; p.alpha = 0.5f;
     p.dt_factor = 1; p.p_gain = 1.5f;
     p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;

@@ -21,7 +21,7 @@ public struct ProcessingSettings: Sendable, Equatable {
     public var echoCancel = true
     public var echoCanceller: EchoCanceller = .kalman
     /// The echo path roomd's canceller covers (system delay + room reverberation), ms.
-    public var echoTailMilliseconds: Int32 = 400
+    public var echoTailMilliseconds: Int32 = 300
     /// webrtc's AEC only.
     public var extendedFilter = true
     /// webrtc's AEC only.

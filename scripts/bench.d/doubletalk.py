@@ -7,7 +7,7 @@
 Per room (WORK/dt-ROOM): near-late.wav is the clean near-end talker as the mics hear it (LEAD
 seconds of silence, then the talker); dt.wav / alone.wav are roomd's cleaned capture with and
 without the far end; echo.wav the far end alone (full chain); erle.jsonl / echo.jsonl roomd's
-status lines for ERLE.
+status lines for ERLE (erle: the room's noise off; erle-room: on).
 """
 import json
 import math
@@ -43,7 +43,7 @@ def summary(path):
 
 def xruns(room_dir):
     total = 0
-    for run in ("dt", "alone", "echo", "erle"):
+    for run in ("dt", "alone", "echo", "erle", "erle-room"):
         s = summary(f"{room_dir}/{run}.jsonl") if os.path.exists(f"{room_dir}/{run}.jsonl") else None
         if s is None:
             total += 1000  # a run that did not finish counts as disturbed
@@ -115,6 +115,7 @@ def analyze_room(work, lead, name):
     chopped = 100.0 * float(np.mean(fd[talking] < fa[talking] / 10)) if talking.any() else 100.0
 
     erle, _, window = echo_reduction(f"{d}/erle.jsonl")
+    erle_room, _, _ = echo_reduction(f"{d}/erle-room.jsonl")
     chain, _, _ = echo_reduction(f"{d}/echo.jsonl")
     # Residual echo: the echo-only output after 5 s, as the room would receive it.
     tail = echo[5 * RATE:]
@@ -125,7 +126,7 @@ def analyze_room(work, lead, name):
     return {
         "name": name, "far": far, "near": near, "keys": " ".join(keys) or "board/sim room.conf",
         "pesq": pesq_dt, "pesq_alone": pesq_alone, "loss": loss, "corr": corr, "chopped": chopped,
-        "erle": erle, "chain": chain, "residual": residual_rms, "loudest": loudest, "window": window,
+        "erle": erle, "erle_room": erle_room, "chain": chain, "residual": residual_rms, "loudest": loudest, "window": window,
         "talk_s": round((stop - start) / RATE, 2), "lag": lag,
         "xruns": xruns(d), "mic_dbfs_end": mic[-1]["mic_dbfs"] if mic else None,
     }
@@ -143,7 +144,9 @@ def analyze(work, lead, names):
              chopped_pct=round(r["chopped"], 1),
              measure="-20log10(<dt,alone>/<alone,alone>) over the near-end talk; chopped_pct: talker frames >= 10 dB quieter in double talk")
         emit("aec.erle_db", r["erle"], "dB", **ctx, window=r["window"] + " (after 5 s of far-end speech)",
-             measure="HPF + canceller; NS, AGC off; mic 0 vs output")
+             measure="HPF + canceller; NS, AGC off; mic 0 vs output; the room's noise switched off (echo alone)")
+        emit("aec.erle_room_db", r["erle_room"], "dB", **ctx,
+             measure="the same with the room's noise on: capped near the echo-to-noise ratio unless the canceller also removes noise")
         emit("chain.echo_reduction_db", r["chain"], "dB", **ctx, measure="full chain, same far-end run")
         emit("aec.residual_echo_dbfs", r["residual"], "dBFS", **ctx, loudest_100ms_dbfs=round(r["loudest"], 1),
              audible=r["loudest"] > AUDIBLE_DBFS,
@@ -156,6 +159,8 @@ def analyze(work, lead, names):
          max=round(max(r["loss"] for r in rooms), 3))
     emit("aec.erle_db", min(r["erle"] for r in rooms), "dB", room="min", config=label,
          mean=round(sum(r["erle"] for r in rooms) / len(rooms), 3))
+    emit("aec.erle_room_db", min(r["erle_room"] for r in rooms), "dB", room="min", config=label,
+         mean=round(sum(r["erle_room"] for r in rooms) / len(rooms), 3))
     emit("aec.residual_echo_dbfs", max(r["residual"] for r in rooms), "dBFS", room="max", config=label,
          loudest_100ms_dbfs=round(max(r["loudest"] for r in rooms), 1),
          audible=any(r["loudest"] > AUDIBLE_DBFS for r in rooms))

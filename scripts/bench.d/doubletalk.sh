@@ -11,7 +11,10 @@
 #           --record: what roomd sends
 #   alone   the same near-end talker, no far end (the reference: the chain on the talker alone)
 #   echo    far end only (input = none), full chain: the residual echo the room would send
-#   erle    far end only, NS and AGC off: aec.erle_db, the canceller itself (as `bench aec`)
+#   erle    far end only, NS and AGC off, the room's noise off: aec.erle_db, the echo the
+#           canceller itself removes (with the noise on, a canceller that passes the noise cannot
+#           beat the echo-to-noise ratio, 31 dB in far80-rev360, and one that gates it scores higher)
+#   erle-room  the same with the room's noise on: aec.erle_room_db
 #
 # scripts/bench.d/doubletalk.py computes PESQ-WB (P.862.2, PyPI `pesq`) of the double-talk output
 # against the clean near-end talker over the near-end talk, time-aligned, at 16 kHz; the level
@@ -22,6 +25,8 @@
 #
 # Environment:
 #   DOUBLETALK_ROOMS  subset of the room names below (default all)
+#   DOUBLETALK_ROOM_SPECS  other rooms instead of the list below, one spec per line in its format
+#                     (rooms the canceller was not tuned on: docs/audio-engine.md, "Double talk")
 #   DOUBLETALK_OPTS   extra roomd options for every run (e.g. "--aec-suppression low")
 #   DOUBLETALK_LABEL  a free-text label reported with the results (default: the options)
 #   DOUBLETALK_KEEP   a directory to copy the recordings, room files and logs into
@@ -60,6 +65,7 @@ DT_ROOMS=(
   "far80-rev360|dt_far_de_m|dt_near_en_f|1|echo_delay_ms=80 ir=generated ir_length_ms=360 ir_rt60_ms=360 ir_drr_db=0 ir_seed=7 noise_dbfs=-60"
   "far80-dry-loud|dt_far_en_m|dt_near_de_f|0.35|echo_delay_ms=80 ir=none echo_gain_db=-2"
 )
+if [ -n "${DOUBLETALK_ROOM_SPECS:-}" ]; then mapfile -t DT_ROOMS <<< "$DOUBLETALK_ROOM_SPECS"; fi
 DT_SELECT=" ${DOUBLETALK_ROOMS:-} "
 DT_LEAD_S=6
 DT_RUN_S=21
@@ -71,6 +77,9 @@ dt_run_room() { # dt_run_room DIR FAR NEAR GAIN KEYS...
   local opts="$dt_quiet --duration $DT_RUN_S ${DOUBLETALK_OPTS:-}"
   room "$dir/talk.conf" input="$dir/near-late.wav" input_end=silence input_mic_gains="$gain $gain $gain $gain" "$@"
   room "$dir/echo.conf" input=none "$@"
+  local kv quiet=()
+  for kv in "$@"; do [[ "$kv" == noise_dbfs=* ]] || quiet+=("$kv"); done
+  room "$dir/quiet.conf" input=none noise_dbfs=off "${quiet[@]}"
   # shellcheck disable=SC2086
   local pids=()
   ROOMSIM_CONFIG="$dir/talk.conf" roomd $opts --far-end "$WORK/$far.wav" --record "$dir/dt.wav" > "$dir/dt.jsonl" 2> "$dir/dt.log" &
@@ -79,7 +88,9 @@ dt_run_room() { # dt_run_room DIR FAR NEAR GAIN KEYS...
   pids+=($!)
   ROOMSIM_CONFIG="$dir/echo.conf" roomd $opts --far-end "$WORK/$far.wav" --record "$dir/echo.wav" > "$dir/echo.jsonl" 2> "$dir/echo.log" &
   pids+=($!)
-  ROOMSIM_CONFIG="$dir/echo.conf" roomd $opts --far-end "$WORK/$far.wav" --disable ns --disable agc > "$dir/erle.jsonl" 2> "$dir/erle.log" &
+  ROOMSIM_CONFIG="$dir/quiet.conf" roomd $opts --far-end "$WORK/$far.wav" --disable ns --disable agc > "$dir/erle.jsonl" 2> "$dir/erle.log" &
+  pids+=($!)
+  ROOMSIM_CONFIG="$dir/echo.conf" roomd $opts --far-end "$WORK/$far.wav" --disable ns --disable agc > "$dir/erle-room.jsonl" 2> "$dir/erle-room.log" &
   pids+=($!)
   local pid rc=0
   for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done

@@ -19,7 +19,7 @@ typedef struct {
     int echo_canceller;       // 0: webrtc's AEC (not the mobile AECM); 1: roomd's canceller
                               // (kalman_aec.h: Kalman-controlled frequency-domain filter and a
                               // residual echo suppressor) in front of the APM, webrtc's AEC off
-    int aec_tail_ms;          // roomd's canceller: echo path it covers, ms (0 = 400)
+    int aec_tail_ms;          // roomd's canceller: echo path it covers, ms (0 = 300)
     int aec_extended_filter;  // 0/1: 128 ms filter, robust to unreliable delays (webrtc's AEC)
     int aec_delay_agnostic;   // 0/1: estimate the render->capture delay internally (webrtc's AEC)
     int aec_suppression;      // 0 low, 1 moderate, 2 high (either canceller's residual suppression)
