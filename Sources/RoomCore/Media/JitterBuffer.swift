@@ -335,8 +335,11 @@ public final class JitterBuffer: @unchecked Sendable {
         if !started {
             guard buffered > 0, let first = lowestBuffered() else { return .silence(samples: Int(min(step, lastDuration, room))) }
             let slot = slots[first]
-            let ideal = Double(now - smallestDelay) - target
-            if Double(slot.relative) > ideal { return .silence(samples: Int(min(step, slot.duration, room))) }   // still filling
+            // Start as soon as the first packet is within the band playout keeps to (no more
+            // than half a step early): on a clean path that is the first period after it
+            // arrived, not up to a period later.
+            let ahead = Double(slot.relative) - (Double(now - smallestDelay) - target)
+            if ahead >= Double(min(step, slot.duration)) / 2 { return .silence(samples: Int(min(step, slot.duration, room))) }   // still filling
             started = true
             playPosition = slot.relative
             lastPlayedSequence = slot.sequence - 1
@@ -440,19 +443,24 @@ public final class JitterBuffer: @unchecked Sendable {
             }
 
             let unit = min(step, lastDuration)
-            if ahead > 0 {
-                // Its deadline has not come: wait (insert without advancing).
+            // Silence is free to stretch or cut: there it keeps within half a step of the
+            // schedule (the band a packet plays in), so the next talk spurt starts at the target
+            // delay, not up to a step above it. Missing audio waits while its deadline has not
+            // come (its packet may still arrive).
+            if kind == .dtx ? ahead >= Double(unit) / 2 : ahead > 0 {
                 statistics.stretched += 1
                 let wait = Int(min(unit, room))
                 return kind == .dtx ? .silence(samples: wait) : .conceal(samples: wait)
             }
             if !skippedThisCall {
-                // Above target: silence and missing audio are dropped at once (silence first:
-                // as much of it as the excess), nothing audible is lost.
+                // Above target: silence and missing audio are dropped at once, nothing audible
+                // is lost. Silence goes in whole steps (as many as bring playout within half a
+                // step of the schedule), so decisions stay on the caller's period boundaries.
                 let excess = -ahead
                 var drop: Int64 = 0
-                if kind == .dtx, excess >= Double(unit) {
-                    drop = min(silentPart, Int64(min(excess, 1e15)) / granule * granule)
+                if kind == .dtx, excess > Double(unit) / 2 {
+                    let steps = Int64(min((excess + Double(unit) / 2) / Double(unit), 1e12))
+                    drop = min(steps, silentPart / unit) * unit
                 } else if kind != .dtx, excess >= Double(chunk) {
                     drop = chunk
                 }

@@ -235,9 +235,10 @@ final class JitterBufferTests: XCTestCase {
             }
             let s = jb.statistics
             // 500 ppm of 60 s is 30 ms: about three frames to drop or to insert (plus at
-            // most one at start-up while the smallest delay is being found).
+            // most one at start-up while the smallest delay is being found; playout starts at
+            // the low edge of its band, which absorbs up to a frame of a fast sender's drift).
             if ppm > 0 {
-                XCTAssertGreaterThanOrEqual(s.skipped, 3, "sender fast: frames dropped")
+                XCTAssertGreaterThanOrEqual(s.skipped, 2, "sender fast: frames dropped")
                 XCTAssertLessThanOrEqual(s.skipped, 5)
                 XCTAssertEqual(s.stretched, 0)
             } else {
