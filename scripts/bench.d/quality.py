@@ -73,6 +73,26 @@ def best_lag(ref, deg, lo, hi):
     return int(lags[keep][i]), float(peak)
 
 
+def playout_moves(ref, spk16, at):
+    """How often the playout point moved inside a voice: the lag of each voiced 0.5 s window
+    (±50 ms search) against the voice's own alignment; a window off by more than 2 ms is a
+    jitter-buffer stretch or squeeze (a frame concealed or dropped mid-speech), which PESQ
+    punishes though it is no codec artefact. Counted as windows off, so the codec and the
+    receive path can be told apart."""
+    moved, w = 0, 8000
+    for i in range(0, len(ref) - w, w):
+        r = ref[i:i + w]
+        if np.sqrt(np.mean(r ** 2)) < 0.01:
+            continue
+        lo = at + i - 800
+        if lo < 0 or lo + w + 1600 > len(spk16):
+            continue
+        lag, peak = best_lag(r, spk16[lo:lo + w + 1600], 0, 1600)
+        if peak > 0.5 and abs(lag - 800) > 32:
+            moved += 1
+    return moved
+
+
 def lines(path):
     if not os.path.exists(path):
         return []
@@ -132,9 +152,11 @@ def analyze(work, losses):
                     print(f"quality: pesq failed for {seg['voice']} at {loss} %: {e}", file=sys.stderr)
                     score = float("nan")
             scores.append({"voice": seg["voice"], "pesq": round(score, 3), "corr": round(p2, 3),
-                           "lag_ms": round((off + l2 - s) / 16, 1)})
+                           "lag_ms": round((off + l2 - s) / 16, 1),
+                           "playout_moves": playout_moves(ref, spk16, off + l2)})
         ok = [x["pesq"] for x in scores if not math.isnan(x["pesq"])]
         mean = float(np.mean(ok)) if len(ok) == len(scores) else float("nan")
+        moves = sum(x["playout_moves"] for x in scores)
         proxy = next((l for l in lines(f"{run}/proxy.jsonl") if l.get("final")), {})
         up = proxy.get("up", {})
         results[loss] = mean
@@ -142,7 +164,7 @@ def analyze(work, losses):
              min=round(min(ok), 3) if ok else None, voices=scores, loss_pct=loss,
              proxy_dropped=up.get("dropped"), proxy_received=up.get("received"),
              up_bytes_per_packet=round(up["bytes"] / up["forwarded"], 1) if up.get("forwarded") else None,
-             xruns=xruns, a_xruns=[a_sum.get("capture_xruns"), a_sum.get("playback_xruns")],
+             xruns=xruns, playout_moves=moves, a_xruns=[a_sum.get("capture_xruns"), a_sum.get("playback_xruns")],
              b_xruns=[b_sum.get("capture_xruns"), b_sum.get("playback_xruns")],
              a_packets=a_stats.get("packets"), a_dtx_suppressed=a_stats.get("dtx_suppressed"),
              b_received_lost=b_stats.get("received_lost"), b_fec=b_stats.get("fec"), b_plc=b_stats.get("plc"),
