@@ -4,9 +4,9 @@ import RoomCore
 /// "Codec settings").
 ///
 /// Speech codes what `scripts/bench quality` measured best for voice as a listener hears it:
-/// the Opus settings as given (defaults: 64 kbps, wideband, in-band FEC for a few percent loss,
+/// the Opus settings as given (defaults: 96 kbps, wideband, in-band FEC for a few percent loss,
 /// complexity 5), noise suppression and gain control on, DTX and the voice-activity gate so
-/// silence costs nothing. Music widens the band to 20 kHz at 96 kbps (at least), and switches
+/// silence costs nothing. Music widens the band to 20 kHz at 128 kbps (at least), and switches
 /// off what hurts music: noise suppression (sustained tones read as noise), gain control (pumps
 /// on dynamics), DTX and the voice gate (quiet passages are not silence). Echo cancellation
 /// stays on in both: the speaker is still in the room.
@@ -26,8 +26,8 @@ public struct AudioProfileSettings: Sendable, Equatable {
     /// Send only while the APM hears voice (plus hangover); off: send every frame.
     public var voiceGate: Bool
 
-    /// The music profile's bitrate floor: full band music needs more than speech's 64 kbps.
-    public static let musicMinimumBitrate: Int32 = 96000
+    /// The music profile's bitrate floor: full band music gets more than speech's 96 kbps.
+    public static let musicMinimumBitrate: Int32 = 128000
 
     /// `processing` is what the board and command line allow: a feature switched off there
     /// stays off in every profile. `opus` gets `ROOMD_OPUS`'s overrides first (as the encoder

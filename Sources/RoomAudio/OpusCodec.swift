@@ -45,10 +45,10 @@ public enum OpusBandwidth: String, Sendable, CaseIterable {
 /// The defaults are what `scripts/bench quality` measured best for speech as a listener hears it
 /// (PESQ-WB end to end at 0-20 % loss; docs/audio-engine.md, "Codec settings"): wideband (8 kHz
 /// audio band: the bits a 12 kHz band would spend above 8 kHz are taken from the speech band,
-/// which costs more than the extra band gives at these rates), 64 kb/s so the SILK layer has room
+/// which costs more than the extra band gives at these rates), 96 kb/s so the SILK layer has room
 /// for its in-band FEC copy, and FEC tuned for a few percent loss.
 public struct OpusSettings: Sendable, Equatable {
-    public var bitrate: Int32 = 64000
+    public var bitrate: Int32 = 96000
     public var maxBandwidth: OpusBandwidth = .wide
     public var complexity: Int32 = 5
     public var frameMilliseconds = 10
@@ -97,6 +97,18 @@ public struct OpusSettings: Sendable, Equatable {
             }
         }
         return s
+    }
+
+    /// The expected-loss setting (OPUS_SET_PACKET_LOSS_PERC) for the loss the receivers report,
+    /// for the day they report it (docs/audio-engine.md, "Loss-driven FEC"): 0 — no FEC copy
+    /// at all, libopus sends none at 0 % — while the network is clean (below 1 %, or below 0.5 %
+    /// once FEC is on, so it does not flap), otherwise the reported loss clamped to 3...10 %
+    /// (measured: below 3 % the copy is too coarse to help at 5-10 % loss, above 10 % it takes
+    /// bits from the primary frames without rebuilding more). `current` is what is set now.
+    public static func expectedLoss(forReportedLoss percent: Double, current: Int32) -> Int32 {
+        let off = current > 0 ? percent < 0.5 : percent < 1
+        if off || !percent.isFinite { return 0 }
+        return Int32(max(3, min(10, percent.rounded())))
     }
 
     /// These settings with `ROOMD_OPUS` applied when it is set.

@@ -92,7 +92,7 @@ final class CodecQualityTests: XCTestCase {
 
     func testDefaultsAreTheMeasuredSpeechSettings() {
         let s = OpusSettings()
-        XCTAssertEqual(s.bitrate, 64000)
+        XCTAssertEqual(s.bitrate, 96000)
         XCTAssertEqual(s.maxBandwidth, .wide)
         XCTAssertEqual(s.complexity, 5)
         XCTAssertEqual(s.frameMilliseconds, 10)
@@ -108,7 +108,7 @@ final class CodecQualityTests: XCTestCase {
     func testEncoderReadsBackEachProfile() throws {
         let encoder = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
         let created = encoder.readBack()
-        XCTAssertEqual(created, OpusEncoderReadback(bitrate: 64000, maxBandwidth: .wide, complexity: 5, inbandFEC: true,
+        XCTAssertEqual(created, OpusEncoderReadback(bitrate: 96000, maxBandwidth: .wide, complexity: 5, inbandFEC: true,
                                                     expectedLossPercent: 5, dtx: true, vbr: true, music: false))
         XCTAssertEqual(encoder.apply(AudioProfileSettings(.music, processing: ProcessingSettings(), opus: OpusSettings(), environment: false)), 0)
         let music = encoder.readBack()
@@ -158,6 +158,17 @@ final class CodecQualityTests: XCTestCase {
             return 10 * log10(s / max(e, 1e-20))
         }
         XCTAssertGreaterThan(snr(withFEC), snr(plcOnly) + 3, "FEC \(snr(withFEC)) dB vs PLC \(snr(plcOnly)) dB")
+    }
+
+    func testLossDrivenExpectedLossHasNoFECTaxOnACleanNetwork() {
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 0, current: 0), 0)
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 0.7, current: 0), 0, "under 1 %: stays off")
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 0.7, current: 3), 3, "hysteresis: on until under 0.5 %")
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 0.4, current: 3), 0)
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 1.2, current: 0), 3)
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 6.4, current: 3), 6)
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: 35, current: 6), 10)
+        XCTAssertEqual(OpusSettings.expectedLoss(forReportedLoss: .nan, current: 6), 0)
     }
 
     func testEnvironmentOverridesParseAndNameBadKeys() throws {

@@ -75,22 +75,23 @@ def best_lag(ref, deg, lo, hi):
 
 def playout_moves(ref, spk16, at):
     """How often the playout point moved inside a voice: the lag of each voiced 0.5 s window
-    (±50 ms search) against the voice's own alignment; a window off by more than 2 ms is a
-    jitter-buffer stretch or squeeze (a frame concealed or dropped mid-speech), which PESQ
-    punishes though it is no codec artefact. Counted as windows off, so the codec and the
-    receive path can be told apart."""
-    moved, w = 0, 8000
+    (±50 ms search) against the voice's own alignment; each change of more than 2 ms between
+    consecutive windows is a jitter-buffer stretch or squeeze (a frame concealed or dropped
+    mid-speech). PESQ punishes those though they are no codec artefact; counting them tells
+    the codec and the receive path apart."""
+    moves, last, w = 0, None, 8000
     for i in range(0, len(ref) - w, w):
         r = ref[i:i + w]
-        if np.sqrt(np.mean(r ** 2)) < 0.01:
-            continue
         lo = at + i - 800
-        if lo < 0 or lo + w + 1600 > len(spk16):
+        if np.sqrt(np.mean(r ** 2)) < 0.01 or lo < 0 or lo + w + 1600 > len(spk16):
             continue
         lag, peak = best_lag(r, spk16[lo:lo + w + 1600], 0, 1600)
-        if peak > 0.5 and abs(lag - 800) > 32:
-            moved += 1
-    return moved
+        if peak < 0.5:
+            continue
+        if last is not None and abs(lag - last) > 32:
+            moves += 1
+        last = lag
+    return moves
 
 
 def lines(path):
