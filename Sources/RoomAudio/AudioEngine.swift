@@ -213,8 +213,16 @@ final class AudioLoop: @unchecked Sendable {
         // echo cancellers (measured on the sim board: 7.3 % of a core for all four, 2.7 % for mic 0) for channels
         // nobody uses, and averaging them would comb-filter off-axis talkers.
         let beam = c.processing.beamform && c.micChannels >= 2 && c.micPositions.count == c.micChannels
+        var processing = c.processing
+        if let name = Environment.get(EchoCanceller.environmentVariable), !name.isEmpty {
+            if let chosen = EchoCanceller(rawValue: name) {
+                processing.echoCanceller = chosen
+            } else {
+                Log.warning("\(EchoCanceller.environmentVariable)=\(name): not a canceller (kalman, webrtc); using \(processing.echoCanceller.rawValue)")
+            }
+        }
         apm = try AudioProcessor(rate: c.rate, micChannels: beam ? c.micChannels : 1, renderChannels: 1,
-                                 micPositions: beam ? c.micPositions : [], settings: c.processing)
+                                 micPositions: beam ? c.micPositions : [], settings: processing)
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,

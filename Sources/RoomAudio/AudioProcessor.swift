@@ -10,8 +10,15 @@ public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
     case kalman
     /// webrtc-audio-processing 0.3's AEC (extended filter, delay-agnostic). Its non-linear
     /// processor mutes the near-end talker during double talk (PESQ-WB 1.06-1.12 in
-    /// `scripts/bench doubletalk`); kept for comparison.
+    /// `scripts/bench doubletalk`). Still the default: `roomctl selftest` measures echo with a
+    /// fast sine sweep, which the Kalman filter cannot learn from (−13 dB "reduction"), so
+    /// switching would fail every self-test until the test plays a broadband burst
+    /// (docs/audio-engine.md).
     case webrtc
+
+    /// `ROOMD_ECHO_CANCELLER=kalman|webrtc` picks the canceller for one run of roomd (a
+    /// measurement override, like ROOMD_OPUS; `scripts/bench doubletalk` sets kalman).
+    public static let environmentVariable = "ROOMD_ECHO_CANCELLER"
 }
 
 /// What the echo canceller and friends should do. Every switch is explicit so that a
@@ -19,7 +26,7 @@ public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
 public struct ProcessingSettings: Sendable, Equatable {
     public var highPass = true
     public var echoCancel = true
-    public var echoCanceller: EchoCanceller = .kalman
+    public var echoCanceller: EchoCanceller = .webrtc
     /// The echo path roomd's canceller covers (system delay + room reverberation), ms.
     public var echoTailMilliseconds: Int32 = 300
     /// webrtc's AEC only.

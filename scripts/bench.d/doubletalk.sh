@@ -28,8 +28,12 @@
 #   DOUBLETALK_ROOM_SPECS  other rooms instead of the list below, one spec per line in its format
 #                     (rooms the canceller was not tuned on: docs/audio-engine.md, "Double talk")
 #   DOUBLETALK_OPTS   extra roomd options for every run (e.g. "--aec-suppression low")
+#   ROOMD_ECHO_CANCELLER  the canceller measured: kalman (roomd's own, the default here) or
+#                     webrtc (roomd's shipped default until the self-test can measure kalman)
 #   DOUBLETALK_LABEL  a free-text label reported with the results (default: the options)
 #   DOUBLETALK_KEEP   a directory to copy the recordings, room files and logs into
+
+export ROOMD_ECHO_CANCELLER="${ROOMD_ECHO_CANCELLER:-kalman}"
 
 # PESQ from PyPI (numpy comes with it); idempotent and quiet when present.
 if ! python3 -c 'import numpy, pesq' 2>/dev/null; then
@@ -120,7 +124,7 @@ for spec in "${DT_ROOMS[@]}"; do
 done
 [ ${#dt_names[@]} -gt 0 ] || { echo "bench doubletalk: no room selected (DOUBLETALK_ROOMS='${DOUBLETALK_ROOMS:-}')" >&2; exit 2; }
 
-DOUBLETALK_LABEL="${DOUBLETALK_LABEL:-${DOUBLETALK_OPTS:-defaults}}" \
+DOUBLETALK_LABEL="${DOUBLETALK_LABEL:-canceller $ROOMD_ECHO_CANCELLER ${DOUBLETALK_OPTS:-}}" \
   python3 "$ROOT/scripts/bench.d/doubletalk.py" analyze "$WORK" "$DT_LEAD_S" "${dt_names[@]}"
 if [ -n "${DOUBLETALK_KEEP:-}" ]; then
   mkdir -p "$DOUBLETALK_KEEP"
