@@ -144,7 +144,9 @@ enum MicroBench {
                 plcNs += t3 - t2
             }
         }
-        let settings = ",\"config\":\"48kHz mono VOIP 24kb/s complexity 5 FEC DTX 10ms\""
+        let o = encoder.settings
+        let settings = ",\"config\":\"48kHz mono VOIP \(o.bitrate / 1000)kb/s \(o.maxBandwidth.rawValue) complexity \(o.complexity) "
+            + "FEC \(o.inbandFEC ? "for \(o.expectedLossPercent) %" : "off") DTX \(o.dtx ? "on" : "off") \(o.frameMilliseconds)ms\""
         emit("opus", "opus.encode_us_per_frame", Double(encodeNs) / Double(frames) / 1000, "us", settings)
         emit("opus", "opus.decode_us_per_frame", Double(decodeNs) / Double(frames) / 1000, "us", settings)
         emit("opus", "opus.plc_us_per_frame", Double(plcNs) / Double(frames / 10) / 1000, "us", settings)
