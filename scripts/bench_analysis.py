@@ -184,6 +184,31 @@ def status_start(path, stream):
     sys.exit(f"bench e2e: no {stream} start in {path}")
 
 
+def status_fields(path, stream):
+    """The key=value fields of one stream's line in a sim card status file ({} if absent)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(stream + " "):
+                return dict(field.split("=", 1) for field in line.split()[1:] if "=" in field)
+    return {}
+
+
+def playback_health(paths):
+    """xruns (either stream) and late playback writes over the given status files, and the
+    smallest lead any playback write had over its play position (the headroom left)."""
+    xruns = late = 0
+    leads = []
+    for path in paths:
+        for stream in ("capture", "playback"):
+            f = status_fields(path, stream)
+            xruns += int(f.get("xruns", 0))
+            if stream == "playback":
+                late += int(f.get("late_writes", 0))
+                if f.get("min_lead_us", "-") != "-":
+                    leads.append(float(f["min_lead_us"]) / 1000)
+    return xruns, late, (round(min(leads), 2) if leads else None)
+
+
 def e2e(work):
     rate, mic = read_wav(f"{work}/marks.wav")
     _, spk = read_wav(f"{work}/b-speaker.wav")
@@ -202,8 +227,9 @@ def e2e(work):
     if len(delays) < 5:
         sys.exit(f"bench e2e: only {len(delays)} marks heard of {len(sent)}")
     delays.sort()
+    xruns, late, lead = playback_health([f"{work}/a.status", f"{work}/b.status"])
     emit("e2e", "e2e.mouth_to_ear_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
-         p90=round(delays[int(len(delays) * 0.9)], 2),
+         p90=round(delays[int(len(delays) * 0.9)], 2), xruns=xruns, late_writes=late, min_lead_ms=lead,
          path="A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)")
     # Join: B's session start to the first audible sample at B's speaker.
     start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")

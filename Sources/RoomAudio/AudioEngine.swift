@@ -346,8 +346,7 @@ final class AudioLoop: @unchecked Sendable {
     /// speaker-to-mic delay the AEC sees starts small and constant.
     private func startStreams() -> Bool {
         guard let capture, let playback else { return false }
-        speakerInterleaved.update(repeating: 0, count: period * config.playbackChannels)
-        for _ in 0..<config.playbackPrefillPeriods where playback.write(speakerInterleaved, frames: period) < 0 { return false }
+        guard prefill(playback) else { return false }
         do {
             try playback.start()
             try capture.start()
@@ -356,6 +355,18 @@ final class AudioLoop: @unchecked Sendable {
         }
         mixer.reset()
         calmPeriods = 0
+        return true
+    }
+
+    /// Writes the playback pre-fill: one period of silence plus the headroom.
+    private func prefill(_ playback: AlsaPCM) -> Bool {
+        speakerInterleaved.update(repeating: 0, count: period * config.playbackChannels)
+        var left = config.playbackPrefillFrames
+        while left > 0 {
+            let n = min(left, period)
+            if playback.write(speakerInterleaved, frames: n) < 0 { return false }
+            left -= n
+        }
         return true
     }
 
@@ -523,9 +534,11 @@ final class AudioLoop: @unchecked Sendable {
         gainGeneration = generation
     }
 
-    /// Writes the period to the speaker, keeping the playback buffer near its pre-fill level:
-    /// capture and playback clocks drift apart on real hardware (and on the simulated card with
-    /// skew), so a period is dropped or repeated when the fill leaves its band. Each such
+    /// Writes the period to the speaker, keeping what is queued ahead of the speaker, right
+    /// after a capture period arrived, at the headroom: capture and playback clocks drift apart
+    /// on real hardware (and on the simulated card with skew), so a period is dropped when a
+    /// whole extra period has piled up, and one more is written when the queue is nearly empty
+    /// (a card whose position moves in whole periods shows that only as an xrun). Each such
     /// correction is counted.
     private func writeSpeaker() -> Int {
         guard let device = playbackEveryPeriod else { return -Int(EBADFD) }
@@ -538,13 +551,13 @@ final class AudioLoop: @unchecked Sendable {
             let available = playback.available()
             if available < 0 { return available }
             let fill = playback.bufferFrames - available
-            let target = config.playbackPrefillPeriods * period
-            if fill > target + 2 * period {
+            let headroom = config.playbackHeadroomFrames
+            if fill >= headroom + period {
                 stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
                 return 0
             }
             var rc = playback.write(speakerInterleaved, frames: period)
-            if rc >= 0 && fill < period {
+            if rc >= 0 && fill < headroom / 4 {
                 stats.driftCorrections.wrappingAdd(1, ordering: .relaxed)
                 rc = playback.write(speakerInterleaved, frames: period)
             }
@@ -572,10 +585,7 @@ final class AudioLoop: @unchecked Sendable {
             stats.playbackXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: false))
             if let playback, playback.recover(code) == 0 {
-                speakerInterleaved.update(repeating: 0, count: period * config.playbackChannels)
-                var ok = true
-                for _ in 0..<config.playbackPrefillPeriods where playback.write(speakerInterleaved, frames: period) < 0 { ok = false }
-                if ok, (try? playback.start()) != nil {
+                if prefill(playback), (try? playback.start()) != nil {
                     calmPeriods = 0
                     return
                 }

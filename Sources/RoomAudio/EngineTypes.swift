@@ -12,9 +12,12 @@ public struct EngineConfiguration: Sendable {
     /// Microphone positions in metres, channel order; empty when the board has no array.
     public var micPositions: [(Float, Float, Float)]
     public var periodMilliseconds = 10
-    /// Periods in each ALSA buffer; playback is pre-filled with `playbackPrefillPeriods` of them.
+    /// Periods in each ALSA buffer.
     public var periodsInBuffer = 6
-    public var playbackPrefillPeriods = 2
+    /// How far ahead of the speaker the engine writes (board profile
+    /// `audio.playback_headroom_ms`): playback starts with one period plus this much silence, so
+    /// each period is written this long before it is due. The whole of it is mouth-to-ear delay.
+    public var playbackHeadroomMilliseconds = 5
     public var processing = ProcessingSettings()
     public var opus = OpusSettings()
     /// The profile the engine starts with; `EngineControl.profile` switches it while running.
@@ -50,6 +53,9 @@ public struct EngineConfiguration: Sendable {
     }
 
     public var periodFrames: Int { rate * periodMilliseconds / 1000 }
+    public var playbackHeadroomFrames: Int { rate * playbackHeadroomMilliseconds / 1000 }
+    /// Silence written before playback starts: the period being processed plus the headroom.
+    public var playbackPrefillFrames: Int { periodFrames + playbackHeadroomFrames }
 
     /// Checks what ALSA would only discover late, naming the offending setting.
     public func validate() throws(EngineError) {
@@ -68,7 +74,9 @@ public struct EngineConfiguration: Sendable {
         guard micPositions.isEmpty || micPositions.count == micChannels else {
             throw EngineError("array: \(micPositions.count) mic positions for \(micChannels) capture channels")
         }
-        guard periodsInBuffer >= playbackPrefillPeriods + 2 else { throw EngineError("periodsInBuffer must exceed the pre-fill by 2") }
+        guard playbackHeadroomMilliseconds >= 1, playbackPrefillFrames + 2 * periodFrames <= periodsInBuffer * periodFrames else {
+            throw EngineError("audio.playback_headroom_ms: \(playbackHeadroomMilliseconds) is not supported (1 ms up to \(periodsInBuffer - 3) periods)")
+        }
         guard (0...100).contains(loopbackLossPercent) else { throw EngineError("loopback loss: \(loopbackLossPercent) % is not in 0..100") }
     }
 }

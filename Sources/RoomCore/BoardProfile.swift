@@ -17,6 +17,12 @@ public struct BoardProfile: Sendable, Equatable {
     public var captureChannels: Int
     public var playbackChannels: Int
     public var periodMilliseconds: Int
+    /// How far ahead of the speaker's play position the engine writes each period: the time the
+    /// audio thread has, after a capture period arrives, to process it and hand the speaker its
+    /// next period. Every millisecond here is a millisecond of mouth-to-ear delay; too little
+    /// and a busy board underruns. (A pre-fill of whole periods, 20 ms until 2026-11-24, wasted
+    /// most of it: the engine needs well under 1 ms per period on the sim board.)
+    public var playbackHeadroomMilliseconds = BoardProfile.defaultPlaybackHeadroomMilliseconds
     /// Extra ALSA configuration, relative to the profile's directory, exactly as written:
     /// resolving it needs the file system, which is the caller's job.
     public var alsaConfig: String?
@@ -64,6 +70,10 @@ public struct BoardProfile: Sendable, Equatable {
     public static let playbackChannelRange = 1...2
     /// The APM works in 10 ms blocks; 20 ms is two blocks per period (lower CPU wake-up rate).
     public static let supportedPeriods = [10, 20]
+    public static let defaultPlaybackHeadroomMilliseconds = 5
+    /// From one millisecond (a board that does nothing but roomd, with time to spare) to two
+    /// periods (more is what a pre-fill of whole periods used to cost).
+    public static let playbackHeadroomRange = 1...20
     /// Microphone coordinates beyond a metre from the board origin are surely a unit mistake (mm for m).
     public static let maxMicCoordinate = 1.0
     /// Two microphones closer than this are the same point written twice.

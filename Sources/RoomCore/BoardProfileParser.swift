@@ -19,6 +19,8 @@ extension BoardProfile {
         profile.captureChannels = try values.int("audio.capture_channels", in: captureChannelRange) ?? 1
         profile.playbackChannels = try values.int("audio.playback_channels", in: playbackChannelRange) ?? 1
         profile.periodMilliseconds = try values.int("audio.period_ms", oneOf: supportedPeriods) ?? 10
+        profile.playbackHeadroomMilliseconds = try values.int("audio.playback_headroom_ms", in: playbackHeadroomRange)
+            ?? defaultPlaybackHeadroomMilliseconds
         if let path = try values.string("audio.alsa_config") {
             guard !path.hasPrefix("/") else {
                 throw values.error("audio.alsa_config", "\"\(path)\" must be relative to the profile's directory (a board directory must work wherever it is installed)")
@@ -42,7 +44,7 @@ extension BoardProfile {
     private static let schema: [(name: String, keys: [String])] = [
         ("board", ["name", "description", "tested_on_hardware"]),
         ("audio", ["capture_device", "playback_device", "rate", "capture_channels", "playback_channels",
-                   "period_ms", "alsa_config"]),
+                   "period_ms", "playback_headroom_ms", "alsa_config"]),
         ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7", "beamformer"]),
         ("gpio", ["chip", "mute_button", "hand_button", "mute_led", "hand_led", "stage_led", "active_low", "bias"]),
     ]

@@ -342,6 +342,13 @@ static snd_pcm_sframes_t playback_transfer(rs_pcm *p, const snd_pcm_channel_area
 {
     unsigned ch = p->channels;
     uint64_t n0 = p->io.appl_ptr;
+    if (p->io.state == SND_PCM_STATE_RUNNING) {
+        /* The pointer ALSA sees moves in whole periods, so a write that comes after its
+         * first frame was due passes unnoticed there; on a card that plays continuously it
+         * is an underrun. Measured against the stream's continuous clock. */
+        double due = rs_clock_time(&p->clock, (double)n0);
+        rs_room_playback_lead(p->room, (due - (double)rs_now_ns()) / 1e3);
+    }
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;
         for (size_t f = 0; f < n; f++) {

@@ -26,6 +26,12 @@ typedef struct stream_status {
     unsigned starts, xruns, xruns_injected;
     double skew_ppm;
     uint64_t position;
+    /* playback: writes whose first frame was already due (a real card would have played stale
+     * buffer contents there: an underrun ALSA cannot see when the pointer moves in whole
+     * periods), and the smallest lead of any write over the play position, in µs */
+    unsigned late_writes;
+    int lead_known;
+    double min_lead_us;
 } stream_status;
 
 struct rs_room {
@@ -100,13 +106,23 @@ static void write_status_locked(rs_room *r)
         n += snprintf(buf + n, sizeof buf - n,
                       "%s open=%d start_ns=%lld first_start_ns=%lld rate=%u channels=%u format=%s "
                       "period=%lu buffer=%lu starts=%u xruns=%u xruns_injected=%u skew_ppm=%g "
-                      "%s=%llu\n",
+                      "%s=%llu",
                       names[order[i]], s->open, (long long)s->start_ns,
                       (long long)s->first_start_ns, s->info.rate, s->info.channels,
                       s->info.format ? s->info.format : "-", s->info.period, s->info.buffer,
                       s->starts, s->xruns, s->xruns_injected, s->skew_ppm,
                       order[i] == RS_CAPTURE ? "input_frame" : "speaker_index",
                       (unsigned long long)s->position);
+        if (order[i] == RS_PLAYBACK && n < sizeof buf) {
+            if (s->lead_known)
+                n += snprintf(buf + n, sizeof buf - n, " late_writes=%u min_lead_us=%.0f",
+                              s->late_writes, s->min_lead_us);
+            else
+                n += snprintf(buf + n, sizeof buf - n, " late_writes=%u min_lead_us=-",
+                              s->late_writes);
+        }
+        if (n < sizeof buf)
+            n += snprintf(buf + n, sizeof buf - n, "\n");
     }
     int64_t now = rs_now_ns();
     n += snprintf(buf + n, sizeof buf - n,
@@ -377,6 +393,21 @@ void rs_room_stream_xrun(rs_room *r, int stream, int injected)
     else
         r->st[stream].xruns++;
     write_status_locked(r);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void rs_room_playback_lead(rs_room *r, double lead_us)
+{
+    pthread_mutex_lock(&r->lock);
+    stream_status *s = &r->st[RS_PLAYBACK];
+    if (!s->lead_known || lead_us < s->min_lead_us) {
+        s->min_lead_us = lead_us;
+        s->lead_known = 1;
+    }
+    if (lead_us < 0) {
+        s->late_writes++;
+        write_status_locked(r);
+    }
     pthread_mutex_unlock(&r->lock);
 }
 

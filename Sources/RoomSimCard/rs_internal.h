@@ -169,6 +169,9 @@ int rs_room_stream_setup(rs_room *room, int stream, const rs_stream_info *info);
 void rs_room_stream_started(rs_room *room, int stream, int64_t start_ns, int64_t first_start_ns,
                             double skew_ppm, uint64_t position);
 void rs_room_stream_xrun(rs_room *room, int stream, int injected);
+/* A running playback stream received frames whose first one plays `lead_us` from now
+ * (negative: it was already due — a late write, counted). */
+void rs_room_playback_lead(rs_room *room, double lead_us);
 
 /* Playback side: the speaker signal. n is the stream's sample index. */
 int rs_room_playback_prepare(rs_room *room, unsigned rate);

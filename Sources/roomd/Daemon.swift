@@ -217,6 +217,7 @@ struct Daemon {
             micChannels: board.captureChannels, playbackChannels: board.playbackChannels,
             micPositions: board.micPositions.map { (Float($0.x), Float($0.y), Float($0.z)) })
         config.periodMilliseconds = board.periodMilliseconds
+        config.playbackHeadroomMilliseconds = board.playbackHeadroomMilliseconds
         config.processing.beamform = board.beamformer
         config.loopback = options.loopback
         config.loopbackLossPercent = options.loopbackLossPercent

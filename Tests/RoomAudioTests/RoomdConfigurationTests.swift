@@ -41,7 +41,9 @@ final class RoomdConfigurationTests: ProcessTestCase {
     private func start(config: String, extra: [String] = [], log: String = "roomd.log", room: String? = nil) throws -> Process {
         try? FileManager.default.removeItem(atPath: dir + "/ctl.sock")
         var env: [String: String] = [:]
-        if let room { env["ROOMSIM_CONFIG"] = room }
+        // Always set: an in-process test that ran before (SimCard.useRoom) leaves its own room
+        // in this process's environment, and roomd would inherit it (empty = board/sim's room).
+        env["ROOMSIM_CONFIG"] = room ?? ""
         let p = try launch(roomd, ["--config", config, "--board", SimCard.repoRoot + "/board/sim", "--state-dir", dir + "/state",
                                    "--control-socket", dir + "/ctl.sock", "--stats-interval", "0", "--duration", "30"] + extra,
                            env: env, log: dir + "/" + log)
@@ -221,8 +223,9 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertEqual(mics.count, 4)
         for m in mics {
             let delay = try XCTUnwrap(m["delay_ms"] as? Double, "\(m)")
-            // 20 ms playback pre-fill + the sim room's 2 ms echo path (+ up to 9 samples per mic).
-            XCTAssertEqual(delay, 22.1, accuracy: 1.5, "\(m)")
+            // 15 ms playback pre-fill (a period + 5 ms headroom) + the sim room's 2 ms echo path
+            // (+ up to 9 samples per mic).
+            XCTAssertEqual(delay, 17.1, accuracy: 1.5, "\(m)")
             XCTAssertEqual(m["noise_floor_dbfs"] as? Double ?? 0, -70, accuracy: 2, "sim room noise_dbfs = -70: \(m)")
             XCTAssertGreaterThan(m["snr_db"] as? Double ?? 0, 25, "\(m)")
             XCTAssertEqual(m["clipped"] as? Int, 0)

@@ -63,6 +63,7 @@ final class BoardProfileTests: XCTestCase {
         capture_channels = 2
         playback_channels = 2
         period_ms = 20
+        playback_headroom_ms = 3
         alsa_config = conf/asound.conf
         [array]
         mic1 = -0.05 0 0
@@ -77,6 +78,7 @@ final class BoardProfileTests: XCTestCase {
         active_low = yes
         """)
         XCTAssertEqual(p.description, "All keys set")
+        XCTAssertEqual(p.playbackHeadroomMilliseconds, 3)
         XCTAssertTrue(p.testedOnHardware)
         XCTAssertEqual(p.captureDevice, "plughw:CARD=x,DEV=0")
         XCTAssertEqual(p.rate, 16000)
@@ -115,6 +117,8 @@ final class BoardProfileTests: XCTestCase {
         assertRejected(Self.minimal + "\ncapture_channels = 9", key: "audio.capture_channels", contains: "9 is out of range")
         assertRejected(Self.minimal + "\nplayback_channels = 3", key: "audio.playback_channels", contains: "3 is out of range (1..2)")
         assertRejected(Self.minimal + "\nperiod_ms = 5", key: "audio.period_ms", contains: "5 is not supported (10 or 20)")
+        assertRejected(Self.minimal + "\nplayback_headroom_ms = 0", key: "audio.playback_headroom_ms", contains: "0 is out of range (1..20)")
+        assertRejected(Self.minimal + "\nplayback_headroom_ms = 2.5", key: "audio.playback_headroom_ms", contains: "\"2.5\" is not a whole number")
         assertRejected(Self.minimal + "\nalsa_config = /etc/asound.conf", key: "audio.alsa_config", contains: "must be relative")
         assertRejected(Self.minimal + "\nalsa_config =", key: "audio.alsa_config", contains: "empty value")
     }
