@@ -13,6 +13,7 @@ struct rapm {
     // roomd's echo canceller (echo_canceller = 1): one per capture channel, in front of the APM.
     roomaec::Canceller *kc[8];
     int kc_count;
+    bool own_ns;                // noise suppressed in roomd's canceller (webrtc's NS off)
     float *far;                 // the render block (mono), kept for the capture call
     float *cleaned[8];          // the cancellers' outputs, fed to the APM
     int render_channels;
@@ -49,6 +50,7 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     if (c->beamform && !beamform) { set_err(err, err_len, "beamformer needs at least 2 microphones with positions", -1); return nullptr; }
 
     bool own_aec = c->echo_cancel && c->echo_canceller == 1;
+    bool own_ns = own_aec && c->ns_in_canceller;
 
     webrtc::Config config;
     config.Set<webrtc::ExtendedFilter>(new webrtc::ExtendedFilter(c->aec_extended_filter != 0));
@@ -68,10 +70,12 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     a->apm = webrtc::AudioProcessing::Create(config);
     if (!a->apm) { set_err(err, err_len, "AudioProcessing::Create failed", -1); delete a; return nullptr; }
     a->frames = c->sample_rate / 100;
+    a->own_ns = own_ns;
     a->render_channels = c->render_channels;
     if (own_aec) {
         roomaec::Params prm = roomaec::default_params(c->sample_rate, c->aec_suppression);
         if (c->aec_tail_ms > 0) prm.tail_ms = (float)c->aec_tail_ms;
+        prm.ns_level = c->ns_level;
         a->far = (float *)calloc((size_t)a->frames, sizeof(float));
         if (!a->far) { set_err(err, err_len, "out of memory", -1); rapm_destroy(a); return nullptr; }
         for (int i = 0; i < c->capture_channels; i++) {
@@ -79,6 +83,7 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
             a->cleaned[i] = (float *)calloc((size_t)a->frames, sizeof(float));
             a->kc_count = i + 1;
             if (!a->kc[i] || !a->cleaned[i]) { set_err(err, err_len, "out of memory (echo canceller)", -1); rapm_destroy(a); return nullptr; }
+            a->kc[i]->ns.on = own_ns && c->noise_suppress != 0;
         }
     }
     a->capture_in = webrtc::StreamConfig(c->sample_rate, c->capture_channels);
@@ -108,7 +113,9 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
         : c->ns_level == 2 ? webrtc::NoiseSuppression::kHigh
                            : webrtc::NoiseSuppression::kVeryHigh;
     CHECK(a->apm->noise_suppression()->set_level(nl), "noise suppression level");
-    CHECK(a->apm->noise_suppression()->Enable(c->noise_suppress != 0), "noise suppression");
+    // With roomd's canceller, noise is suppressed in its spectrum (spectral_ns.h: no added
+    // delay; webrtc's NS costs 7 ms), so webrtc's stays off.
+    CHECK(a->apm->noise_suppression()->Enable(c->noise_suppress != 0 && !own_ns), "noise suppression");
 
     webrtc::GainControl *agc = a->apm->gain_control();
     CHECK(agc->set_mode(webrtc::GainControl::kAdaptiveDigital), "AGC mode");
@@ -198,6 +205,10 @@ extern "C" int rapm_aec_stats(rapm_t *a, rapm_aec_stats_t *s) {
 }
 
 extern "C" int rapm_set_noise_suppression(rapm_t *a, int on) {
+    if (a->own_ns) {
+        for (int i = 0; i < a->kc_count; i++) a->kc[i]->ns.on = on != 0;
+        return 0;
+    }
     return a->apm->noise_suppression()->Enable(on != 0);
 }
 

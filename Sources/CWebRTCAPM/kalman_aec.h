@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spectral_ns.h"
+
 namespace roomaec {
 
 // ---- real FFT (radix-2, N a power of two), via a complex FFT of N/2 points ----
@@ -167,6 +169,7 @@ struct Params {
     float min_gain_db;    // floor of the suppressor's gain, -30
     float leak_db;        // ε: share of the echo estimate always counted as residual, -40
     float linear_hz;      // upper edge of the linear filter, 12000
+    int ns_level;         // noise suppression level (spectral_ns.h), 0 low … 3 very high
 };
 
 static Params default_params(int rate, int suppression) {
@@ -176,6 +179,7 @@ static Params default_params(int rate, int suppression) {
     p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
     p.early_scale = 2; p.early_halving_s = 0.7f;
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
+    p.ns_level = 1;
     return p;
 }
 
@@ -204,6 +208,7 @@ struct Canceller {
     double in_energy, out_energy;
     int far_active, echo_present;
     long far_blocks;             // blocks with the far end active so far (the filter's schooling)
+    NoiseSuppressor ns;          // noise gains in the suppressor's spectrum (spectral_ns.h)
 };
 
 #define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->X2, a->Wr, a->Wi, a->Pc, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
@@ -212,6 +217,7 @@ struct Canceller {
 static void destroy(Canceller *a) {
     if (!a) return;
     fft_free(&a->fft); fft_free(&a->fftr);
+    ns_free(&a->ns);
     float *bufs[] = ROOMAEC_BUFFERS(a);
     for (float *b : bufs) free(b);
     free(a);
@@ -248,6 +254,7 @@ static Canceller *create(const Params &prm) {
     a->R = zeros(a->Klin); a->Psi = zeros(a->Klin); a->inv = zeros(a->Klin); a->tbuf = zeros(a->N); a->err = zeros(a->H);
     a->rbuf = zeros(a->Nr); a->ola = zeros(a->Nr); a->wa = zeros(a->Nr); a->ws = zeros(a->Nr);
     a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
+    ok = ns_init(&a->ns, a->Kr, prm.ns_level) && ok;
     float *need[] = ROOMAEC_BUFFERS(a);
     for (float *b : need) ok = ok && b;
     if (!ok) { destroy(a); return nullptr; }
@@ -408,6 +415,7 @@ static void process(Canceller *a, const float *far, const float *mic, float *out
     for (int k = from; k < KLr; k++) ghi += a->G[k];
     ghi = KLr > from ? ghi / (KLr - from) : 1;
     for (int k = KLr; k < Kr; k++) a->G[k] = ghi;
+    ns_apply(&a->ns, a->Fr, a->Fi, a->G);
     for (int k = 0; k < Kr; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
     irfft(&a->fftr, a->Fr, a->Fi, a->rt);
     memmove(a->ola, a->ola + H, sizeof(float) * (Nr - H));

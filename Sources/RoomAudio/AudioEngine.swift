@@ -214,13 +214,8 @@ final class AudioLoop: @unchecked Sendable {
         // nobody uses, and averaging them would comb-filter off-axis talkers.
         let beam = c.processing.beamform && c.micChannels >= 2 && c.micPositions.count == c.micChannels
         var processing = c.processing
-        if let name = Environment.get(EchoCanceller.environmentVariable), !name.isEmpty {
-            if let chosen = EchoCanceller(rawValue: name) {
-                processing.echoCanceller = chosen
-            } else {
-                Log.warning("\(EchoCanceller.environmentVariable)=\(name): not a canceller (kalman, webrtc); using \(processing.echoCanceller.rawValue)")
-            }
-        }
+        Self.override(&processing.echoCanceller, from: EchoCanceller.environmentVariable, what: "a canceller")
+        Self.override(&processing.noiseSuppressor, from: NoiseSuppressor.environmentVariable, what: "a noise suppressor")
         apm = try AudioProcessor(rate: c.rate, micChannels: beam ? c.micChannels : 1, renderChannels: 1,
                                  micPositions: beam ? c.micPositions : [], settings: processing)
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
@@ -356,6 +351,19 @@ final class AudioLoop: @unchecked Sendable {
         mixer.reset()
         calmPeriods = 0
         return true
+    }
+
+    /// A measurement override from the environment (ROOMD_ECHO_CANCELLER, ROOMD_NOISE_SUPPRESSOR):
+    /// set and valid → it wins; set and not a choice → a warning naming the choices, setting kept.
+    private static func override<Choice: RawRepresentable & CaseIterable>(_ setting: inout Choice, from variable: String, what: String)
+    where Choice.RawValue == String {
+        guard let name = Environment.get(variable), !name.isEmpty else { return }
+        if let chosen = Choice(rawValue: name) {
+            setting = chosen
+        } else {
+            let choices = Choice.allCases.map(\.rawValue).joined(separator: ", ")
+            Log.warning("\(variable)=\(name): not \(what) (\(choices)); using \(setting.rawValue)")
+        }
     }
 
     /// Writes the playback pre-fill: one period of silence plus the headroom.

@@ -21,6 +21,20 @@ public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
     public static let environmentVariable = "ROOMD_ECHO_CANCELLER"
 }
 
+/// Where noise suppression runs when roomd's own canceller (`EchoCanceller.kalman`) is on.
+public enum NoiseSuppressor: String, Sendable, Equatable, CaseIterable {
+    /// Inside the canceller's residual echo suppressor (Sources/CWebRTCAPM/spectral_ns.h): a
+    /// noise gain per bin multiplied into the echo gains, in the same 2 ms overlap-add — no
+    /// delay of its own. webrtc's NS adds 7 ms to the capture path (`scripts/bench apm`).
+    case canceller
+    /// webrtc-audio-processing's NS after the canceller (the only choice with webrtc's AEC).
+    case webrtc
+
+    /// `ROOMD_NOISE_SUPPRESSOR=canceller|webrtc`: a measurement override for one run of roomd,
+    /// like ROOMD_ECHO_CANCELLER (`scripts/bench noise` compares the two).
+    public static let environmentVariable = "ROOMD_NOISE_SUPPRESSOR"
+}
+
 /// What the echo canceller and friends should do. Every switch is explicit so that a
 /// configuration file or a test can see — and a reader can check — that AEC is really on.
 public struct ProcessingSettings: Sendable, Equatable {
@@ -38,6 +52,8 @@ public struct ProcessingSettings: Sendable, Equatable {
     public var noiseSuppress = true
     /// 0 low … 3 very high.
     public var noiseLevel: Int32 = 2
+    /// Where noise is suppressed when roomd's canceller runs (with webrtc's AEC, webrtc's NS).
+    public var noiseSuppressor: NoiseSuppressor = .canceller
     public var gainControl = true
     /// Target peak level, dB below full scale.
     public var agcTargetDBFS: Int32 = 3
@@ -79,6 +95,7 @@ public final class AudioProcessor {
         c.aec_suppression = settings.echoSuppression
         c.noise_suppress = settings.noiseSuppress ? 1 : 0
         c.ns_level = settings.noiseLevel
+        c.ns_in_canceller = settings.noiseSuppressor == .canceller ? 1 : 0
         c.gain_control = settings.gainControl ? 1 : 0
         c.agc_target_dbfs = settings.agcTargetDBFS
         c.agc_compression_db = settings.agcCompressionDB

@@ -92,6 +92,13 @@ enum MicroBench {
         var aec = none; aec.echoCancel = true; stages.append(("aec", aec))
         var agc = none; agc.gainControl = true; stages.append(("agc", agc))
         var chain = ProcessingSettings(); chain.beamform = false; stages.append(("hpf+aec+ns+agc+vad", chain))
+        // Each canceller by name, alone and in the chain (with roomd's, noise suppression runs
+        // inside its suppressor and webrtc's NS is off).
+        for canceller in [EchoCanceller.webrtc, .kalman] {
+            var alone = aec; alone.echoCanceller = canceller; stages.append(("aec(\(canceller.rawValue))", alone))
+            var both = aec; both.noiseSuppress = true; both.echoCanceller = canceller; stages.append(("aec(\(canceller.rawValue))+ns", both))
+            var full = chain; full.echoCanceller = canceller; stages.append(("hpf+aec(\(canceller.rawValue))+ns+agc+vad", full))
+        }
         let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
         let inputs = UnsafeMutablePointer<UnsafePointer<Float>?>.allocate(capacity: 1)
         let output = UnsafeMutablePointer<Float>.allocate(capacity: period)

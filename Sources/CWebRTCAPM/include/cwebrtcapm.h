@@ -25,6 +25,9 @@ typedef struct {
     int aec_suppression;      // 0 low, 1 moderate, 2 high (either canceller's residual suppression)
     int noise_suppress;       // 0/1
     int ns_level;             // 0 low, 1 moderate, 2 high, 3 very high
+    int ns_in_canceller;      // 0/1: with roomd's canceller, suppress noise inside its
+                              // suppressor (spectral_ns.h, no added delay) instead of webrtc's
+                              // NS (7 ms); ignored with webrtc's AEC or without echo cancellation
     int gain_control;         // 0/1: adaptive digital AGC (experimental AGC switched off)
     int agc_target_dbfs;      // 0..31: target peak level, as dB below full scale
     int agc_compression_db;   // 0..90

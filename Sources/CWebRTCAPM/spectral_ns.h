@@ -1,0 +1,83 @@
+// Noise suppression in the spectrum of roomd's echo canceller's residual echo suppressor.
+//
+// Why here and not webrtc's NS: webrtc-audio-processing 0.3's noise suppressor works on its own
+// 10 ms frames with a 16 ms analysis window and adds 7 ms to the capture path at 48 kHz
+// (`scripts/bench apm`, apm.delay_ms). The canceller's suppressor already has every block's
+// spectrum in a low-delay overlap-add (2 ms); multiplying a noise gain into the same per-bin
+// gains costs no delay at all. So when roomd's canceller runs, webrtc's NS is off and this runs.
+//
+// Per bin k, per 10 ms block, on the residual's power |E_k|² (before any gain):
+//   S_k    = a·S_k + (1−a)·|E_k|²                 smoothed power (a = 0.7: ~3 blocks)
+//   N_k    = S_k when S_k < N_k, else N_k·r        the noise floor: follows every dip of S at
+//                                                   once and rises slowly (r: 2 dB/s) — speech
+//                                                   has pauses in every bin, noise has no peaks
+//   ξ_k    = β·A_k/(b·N_k) + (1−β)·max(|E_k|²/(b·N_k) − 1, 0)
+//                                                   a-priori SNR, decision-directed (β = 0.98;
+//                                                   A_k is the last block's cleaned power; b
+//                                                   corrects the minimum's low bias, 2 dB)
+//   g_k    = max(ξ_k/(1+ξ_k), floor)               Wiener gain, floored by the level
+// The floor is the suppression level's (webrtc's NS levels: low −6, moderate −12, high −18,
+// very high −21 dB), so the noise that remains keeps its character instead of "breathing".
+
+#ifndef ROOM_SPECTRAL_NS_H
+#define ROOM_SPECTRAL_NS_H
+
+#include <math.h>
+#include <stdlib.h>
+
+namespace roomaec {
+
+struct NoiseSuppressor {
+    int K;
+    float *smoothed, *noise, *cleaned;  // K each
+    float floor_gain;
+    long blocks;
+    bool on;
+};
+
+static void ns_free(NoiseSuppressor *n) {
+    free(n->smoothed); free(n->noise); free(n->cleaned);
+    n->smoothed = n->noise = n->cleaned = nullptr;
+}
+
+static float ns_floor_for_level(int level) {
+    return level <= 0 ? 0.5f : level == 1 ? 0.25f : level == 2 ? 0.125f : 0.089f;
+}
+
+static bool ns_init(NoiseSuppressor *n, int K, int level) {
+    n->K = K;
+    n->smoothed = (float *)calloc((size_t)K, sizeof(float));
+    n->noise = (float *)calloc((size_t)K, sizeof(float));
+    n->cleaned = (float *)calloc((size_t)K, sizeof(float));
+    n->floor_gain = ns_floor_for_level(level);
+    n->blocks = 0;
+    n->on = false;
+    return n->smoothed && n->noise && n->cleaned;
+}
+
+// Multiplies the noise gain of this block into G (K bins); Fr/Fi is the block's spectrum
+// before any gain.
+static void ns_apply(NoiseSuppressor *n, const float *Fr, const float *Fi, float *G) {
+    if (!n->on) return;
+    const float a = 0.7f, rise = 1.0046f /* 2 dB/s */, beta = 0.98f, bias = 1.585f /* 2 dB */;
+    const bool first = n->blocks == 0;
+    for (int k = 0; k < n->K; k++) {
+        float pe = Fr[k] * Fr[k] + Fi[k] * Fi[k];
+        float s = first ? pe : a * n->smoothed[k] + (1 - a) * pe;
+        n->smoothed[k] = s;
+        float nk = (first || s < n->noise[k]) ? s : n->noise[k] * rise;
+        n->noise[k] = nk;
+        float floor_power = bias * nk + 1e-20f;
+        float post = pe / floor_power - 1;
+        float prio = beta * n->cleaned[k] / floor_power + (1 - beta) * (post > 0 ? post : 0);
+        float g = prio / (1 + prio);
+        if (g < n->floor_gain) g = n->floor_gain;
+        n->cleaned[k] = g * g * pe;
+        G[k] *= g;
+    }
+    n->blocks++;
+}
+
+}  // namespace roomaec
+
+#endif
