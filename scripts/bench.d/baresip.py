@@ -3,6 +3,7 @@
 
     baresip.py cpu OUT SECONDS LABEL=PID...   CPU (utime+stime) and RSS of each PID over SECONDS
     baresip.py analyze WORK LEG...            metric lines for each leg directory WORK/LEG
+    baresip.py pesq QUALITY_JSONL             baresip.pesq_wb from quality.py's line for its call
 
 Mouth-to-ear is measured by scripts/bench_analysis.py's mouth_to_ear, the e2e bench's code
 path (same mark train, same onset thresholds); standard library only."""
@@ -87,10 +88,27 @@ def analyze(work, legs):
                  side=label, **extra)
 
 
+def pesq(path):
+    """quality.py analyze scored baresip's call (its run-0): the same line as baresip's metric."""
+    with open(path) as f:
+        q = next(json.loads(l) for l in f if l.startswith("{"))
+    with open(os.path.join(os.path.dirname(path), "run-0", "leg.json")) as f:
+        meta = json.load(f)
+    if q["value"] < 0:
+        sys.exit("bench baresip: no PESQ score (a voice was not heard at B)")
+    emit("baresip", "baresip.pesq_wb", q["value"], "MOS-LQO", min=q["min"],
+         voices=[{k: v[k] for k in ("voice", "pesq", "lag_ms", "playout_moves")} for v in q["voices"]],
+         ptime=meta["ptime"], config=meta["config"], loss_pct=0,
+         measure="PESQ-WB (P.862.2) of B's speaker vs A's clean input, the quality bench's voices and scoring "
+                 "(scripts/bench.d/quality.py), echo path off, no loss; mean over the voices")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "cpu":
         cpu(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
     elif sys.argv[1] == "analyze":
         analyze(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "pesq":
+        pesq(sys.argv[2])
     else:
         sys.exit(f"baresip.py: unknown command {sys.argv[1]}")

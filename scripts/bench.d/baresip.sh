@@ -18,8 +18,8 @@
 #
 # Environment:
 #   BARESIP_PTIMES  packet times in ms (default "20 10")
-#   BARESIP_EXTRA   extra baresip config lines, ";"-separated (e.g. "jitter_buffer_delay 1-10"),
-#                   reported in the `config` key
+#   BARESIP_EXTRA   baresip config lines, ";"-separated, each replacing the template's line of
+#                   that key (e.g. "jitter_buffer_delay 1-10"); reported in the `config` key
 #   E2E_A_OPTS, E2E_B_OPTS  extra roomd options, as for the e2e bench
 #   BARESIP_KEEP    a directory to copy the configurations, logs and recordings into
 # Installs baresip-core from Debian when baresip is missing (needs root or sudo).
@@ -116,57 +116,85 @@ bs_configure() { # DIR SIP_PORT PTIME USER
     -e 's/^audio_alert[[:space:]].*/audio_alert\t\talsa,null/' \
     -e 's/^module[[:space:]]*g711.so.*/module\t\t\topus.so\n&/' "$BW/template/config" > "$1/config"
   printf 'sip_listen\t\t127.0.0.1:%s\nnet_interface\t\t127.0.0.1\nstatmode_default\toff\n' "$2" >> "$1/config"
-  [ -z "${BARESIP_EXTRA:-}" ] || tr ';' '\n' <<< "$BARESIP_EXTRA" >> "$1/config"
+  # baresip takes the first line of a key: an extra line replaces the template's
+  local line
+  while IFS= read -r line; do
+    [ -n "${line// /}" ] || continue
+    sed -i "/^${line%%[[:space:]]*}[[:space:]]/d" "$1/config"
+    echo "$line" >> "$1/config"
+  done < <(tr ';' '\n' <<< "${BARESIP_EXTRA:-}")
   echo "<sip:$4@127.0.0.1:$2>;regint=0;answermode=auto;ptime=$3;audio_codecs=opus/48000/2" > "$1/accounts"
 }
 # baresip with the roomsim card: scripts/simcard-env execs it, so $! is baresip's pid (not
 # through a function, whose $! would be a subshell's).
 BS_RUN=("$ROOT/scripts/simcard-env" --build "$BIN" baresip)
 
-BS_LEGS=()
-read -r -a BS_PTIMES <<< "${BARESIP_PTIMES:-20 10}"
-for ptime in "${BS_PTIMES[@]}"; do
-  leg="$BW/ptime$ptime"
+# bs_call LEG PTIME SECONDS: one call, A -> B, with the rooms BS_ROOM_A / BS_ROOM_B (room keys);
+# A hangs up after SECONDS; CPU and RSS sampled as for roomd. B's speaker: LEG/b-speaker.wav.
+bs_call() {
+  local leg="$1" ptime="$2" secs="$3" port_a port_b a b a_in b_in
   mkdir -p "$leg"
-  read -r BS_PORT_A BS_PORT_B < <(bs_ports udp)
-  bs_configure "$leg/a" "$BS_PORT_A" "$ptime" a
-  bs_configure "$leg/b" "$BS_PORT_B" "$ptime" b
-  room "$leg/a.conf" input="$BW/marks.wav" input_end=loop status="$leg/a.status" output=none
-  room "$leg/b.conf" input=none status="$leg/b.status" output="$leg/b-speaker-2ch.wav"
+  read -r port_a port_b < <(bs_ports udp)
+  bs_configure "$leg/a" "$port_a" "$ptime" a
+  bs_configure "$leg/b" "$port_b" "$ptime" b
+  room "$leg/a.conf" "${BS_ROOM_A[@]}" status="$leg/a.status" output=none
+  room "$leg/b.conf" "${BS_ROOM_B[@]}" input=none status="$leg/b.status" output="$leg/b-speaker-2ch.wav"
   # Each instance reads its console (stdio.so) from a FIFO: B is muted and told to quit there.
   mkfifo "$leg/a.in" "$leg/b.in"
-  exec {BS_A_IN}<> "$leg/a.in"
-  exec {BS_B_IN}<> "$leg/b.in"
-  BS_FDS+=("$BS_A_IN" "$BS_B_IN")
-  echo "bench baresip: baresip A -> B, ptime $ptime ms (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  exec {a_in}<> "$leg/a.in"
+  exec {b_in}<> "$leg/b.in"
+  BS_FDS+=("$a_in" "$b_in")
   ROOMSIM_CONFIG="$leg/b.conf" "${BS_RUN[@]}" -f "$leg/b" < "$leg/b.in" > "$leg/b.log" 2>&1 &
-  BS_B=$!
-  BS_PIDS+=("$BS_B")
+  b=$!
+  BS_PIDS+=("$b")
   bs_wait_for "$leg/b.log" "baresip is ready" 10
-  ROOMSIM_CONFIG="$leg/a.conf" "${BS_RUN[@]}" -f "$leg/a" -t "$BS_CALL_S" -e "/dial sip:b@127.0.0.1:$BS_PORT_B" \
+  ROOMSIM_CONFIG="$leg/a.conf" "${BS_RUN[@]}" -f "$leg/a" -t "$secs" -e "/dial sip:b@127.0.0.1:$port_b" \
     < "$leg/a.in" > "$leg/a.log" 2>&1 &
-  BS_A=$!
-  BS_PIDS+=("$BS_A")
+  a=$!
+  BS_PIDS+=("$a")
   bs_wait_for "$leg/b.log" "Call established" 10
-  printf m >&"$BS_B_IN" # mute B's microphone
+  printf m >&"$b_in" # mute B's microphone
   sleep "$BS_CPU_FROM"
-  python3 "$ROOT/scripts/bench.d/baresip.py" cpu "$leg/cpu.json" "$BS_CPU_S" A=$BS_A B=$BS_B
-  wait $BS_A
-  printf q >&"$BS_B_IN"
-  wait $BS_B
+  python3 "$ROOT/scripts/bench.d/baresip.py" cpu "$leg/cpu.json" "$BS_CPU_S" A=$a B=$b
+  wait $a
+  printf q >&"$b_in"
+  wait $b
   BS_PIDS=()
   bs_cleanup
-  grep -aq "call muted" "$leg/b.log" || { echo "bench baresip: B was not muted (see $leg/b.log)" >&2; exit 1; }
+  grep -aq "call muted" "$leg/b.log" || { echo "bench baresip: B was not muted (see $leg/b.log)" >&2; return 1; }
   # B plays what Opus decodes, 2 channels (opus/48000/2): the analysis reads channel 1.
   sox "$leg/b-speaker-2ch.wav" "$leg/b-speaker.wav" remix 1
   printf '{"program": "baresip", "window_ms": 500, "ptime": %s, "config": "%s", "path": "%s"}\n' "$ptime" \
     "Debian baresip $(dpkg-query -W -f='${Version}' baresip-core 2> /dev/null || echo '?') template config${BARESIP_EXTRA:+ + $BARESIP_EXTRA}" \
     "A's mic -> alsa (period = ptime, 4 periods) -> Opus $ptime ms -> RTP -> B's jitter buffer -> decoder -> B's audio buffer -> alsa (period = ptime, 4 periods) -> B's speaker" \
     > "$leg/leg.json"
+}
+
+BS_LEGS=()
+read -r -a BS_PTIMES <<< "${BARESIP_PTIMES:-20 10}"
+for ptime in "${BS_PTIMES[@]}"; do
+  echo "bench baresip: baresip A -> B, ptime $ptime ms (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  BS_ROOM_A=(input="$BW/marks.wav" input_end=loop)
+  BS_ROOM_B=()
+  bs_call "$BW/ptime$ptime" "$ptime" "$BS_CALL_S"
   BS_LEGS+=("ptime$ptime")
 done
+
+# PESQ-WB of baresip's path, when the quality bench ran first in this invocation
+# (`scripts/bench quality baresip`): its talk file (the same voices), echo path off on both cards
+# as there, ptime 20, scored by scripts/bench.d/quality.py.
+if [ -f "$WORK/talk.wav" ] && [ -f "$WORK/segments.json" ]; then
+  BS_TALK_S="$(python3 -c 'import sys, wave; w = wave.open(sys.argv[1]); print(int(w.getnframes() / w.getframerate() + 2.5))' "$WORK/talk.wav")"
+  echo "bench baresip: baresip A -> B, ptime 20 ms, ${BS_TALK_S} s of the quality bench's voices" >&2
+  BS_ROOM_A=(input="$WORK/talk.wav" input_end=silence echo=off)
+  BS_ROOM_B=(echo=off)
+  bs_call "$BW/pesq/run-0" 20 "$BS_TALK_S"
+  cp "$WORK/talk.wav" "$WORK/segments.json" "$BW/pesq/"
+  python3 "$ROOT/scripts/bench.d/quality.py" analyze "$BW/pesq" 0 > "$BW/pesq/quality.jsonl"
+fi
 
 trap - EXIT
 eval "$BS_PREV_EXIT"
 if [ -n "${BARESIP_KEEP:-}" ]; then mkdir -p "$BARESIP_KEEP" && cp -r "$BW"/. "$BARESIP_KEEP"/; fi
 python3 "$ROOT/scripts/bench.d/baresip.py" analyze "$BW" roomd "${BS_LEGS[@]}"
+[ ! -f "$BW/pesq/quality.jsonl" ] || python3 "$ROOT/scripts/bench.d/baresip.py" pesq "$BW/pesq/quality.jsonl"
