@@ -68,6 +68,7 @@ def analyze(work, legs):
         delays, sent = mouth_to_ear(os.path.join(work, "marks.wav"), os.path.join(d, "a.status"),
                                     os.path.join(d, "b-speaker.wav"), os.path.join(d, "b.status"),
                                     window_ms=meta.pop("window_ms"))
+        sent = len(sent)
         if len(delays) < 5:
             sys.exit(f"bench baresip: {leg}: only {len(delays)} marks heard of {sent}")
         # A restarted stream (xrun) moves its samples against first_start_ns: say so with the figure.
