@@ -55,8 +55,8 @@ s=[socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1]=="udp" else so
 [x.bind(("127.0.0.1",0)) for x in s]
 print(*[x.getsockname()[1] for x in s])' "$1"; }
 bs_wait_for() { # FILE TEXT SECONDS
-  local i
-  for i in $(seq $(($3 * 10))); do grep -aq "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
+  local _
+  for _ in $(seq $(($3 * 10))); do grep -aq "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
   echo "bench baresip: no '$2' in $1 after $3 s:" >&2
   tail -n 20 "$1" >&2
   return 1
