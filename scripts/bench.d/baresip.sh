@@ -164,6 +164,8 @@ bs_call() {
   grep -aq "call muted" "$leg/b.log" || { echo "bench baresip: B was not muted (see $leg/b.log)" >&2; return 1; }
   # B plays what Opus decodes, 2 channels (opus/48000/2): the analysis reads channel 1.
   sox "$leg/b-speaker-2ch.wav" "$leg/b-speaker.wav" remix 1
+  # window_ms: a mark is looked for up to 500 ms after it was spoken (the e2e bench: 300 ms).
+  # Marks come every 600 ms, so a configuration slower than ~500 ms cannot be measured this way.
   printf '{"program": "baresip", "window_ms": 500, "ptime": %s, "config": "%s", "path": "%s"}\n' "$ptime" \
     "Debian baresip $(dpkg-query -W -f='${Version}' baresip-core 2> /dev/null || echo '?') template config${BARESIP_EXTRA:+ + $BARESIP_EXTRA}" \
     "A's mic -> alsa (period = ptime, 4 periods) -> Opus $ptime ms -> RTP -> B's jitter buffer -> decoder -> B's audio buffer -> alsa (period = ptime, 4 periods) -> B's speaker" \
