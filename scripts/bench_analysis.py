@@ -210,20 +210,7 @@ def playback_health(paths):
 
 
 def e2e(work):
-    rate, mic = read_wav(f"{work}/marks.wav")
-    _, spk = read_wav(f"{work}/b-speaker.wav")
-    mic_start = status_start(f"{work}/a.status", "capture")
-    spk_start = status_start(f"{work}/b.status", "playback")
-    sent = onsets(mic, rate, 1e5, 0.3)
-    heard = onsets(spk, rate, 1e4, 0.3)
-    delays = []
-    for idx in sent:
-        t_sent = mic_start + idx * 1e9 / rate
-        # the first onset at the listener within 300 ms after the mark was spoken
-        cands = [spk_start + j * 1e9 / rate - t_sent for j in heard]
-        cands = [d for d in cands if 0 < d < 300e6]
-        if cands:
-            delays.append(min(cands) / 1e6)
+    delays, sent = mouth_to_ear(f"{work}/marks.wav", f"{work}/a.status", f"{work}/b-speaker.wav", f"{work}/b.status")
     if len(delays) < 5:
         sys.exit(f"bench e2e: only {len(delays)} marks heard of {len(sent)}")
     delays.sort()
@@ -233,13 +220,35 @@ def e2e(work):
          path="A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)")
     # Join: B's session start to the first audible sample at B's speaker.
     start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")
-    _, spk2 = read_wav(f"{work}/b2-speaker.wav")
+    rate, spk2 = read_wav(f"{work}/b2-speaker.wav")
     first = onsets(spk2, rate, 1e4, 0.0)
     if not first:
         sys.exit("bench e2e: the late joiner never heard anything")
     t_first = status_start(f"{work}/b2.status", "playback") + first[0] * 1e9 / rate
     emit("e2e", "e2e.join_ms", (t_first - start) / 1e6, "ms", board="sim",
          measure="session start (TCP connect) to the first audible sample at the joiner's speaker, while A talks without pause")
+
+
+def mouth_to_ear(marks_wav, talker_status, speaker_wav, listener_status, window_ms=300):
+    """Per mark of the train spoken into the talker's simulated mic (its input file, from the
+    capture stream's first start), the delay to its onset at the listener's simulated speaker
+    (the output file, from the playback stream's first start), in ms, sorted; and the onsets
+    of the marks sent. Also scripts/bench baresip's measure."""
+    rate, mic = read_wav(marks_wav)
+    _, spk = read_wav(speaker_wav)
+    mic_start = status_start(talker_status, "capture")
+    spk_start = status_start(listener_status, "playback")
+    sent = onsets(mic, rate, 1e5, 0.3)
+    heard = onsets(spk, rate, 1e4, 0.3)
+    delays = []
+    for idx in sent:
+        t_sent = mic_start + idx * 1e9 / rate
+        # the first onset at the listener within window_ms after the mark was spoken
+        cands = [spk_start + j * 1e9 / rate - t_sent for j in heard]
+        cands = [d for d in cands if 0 < d < window_ms * 1e6]
+        if cands:
+            delays.append(min(cands) / 1e6)
+    return sorted(delays), sent
 
 
 def binary(bin_dir):
