@@ -134,7 +134,11 @@ def selftest(work):
 
 def make_marks(path, seconds=12.0, rate=48000, every=0.6, burst=0.1, continuous=10.0):
     """A mark train: speech-like bursts (harmonics of 150 Hz) of `burst` s every `every` s, so
-    the VAD gate sends them and each has a sharp onset to time; then `continuous` s of the same
+    the VAD gate sends them and each has a sharp onset to time. (Where a mark starts within the
+    talker's period does not matter: the chain delays every sample by the same amount — a
+    sample early in a capture period waits longer for the period's end and plays that much
+    earlier in the listener's period. What varies from run to run is the phase between the two
+    appliances' period grids: 0-10 ms, fixed for a call.) Then `continuous` s of the same
     sound without pause, so a listener who joins then hears A at once (the join time must not
     include the wait for A's next mark: that wait was most of the old 227 ms)."""
     n = int((seconds + continuous) * rate)
@@ -216,7 +220,7 @@ def e2e(work):
     delays.sort()
     xruns, late, lead = playback_health([f"{work}/a.status", f"{work}/b.status"])
     emit("e2e", "e2e.mouth_to_ear_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
-         p90=round(delays[int(len(delays) * 0.9)], 2), xruns=xruns, late_writes=late, min_lead_ms=lead,
+         p10=round(delays[int(len(delays) * 0.1)], 2), p90=round(delays[int(len(delays) * 0.9)], 2), xruns=xruns, late_writes=late, min_lead_ms=lead,
          path="A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)")
     # Join: B's session start to the first audible sample at B's speaker.
     start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")
