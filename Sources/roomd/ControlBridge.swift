@@ -204,6 +204,10 @@ final class ControlBridge {
             var f: [String: JSONValue] = [
                 "ssrc": .int(Int(r.ssrc)), "received": .int(r.received), "lost": .int(r.lost), "late": .int(r.late),
                 "fec": .int(r.fecRecovered), "plc": .int(r.concealed), "jitter_ms": .double(r.jitterMs), "delay_ms": .double(r.delayMs),
+                // How the jitter buffer steers: its target now, drops made to lower the delay and
+                // the audio they removed, frames inserted to raise it, backlog packets.
+                "target_ms": .double(r.targetMs), "skipped": .int(r.skipped), "shed_ms": .double(r.shedMs),
+                "stretched": .int(r.stretched), "backlog": .int(r.backlog),
             ]
             if let p = bySSRC[r.ssrc] { f["participant"] = .int(Int(p.id)); f["name"] = .string(p.name) }
             return .object(f)

@@ -67,6 +67,9 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         let bStream = try XCTUnwrap(streams.first { ($0["participant"] as? Int) == id }, "C's stats name B's stream: \(stats)")
         XCTAssertGreaterThan(bStream["received"] as? Int ?? 0, 100, "B's packets counted per stream: \(bStream)")
         XCTAssertNotNil(bStream["delay_ms"] as? Double)
+        XCTAssertGreaterThanOrEqual(bStream["target_ms"] as? Double ?? -1, 0, "the jitter buffer's target: \(bStream)")
+        for counter in ["skipped", "stretched", "backlog"] { XCTAssertNotNil(bStream[counter] as? Int, "\(counter): \(bStream)") }
+        XCTAssertNotNil(bStream["shed_ms"] as? Double, "\(bStream)")
         // 3. A turns B down by 20 dB on its own speaker only.
         let t4 = E2E.monotonicNanoseconds()
         XCTAssertEqual(try ctl("a", ["volume", "\(id)", "-20"]).status, 0)
