@@ -26,7 +26,7 @@ public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
 public struct ProcessingSettings: Sendable, Equatable {
     public var highPass = true
     public var echoCancel = true
-    public var echoCanceller: EchoCanceller = .webrtc
+    public var echoCanceller: EchoCanceller = .kalman
     /// The echo path roomd's canceller covers (system delay + room reverberation), ms.
     public var echoTailMilliseconds: Int32 = 300
     /// webrtc's AEC only.
