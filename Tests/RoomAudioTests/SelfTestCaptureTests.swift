@@ -95,6 +95,7 @@ final class SelfTestOnTheSimCardTests: XCTestCase {
         var config = SimCard.simBoardConfiguration()
         config.processing.beamform = false
         config.processing.echoCanceller = canceller
+        SimCard.useRoom(SimCard.scratch("selftest-\(canceller)"), [:])   // board/sim's quiet room, whatever ran before
         let engine = try AudioEngine(configuration: config)
         try engine.start()
         defer { engine.stop() }

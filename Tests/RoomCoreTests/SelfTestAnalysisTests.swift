@@ -516,6 +516,18 @@ final class SelfTestAnalysisTests: XCTestCase {
         XCTAssertTrue(report.problems[0].hasPrefix("the test talker did not come through the processing even without echo"), report.problems[0])
     }
 
+    func testALoudRoomIsNotMistakenForAChoppedTalker() throws {
+        var (r, plan) = planRecording { _ in 1 }
+        // Room noise 12 dB below the talker in the quiet capture: not measured, not a problem.
+        var rng = SplitMix64(seed: 9)
+        r.quietMics[0] = r.quietMics[0].map { _ in SelfTestFixture.noise(0.0025, &rng) }
+        let loud = SelfTestAnalysis.analyze(r)
+        XCTAssertNil(loud.doubleTalk)
+        XCTAssertEqual(loud.problems, [], "the sweep (−41 dBFS at the mic) is still the 10 dB needed above this noise")
+        XCTAssertNotNil(SelfTestAnalysis.analyze(r, thresholds: SelfTestThresholds(minimumTalkerAboveNoiseDB: 10)).doubleTalk)
+        _ = plan
+    }
+
     func testSegmentsOutsideTheRecordingAreReportedNotTrapped() {
         var (r, plan) = planRecording { _ in 1 }
         r.segments?.talkerAlone = plan.talkerAlone.lowerBound..<(plan.count + 10)
