@@ -129,7 +129,7 @@ public struct SelfTestThresholds: Sendable, Equatable {
     /// 17-26 dB; 3 dB is a talker noticeably quieter whenever the far end speaks.
     public var maximumDoubleTalkLossDB: Double
     /// Double talk: the output must be at least this much the talker. Measured: roomd's
-    /// canceller 0.98-0.999, webrtc's AEC 0.54-0.79.
+    /// canceller 0.98-0.999, webrtc's AEC 0.54-0.82 (debug and release runs).
     public var minimumDoubleTalkCorrelation: Double
     /// Double talk is measured only when the test talker (as the chain passes it alone) is this
     /// far above mic 0's noise floor: the room's sound would otherwise be compared with itself.
