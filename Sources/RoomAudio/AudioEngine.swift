@@ -379,7 +379,7 @@ final class AudioLoop: @unchecked Sendable {
     /// comes back (re-initialised, as after a profile switch) when the test ends. In a quiet room
     /// the AGC raises its gain by ~4 dB a second while the test talker speaks: that drift, not
     /// the canceller, read as 6 dB of talker "lost" in double talk, and as 20 dB less echo
-    /// reduction on a second run (docs/audio-engine.md, "Self-test"). Two flag flips, nothing
+    /// reduction on a second run (docs/audio-engine.md, "Self-test capture"). Two flag flips, nothing
     /// allocated (the handles exist).
     private func holdGainControl(_ hold: Bool) {
         gainControlHeld = hold

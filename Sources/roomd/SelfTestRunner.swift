@@ -29,7 +29,7 @@ final class SelfTestRunner {
         guard self.reply == nil else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
         guard engine.isRunning else { return reply(.failure(ControlError(.deviceError, "the audio engine is not running"))) }
         engine.selfTest.reset()
-        // Built once: the signals are deterministic (~30 ms in a debug build).
+        // Built once: the signals are deterministic.
         if signal.isEmpty {
             signal = plan.played()
             talker = plan.nearEnd()
@@ -59,8 +59,9 @@ final class SelfTestRunner {
             let analysisMs = Double(monotonicNanoseconds() - t0) / 1e6
             // Echo reduction is the one figure that depends on the canceller's state rather
             // than on the hardware: after loud double talk (someone talking through a test) its
-            // delay estimate can be off for a few seconds (measured: 4 dB on the next run, 45 dB
-            // on the one after). When that is the only problem, measure once more.
+            // delay estimate can be off for a few seconds (measured with webrtc's AEC: 4 dB on the
+            // next run, 45 dB on the one after; roomd's canceller passed the rig's scenario 50 at
+            // the first attempt). When that is the only problem, measure once more.
             if attempt == 1, report.failedOnlyOnEcho(), engine.selfTest.request(signal, nearEnd: talker) {
                 attempt = 2
                 deadline = monotonicNanoseconds() + 10_000_000_000
