@@ -58,7 +58,8 @@ def echo_reduction(path):
 def aec(work):
     erle, first, window = echo_reduction(f"{work}/echo.jsonl")
     emit("aec", "aec.erle_db", erle, "dB", board="sim", window=window + " (after 5 s of far-end speech)",
-         config="HPF + AEC (extended filter, delay-agnostic, moderate suppression); NS, AGC, beamformer off; mic 0 vs output")
+         config="HPF + the default canceller (roomd's own since issue 9; ROOMD_ECHO_CANCELLER=webrtc for webrtc's AEC), moderate suppression; NS, AGC, beamformer off; mic 0 vs output",
+         canceller=os.environ.get("ROOMD_ECHO_CANCELLER") or "kalman (default)")
     if first is not None:
         emit("aec", "aec.erle_first_1s_db", first, "dB", board="sim")
     chain, _, window = echo_reduction(f"{work}/chain.jsonl")
