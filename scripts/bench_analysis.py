@@ -58,7 +58,8 @@ def echo_reduction(path):
 def aec(work):
     erle, first, window = echo_reduction(f"{work}/echo.jsonl")
     emit("aec", "aec.erle_db", erle, "dB", board="sim", window=window + " (after 5 s of far-end speech)",
-         config="HPF + AEC (extended filter, delay-agnostic, moderate suppression); NS, AGC, beamformer off; mic 0 vs output")
+         config="HPF + the default canceller (roomd's own since issue 9; ROOMD_ECHO_CANCELLER=webrtc for webrtc's AEC), moderate suppression; NS, AGC, beamformer off; mic 0 vs output",
+         canceller=os.environ.get("ROOMD_ECHO_CANCELLER") or "kalman (default)")
     if first is not None:
         emit("aec", "aec.erle_first_1s_db", first, "dB", board="sim")
     chain, _, window = echo_reduction(f"{work}/chain.jsonl")
@@ -126,8 +127,14 @@ def selftest(work):
          all_mics=delays)
     emit("selftest", "selftest.snr_db_min", min(m["snr_db"] for m in first["mics"]), "dB", board="sim")
     emit("selftest", "selftest.echo_reduction_db", first["echo_reduction_db"], "dB", board="sim",
-         measure="mic 0 vs the output of the whole chain (AEC, NS, AGC), second pass of the 2 s sweep, first run after start-up",
+         measure="mic 0 vs the chain's output (canceller, HPF, NS; AGC held), last 1 s of the 1.5 s noise burst, first run after start-up",
          later_runs=[r["echo_reduction_db"] for r in runs[1:]])
+    emit("selftest", "selftest.doubletalk_loss_db", first["doubletalk_loss_db"], "dB", board="sim",
+         measure="test talker's level lost while the burst plays, against the same talker alone, first run",
+         later_runs=[r["doubletalk_loss_db"] for r in runs[1:]])
+    emit("selftest", "selftest.doubletalk_corr", first["doubletalk_corr"], "ratio", board="sim",
+         measure="correlation of the double-talk output with the talker-alone output, first run",
+         later_runs=[r["doubletalk_corr"] for r in runs[1:]], chopped_pct=[r["doubletalk_chopped_pct"] for r in runs])
     emit("selftest", "selftest.analysis_ms", max(r["analysis_ms"] for r in runs), "ms", board="sim",
          measure="SelfTestAnalysis on the event loop, worst of three runs (release, this machine)")
 

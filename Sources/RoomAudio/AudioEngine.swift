@@ -164,6 +164,8 @@ final class AudioLoop: @unchecked Sendable {
     private let gainSSRCs: UnsafeMutablePointer<UInt32>
     /// Index of the profile the encoder and APM are tuned for (-1: not yet) and its settings.
     private var appliedProfile = -1
+    /// A self-test runs with the gain control off (`holdGainControl`).
+    private var gainControlHeld = false
     private var voiceGateOn = true
     private let profiles: [AudioProfileSettings]
     private let probe = AllocationProbe()
@@ -386,10 +388,23 @@ final class AudioLoop: @unchecked Sendable {
         guard wanted != appliedProfile, wanted >= 0, wanted < profiles.count else { return }
         let p = profiles[wanted]
         _ = encoder.apply(p)
-        _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl)
+        _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !gainControlHeld)
         voiceGateOn = p.voiceGate
         appliedProfile = wanted
         stats.profileIndex.store(wanted, ordering: .relaxed)
+    }
+
+    /// The self-test measures the canceller with the gain control off, and the gain control
+    /// comes back (re-initialised, as after a profile switch) when the test ends. In a quiet room
+    /// the AGC raises its gain by ~4 dB a second while the test talker speaks: that drift, not
+    /// the canceller, read as 6 dB of talker "lost" in double talk, and as 20 dB less echo
+    /// reduction on a second run (docs/audio-engine.md, "Self-test capture"). Two flag flips, nothing
+    /// allocated (the handles exist).
+    private func holdGainControl(_ hold: Bool) {
+        gainControlHeld = hold
+        guard appliedProfile >= 0, appliedProfile < profiles.count else { return }
+        let p = profiles[appliedProfile]
+        _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !hold)
     }
 
     private func processPeriod() {
@@ -403,8 +418,11 @@ final class AudioLoop: @unchecked Sendable {
         // A self-test owns the speaker: the test signal replaces the room (and is the AEC's
         // reference, so the echo figure is the canceller's real work).
         let testing = selfTest.active()
+        if testing != gainControlHeld { holdGainControl(testing) }
         if testing { selfTest.fillSpeaker(speaker) }
         _ = apm.analyzeRender(speakerPointers)
+        // The raw mics are recorded, then the test talker is added for the chain (double talk).
+        if testing { selfTest.takeMics(mics) }
         let delayFrames = (playbackEveryPeriod?._withUnsafeGuaranteedRef { $0.delayFrames() } ?? 0) + period
         _ = apm.processCapture(micPointers, into: cleanedPointers, delayMilliseconds: delayFrames * 1000 / config.rate)
 
@@ -439,7 +457,7 @@ final class AudioLoop: @unchecked Sendable {
             for i in 0..<period { recordBlock[i] = SampleConversion.int16(fromFloat: cleaned[i], scale: SampleConversion.outputScale) }
             _ = ring.write(from: UnsafeBufferPointer(start: recordBlock, count: period))
         }
-        if testing { selfTest.record(micPlanes: mics, cleanedPeriod: cleaned) }
+        if testing { selfTest.record(cleanedPeriod: cleaned) }
         // During a self-test nothing is sent: the room must not hear the sweep's residue.
         encodeCleaned(voice: voice, send: !testing)
     }

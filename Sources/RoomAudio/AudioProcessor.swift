@@ -2,22 +2,22 @@ import CWebRTCAPM
 
 /// Which echo canceller runs when `echoCancel` is on.
 public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
-    /// roomd's own (Sources/CWebRTCAPM/kalman_aec.h): a frequency-domain adaptive filter whose
-    /// step size comes from a Kalman model of the echo path, then a residual echo suppressor
-    /// driven by that model's error covariance; it runs in front of webrtc's HPF, NS, AGC and
-    /// VAD (webrtc's AEC off). Keeps the room's talker while the far end speaks
-    /// (docs/audio-engine.md, "Double talk").
+    /// roomd's own (Sources/CWebRTCAPM/kalman_aec.h), the default: a frequency-domain adaptive
+    /// filter whose step size comes from a Kalman model of the echo path, then a residual echo
+    /// suppressor driven by that model's error covariance; it runs in front of webrtc's HPF, NS,
+    /// AGC and VAD (webrtc's AEC off). Keeps the room's talker while the far end speaks
+    /// (PESQ-WB 3.50 in double talk against webrtc's 1.08; docs/audio-engine.md, "Echo
+    /// cancellation and double talk"). It learns from broadband sound only, which is why
+    /// `roomctl selftest` measures echo with a noise burst rather than a sweep.
     case kalman
-    /// webrtc-audio-processing 0.3's AEC (extended filter, delay-agnostic). Its non-linear
-    /// processor mutes the near-end talker during double talk (PESQ-WB 1.06-1.12 in
-    /// `scripts/bench doubletalk`). Still the default: `roomctl selftest` measures echo with a
-    /// fast sine sweep, which the Kalman filter cannot learn from (−13 dB "reduction"), so
-    /// switching would fail every self-test until the test plays a broadband burst
-    /// (docs/audio-engine.md).
+    /// webrtc-audio-processing 0.3's AEC (extended filter, delay-agnostic), the default before
+    /// issue 9 and kept as the way back. Its non-linear processor mutes the near-end talker
+    /// during double talk (PESQ-WB 1.06-1.12 in `scripts/bench doubletalk`); `roomctl selftest`
+    /// fails it on double talk (17-26 dB of the test talker lost on the sim board).
     case webrtc
 
     /// `ROOMD_ECHO_CANCELLER=kalman|webrtc` picks the canceller for one run of roomd (a
-    /// measurement override, like ROOMD_OPUS; `scripts/bench doubletalk` sets kalman).
+    /// measurement override, like ROOMD_OPUS; `webrtc` for comparisons).
     public static let environmentVariable = "ROOMD_ECHO_CANCELLER"
 }
 
@@ -40,7 +40,7 @@ public enum NoiseSuppressor: String, Sendable, Equatable, CaseIterable {
 public struct ProcessingSettings: Sendable, Equatable {
     public var highPass = true
     public var echoCancel = true
-    public var echoCanceller: EchoCanceller = .webrtc
+    public var echoCanceller: EchoCanceller = .kalman
     /// The echo path roomd's canceller covers (system delay + room reverberation), ms.
     public var echoTailMilliseconds: Int32 = 300
     /// webrtc's AEC only.

@@ -3,8 +3,9 @@ import RoomControl
 import RoomCore
 import RoomSystem
 
-/// `roomctl selftest` on the daemon side: asks the audio thread to play the test sweep and
-/// record (SelfTestCapture), polls for the end on the event loop, analyses the recording
+/// `roomctl selftest` on the daemon side: asks the audio thread to play the test signals
+/// (`SelfTestPlan`: a sweep, a noise burst, a digitally injected talker during and after it)
+/// and record (SelfTestCapture), polls for the end on the event loop, analyses the recording
 /// (SelfTestAnalysis) and answers. One test at a time; the room hears nothing meanwhile.
 final class SelfTestRunner {
     private let engine: AudioEngine
@@ -14,38 +15,35 @@ final class SelfTestRunner {
     private var deadline: UInt64 = 0
     private var startedNs: UInt64 = 0
     private var signal: [Float] = []
+    private var talker: [Float] = []
+    private let plan: SelfTestPlan
     private var attempt = 1
-
-    /// Peak level of the sweep. Quiet enough not to startle a room, loud enough to stand well
-    /// above a quiet room's noise (the sim board's mics hear it near −30 dBFS over −70 dBFS).
-    static let levelDBFS: Float = -18
-    static let sweepSeconds = 2.0
 
     init(engine: AudioEngine, loop: EventLoop) {
         self.engine = engine
         self.loop = loop
+        plan = SelfTestPlan(rate: engine.configuration.rate)
     }
 
     func start(reply: @escaping (ControlResult) -> Void) {
         guard self.reply == nil else { return reply(.failure(ControlError(.busy, "a self-test is already running"))) }
         guard engine.isRunning else { return reply(.failure(ControlError(.deviceError, "the audio engine is not running"))) }
         engine.selfTest.reset()
-        // The sweep twice: a sweep excites one band at a time, so during a single pass each band
-        // of the canceller is still learning when it is measured (a fresh canceller showed
-        // 15–30 dB from run to run). The second pass is measured on bands already trained,
-        // which is what the canceller does in a call.
-        let sweep = SelfTestSignal.sweep(rate: engine.configuration.rate, seconds: Self.sweepSeconds, levelDBFS: Self.levelDBFS)
-        signal = sweep + sweep
+        // Built once: the signals are deterministic.
+        if signal.isEmpty {
+            signal = plan.played()
+            talker = plan.nearEnd()
+        }
         attempt = 1
-        guard engine.selfTest.request(signal) else {
+        guard engine.selfTest.request(signal, nearEnd: talker) else {
             // No test of ours is waiting: one that timed out is still being dropped by a stalled
             // audio thread.
             return reply(.failure(ControlError(.busy, "the previous self-test is still being dropped (is the audio device stalled?); try again")))
         }
-        Log.notice("self-test: playing a \(Self.sweepSeconds) s sweep twice at \(Int(Self.levelDBFS)) dBFS")
+        Log.notice("self-test: playing a \(plan.sweepSeconds) s sweep and a \(plan.echoSeconds + plan.doubleTalkSeconds) s noise burst at \(Int(plan.levelDBFS)) dBFS peak, a test talker added to the mics for \(plan.doubleTalkSeconds) s of it")
         self.reply = reply
         startedNs = monotonicNanoseconds()
-        // The test lasts about 5 s; a device that stalls must not leave the caller waiting.
+        // The test lasts about 7 s; a device that stalls must not leave the caller waiting.
         deadline = startedNs + 10_000_000_000
         timer = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [weak self] in self?.poll() }
     }
@@ -55,22 +53,23 @@ final class SelfTestRunner {
         case .done:
             guard let r = engine.selfTest.takeResult() else { return }
             let recording = SelfTestRecording(rate: engine.configuration.rate, quietMics: r.quiet, played: r.played,
-                                              signalMics: r.mics, cleaned: r.cleaned)
+                                              signalMics: r.mics, cleaned: r.cleaned, segments: plan.segments)
             let t0 = monotonicNanoseconds()
             let report = SelfTestAnalysis.analyze(recording)
             let analysisMs = Double(monotonicNanoseconds() - t0) / 1e6
             // Echo reduction is the one figure that depends on the canceller's state rather
             // than on the hardware: after loud double talk (someone talking through a test) its
-            // delay estimate can be off for a few seconds (measured: 4 dB on the next run, 45 dB
-            // on the one after). When that is the only problem, measure once more.
-            if attempt == 1, report.failedOnlyOnEcho(), engine.selfTest.request(signal) {
+            // delay estimate can be off for a few seconds (measured with webrtc's AEC: 4 dB on the
+            // next run, 45 dB on the one after; roomd's canceller passed the rig's scenario 50 at
+            // the first attempt). When that is the only problem, measure once more.
+            if attempt == 1, report.failedOnlyOnEcho(), engine.selfTest.request(signal, nearEnd: talker) {
                 attempt = 2
                 deadline = monotonicNanoseconds() + 10_000_000_000
                 Log.notice("self-test: echo reduced by \(report.echoReductionDB.map { "\(Int($0))" } ?? "?") dB only; measuring once more")
                 return
             }
             Log.notice("self-test: \(report.passed ? "passed" : "problems: " + report.problems.joined(separator: "; "))")
-            var result = Self.json(report, analysisMs: analysisMs)
+            var result = Self.json(report, plan: plan, analysisMs: analysisMs)
             result["attempts"] = .int(attempt)
             finish(.success(result))
         case .aborted:
@@ -92,7 +91,7 @@ final class SelfTestRunner {
         reply?(result)
     }
 
-    static func json(_ report: SelfTestReport, analysisMs: Double) -> [String: JSONValue] {
+    static func json(_ report: SelfTestReport, plan: SelfTestPlan, analysisMs: Double) -> [String: JSONValue] {
         func number(_ v: Double) -> JSONValue { .double((v * 10).rounded() / 10) }
         let mics: [JSONValue] = report.mics.map { m in
             .object([
@@ -111,8 +110,16 @@ final class SelfTestRunner {
             "problems": .array(report.problems.map(JSONValue.string)),
             "mics": .array(mics),
             "echo_reduction_db": report.echoReductionDB.map(number) ?? .null,
-            "signal": .object(["kind": .string("sweep"), "seconds": .double(sweepSeconds), "repeats": .int(2),
-                               "level_dbfs": .double(Double(levelDBFS))]),
+            "doubletalk_loss_db": report.doubleTalk.map { number($0.lossDB) } ?? .null,
+            "doubletalk_corr": report.doubleTalk.map { .double(($0.correlation * 1000).rounded() / 1000) } ?? .null,
+            "doubletalk_chopped_pct": report.doubleTalk.map { number($0.choppedFraction * 100) } ?? .null,
+            "doubletalk_talker_dbfs": report.doubleTalk.map { number($0.talkerLevelDBFS) } ?? .null,
+            "signal": .object([
+                "sweep_seconds": .double(plan.sweepSeconds), "noise_seconds": .double(plan.echoSeconds + plan.doubleTalkSeconds),
+                "level_dbfs": .double(Double(plan.levelDBFS)), "echo_measured_seconds": .double(plan.echoMeasuredSeconds),
+                "talker_seconds": .double(plan.doubleTalkSeconds), "talker_level_dbfs": .double(Double(plan.talkerLevelDBFS)),
+                "seconds": number(plan.seconds),
+            ]),
             "analysis_ms": number(analysisMs),
         ]
     }

@@ -38,9 +38,10 @@ final class RoomdConfigurationTests: ProcessTestCase {
 
     /// roomd on the sim board with `--config`, its own state directory and control socket.
     @discardableResult
-    private func start(config: String, extra: [String] = [], log: String = "roomd.log", room: String? = nil) throws -> Process {
+    private func start(config: String, extra: [String] = [], log: String = "roomd.log", room: String? = nil,
+                       environment: [String: String] = [:]) throws -> Process {
         try? FileManager.default.removeItem(atPath: dir + "/ctl.sock")
-        var env: [String: String] = [:]
+        var env = environment
         // Always set: an in-process test that ran before (SimCard.useRoom) leaves its own room
         // in this process's environment, and roomd would inherit it (empty = board/sim's room).
         env["ROOMSIM_CONFIG"] = room ?? ""
@@ -231,7 +232,20 @@ final class RoomdConfigurationTests: ProcessTestCase {
             XCTAssertEqual(m["clipped"] as? Int, 0)
         }
         XCTAssertGreaterThan(result["echo_reduction_db"] as? Double ?? 0, 20, "\(result)")
+        // The test talker survives double talk with roomd's canceller, the default.
+        XCTAssertLessThan(result["doubletalk_loss_db"] as? Double ?? 99, 1.5, "\(result)")
+        XCTAssertGreaterThan(result["doubletalk_corr"] as? Double ?? 0, 0.95, "\(result)")
+        XCTAssertEqual(result["doubletalk_chopped_pct"] as? Double ?? 99, 0, accuracy: 5, "\(result)")
         stop(p)
+
+        // The way back to webrtc's AEC: it removes the echo but chops the talker, and the
+        // self-test says so.
+        let w = try start(config: dir + "/roomd.conf", log: "roomd-webrtc.log", environment: ["ROOMD_ECHO_CANCELLER": "webrtc"])
+        let chopped = try ctl(["selftest"])
+        XCTAssertEqual(chopped.status, 4, chopped.out)
+        XCTAssertTrue(chopped.out.contains("echo canceller cuts a talker who speaks while the far end plays"), chopped.out)
+        XCTAssertTrue(chopped.out.contains("doubletalk_loss_db"), "roomctl prints the figures: \(chopped.out)")
+        stop(w)
 
         // A dead microphone (gain 0 on mic 1) is named, and roomctl exits 4.
         try write(dir + "/room.conf", "echo = on\nnoise_dbfs = -70\nmic_gains = 1 0 1 1\n")

@@ -353,4 +353,191 @@ final class SelfTestAnalysisTests: XCTestCase {
         XCTAssertFalse(SelfTestReport(mics: [clipped], echoReductionDB: 4, problems: ["echo …"]).failedOnlyOnEcho())
         XCTAssertFalse(SelfTestReport(mics: [good], echoReductionDB: nil, problems: ["…"]).failedOnlyOnEcho())
     }
+
+    // MARK: - The plan: sweep, burst, double talk
+
+    func testPlanLaysOutItsPartsAndSignals() {
+        let plan = SelfTestPlan(rate: 16_000)
+        XCTAssertEqual(plan.sweep, 0..<16_000)
+        XCTAssertEqual(plan.burst, 16_000..<(16_000 + 24_000 + 19_200))
+        XCTAssertEqual(plan.echo, 24_000..<40_000, "the last second of the burst alone")
+        XCTAssertEqual(plan.doubleTalk, 40_000..<59_200)
+        XCTAssertEqual(plan.talkerAlone, 65_600..<84_800, "after 0.4 s of silence")
+        XCTAssertEqual(plan.count, 84_800)
+        XCTAssertEqual(plan.seconds, 5.3, accuracy: 1e-9)
+        let played = plan.played(), near = plan.nearEnd()
+        XCTAssertEqual(played, plan.played(), "deterministic")
+        XCTAssertEqual(near, plan.nearEnd(), "deterministic")
+        XCTAssertEqual(played.count, plan.count)
+        XCTAssertEqual(near.count, plan.count)
+        func rms(_ x: [Float], _ r: Range<Int>) -> Double {
+            10 * log10(x[r].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(r.count) + 1e-30)
+        }
+        func peak(_ x: [Float], _ r: Range<Int>) -> Double { 20 * log10(Double(x[r].reduce(Float(0)) { max($0, $1.magnitude) })) }
+        XCTAssertEqual(peak(played, plan.sweep), -18, accuracy: 0.05)
+        XCTAssertEqual(peak(played, plan.burst), -18, accuracy: 0.05)
+        XCTAssertEqual(Array(played[plan.burst.upperBound...]), [Float](repeating: 0, count: plan.count - plan.burst.upperBound),
+                       "the speaker is silent after the burst")
+        XCTAssertEqual(Array(near[..<plan.doubleTalk.lowerBound]), [Float](repeating: 0, count: plan.doubleTalk.lowerBound),
+                       "no talker before double talk")
+        XCTAssertEqual(Array(near[plan.doubleTalk]), Array(near[plan.talkerAlone]), "the same talker twice")
+        XCTAssertEqual(rms(near, plan.doubleTalk), -40, accuracy: 0.05)
+        XCTAssertEqual(SelfTestPlan(rate: 0).played(), [])
+        XCTAssertEqual(SelfTestPlan(rate: -5).nearEnd(), [])
+    }
+
+    /// Power in a band, by a plain DFT over a stretch (slow, so a short one).
+    private func bandPower(_ x: [Float], rate: Int, _ band: ClosedRange<Double>) -> Double {
+        let n = 4096
+        let start = x.count / 2 - n / 2
+        var total = 0.0
+        for k in stride(from: 1, to: n / 2, by: 1) {
+            let f = Double(k) * Double(rate) / Double(n)
+            guard band.contains(f) else { continue }
+            var re = 0.0, im = 0.0
+            for t in 0..<n {
+                let w = 0.5 - 0.5 * cos(2 * Double.pi * Double(t) / Double(n))
+                let a = -2 * Double.pi * Double(k * t) / Double(n)
+                re += w * Double(x[start + t]) * cos(a)
+                im += w * Double(x[start + t]) * sin(a)
+            }
+            total += re * re + im * im
+        }
+        return total
+    }
+
+    func testNoiseBurstIsBroadbandTiltedAndBandLimited() {
+        let rate = 48_000
+        let burst = SelfTestSignal.noise(rate: rate, seconds: 0.5, levelDBFS: -18)
+        XCTAssertEqual(burst.count, 24_000)
+        XCTAssertEqual(burst.first, 0, "faded in")
+        XCTAssertEqual(burst.last, 0, "faded out")
+        // Per Hz: 300-600 Hz and 1.5-3 kHz carry power, tilted down; above 16 kHz next to nothing.
+        let low = bandPower(burst, rate: rate, 300...600) / 300
+        let mid = bandPower(burst, rate: rate, 2_000...4_000) / 2_000
+        let high = bandPower(burst, rate: rate, 8_000...11_000) / 3_000
+        let above = bandPower(burst, rate: rate, 16_000...23_000) / 7_000
+        let hum = bandPower(burst, rate: rate, 20...60) / 40
+        XCTAssertEqual(10 * log10(low / mid), 10 * log10(1 + pow(3_000.0 / 1_000, 2)) - 10 * log10(1 + pow(450.0 / 1_000, 2)), accuracy: 3,
+                       "the first-order tilt")
+        XCTAssertGreaterThan(10 * log10(high / low), -30, "still broadband at 8-11 kHz")
+        XCTAssertLessThan(10 * log10(above / low), -35, "band-limited")
+        XCTAssertLessThan(10 * log10(hum / low), -10, "nothing for mains hum to hide")
+        XCTAssertEqual(SelfTestSignal.noise(rate: 0, seconds: 1, levelDBFS: -6), [])
+        XCTAssertEqual(SelfTestSignal.noise(rate: 16_000, seconds: .infinity, levelDBFS: -6), [])
+    }
+
+    func testTalkerIsVoicedWithPausesAndHiss() {
+        let rate = 16_000
+        let talker = SelfTestSignal.talker(rate: rate, seconds: 1.2, levelDBFS: -30)
+        XCTAssertEqual(talker.count, 19_200)
+        let power = talker.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(talker.count)
+        XCTAssertEqual(10 * log10(power), -30, accuracy: 0.01)
+        // 10 ms frames: syllables and pauses alternate (0.2 s on, 0.08 s off).
+        var frames: [Double] = []
+        for f in stride(from: 0, to: talker.count - 160, by: 160) {
+            var e = 0.0
+            for x in talker[f..<(f + 160)] { e += Double(x) * Double(x) }
+            frames.append(10 * log10(e / 160 + 1e-30))
+        }
+        let loud = frames.filter { $0 > -40 }.count, quiet = frames.filter { $0 < -55 }.count
+        XCTAssertGreaterThan(loud, frames.count / 2, "\(frames)")
+        XCTAssertGreaterThan(quiet, frames.count / 10, "pauses: \(frames)")
+        XCTAssertEqual(SelfTestSignal.talker(rate: 16_000, seconds: 0, levelDBFS: -30), [])
+    }
+
+    /// A recording of the whole plan at 16 kHz: mics hear the speaker, `cleaned` is what a
+    /// canceller handed on; `talkerKept` scales the talker in the double-talk part of it.
+    private func planRecording(talkerKept: (Int) -> Float, residual: Float = 0.01) -> (SelfTestRecording, SelfTestPlan) {
+        let plan = SelfTestPlan(rate: 16_000)
+        let played = plan.played(), near = plan.nearEnd()
+        let delay = 40
+        let count = plan.count + 8_000
+        var rng = SplitMix64(seed: 3)
+        let mic: [Float] = (0..<count).map { n in
+            let s = n - delay >= 0 && n - delay < played.count ? 0.1 * played[n - delay] : 0
+            return s + SelfTestFixture.noise(1e-4, &rng)
+        }
+        let quiet = (0..<8_000).map { _ in SelfTestFixture.noise(1e-4, &rng) }
+        let cleaned: [Float] = (0..<count).map { n in
+            let t = n < near.count ? near[n] : 0
+            let kept = plan.doubleTalk.contains(n) ? talkerKept(n - plan.doubleTalk.lowerBound) : 1
+            return residual * mic[n] + kept * t
+        }
+        return (SelfTestRecording(rate: 16_000, quietMics: [quiet], played: played, signalMics: [mic], cleaned: cleaned,
+                                  segments: plan.segments), plan)
+    }
+
+    func testDoubleTalkKeptChoppedAndMuted() throws {
+        let (kept, _) = planRecording { _ in 1 }
+        let report = SelfTestAnalysis.analyze(kept)
+        XCTAssertEqual(report.problems, [])
+        XCTAssertEqual(try XCTUnwrap(report.echoReductionDB), 40, accuracy: 0.5, "the burst's echo, not the talker's")
+        let dt = try XCTUnwrap(report.doubleTalk)
+        XCTAssertEqual(dt.lossDB, 0, accuracy: 0.05)
+        XCTAssertGreaterThan(dt.correlation, 0.99)
+        XCTAssertEqual(dt.choppedFraction, 0)
+        XCTAssertEqual(dt.talkerLevelDBFS, -40, accuracy: 0.5)
+        XCTAssertEqual(report.mics[0].delayMilliseconds, 2.5, "delay from the sweep")
+
+        // Every other syllable (0.28 s cycles) muted by 30 dB, as a gating canceller does.
+        let (chopped, _) = planRecording { n in (n / 4_480) % 2 == 1 ? 0.03 : 1 }
+        let c = SelfTestAnalysis.analyze(chopped)
+        let cdt = try XCTUnwrap(c.doubleTalk)
+        XCTAssertGreaterThan(cdt.lossDB, 3, "\(cdt)")
+        XCTAssertLessThan(cdt.correlation, 0.9, "\(cdt)")
+        XCTAssertEqual(cdt.choppedFraction, 0.5, accuracy: 0.1)
+        XCTAssertEqual(c.problems.count, 1, "\(c.problems)")
+        XCTAssertTrue(c.problems[0].hasPrefix("echo canceller cuts a talker who speaks while the far end plays: "), c.problems[0])
+        XCTAssertFalse(c.failedOnlyOnEcho(), "the echo figure is fine: measuring again would not help")
+
+        // Muted outright: the loss is large but finite.
+        let (muted, _) = planRecording { _ in 0 }
+        let m = try XCTUnwrap(SelfTestAnalysis.analyze(muted).doubleTalk)
+        XCTAssertGreaterThan(m.lossDB, 20)
+        XCTAssertTrue(m.lossDB.isFinite)
+        XCTAssertEqual(m.choppedFraction, 1)
+
+        // A louder residual echo during double talk lowers the correlation, not the level kept.
+        let (echoey, _) = planRecording(talkerKept: { _ in 1 }, residual: 4)
+        let e = SelfTestAnalysis.analyze(echoey)
+        XCTAssertEqual(try XCTUnwrap(e.doubleTalk).lossDB, 0, accuracy: 0.5)
+        XCTAssertLessThan(try XCTUnwrap(e.doubleTalk).correlation, 0.9)
+        XCTAssertEqual(e.problems.count, 2, "echo and double talk: \(e.problems)")
+        XCTAssertTrue(e.failedOnlyOnEcho(), "a canceller still learning fails both: worth a second measurement")
+    }
+
+    func testATalkerTheChainLosesEvenAloneIsReported() {
+        var (r, plan) = planRecording { _ in 1 }
+        for n in plan.talkerAlone { r.cleaned[n] = 0 }
+        let report = SelfTestAnalysis.analyze(r)
+        XCTAssertNil(report.doubleTalk)
+        XCTAssertEqual(report.problems.count, 1, "\(report.problems)")
+        XCTAssertTrue(report.problems[0].hasPrefix("the test talker did not come through the processing even without echo"), report.problems[0])
+    }
+
+    func testALoudRoomIsNotMistakenForAChoppedTalker() throws {
+        var (r, plan) = planRecording { _ in 1 }
+        // Room noise 12 dB below the talker in the quiet capture: not measured, not a problem.
+        var rng = SplitMix64(seed: 9)
+        r.quietMics[0] = r.quietMics[0].map { _ in SelfTestFixture.noise(0.0025, &rng) }
+        let loud = SelfTestAnalysis.analyze(r)
+        XCTAssertNil(loud.doubleTalk)
+        XCTAssertEqual(loud.problems, [], "the sweep (−41 dBFS at the mic) is still the 10 dB needed above this noise")
+        XCTAssertNotNil(SelfTestAnalysis.analyze(r, thresholds: SelfTestThresholds(minimumTalkerAboveNoiseDB: 10)).doubleTalk)
+        _ = plan
+    }
+
+    func testSegmentsOutsideTheRecordingAreReportedNotTrapped() {
+        var (r, plan) = planRecording { _ in 1 }
+        r.segments?.talkerAlone = plan.talkerAlone.lowerBound..<(plan.count + 10)
+        XCTAssertEqual(SelfTestAnalysis.analyze(r).problems,
+                       ["the talker-alone part (\(plan.talkerAlone.lowerBound)..<\(plan.count + 10)) is not within the \(plan.count) samples played"])
+        r.segments?.talkerAlone = nil
+        XCTAssertEqual(SelfTestAnalysis.analyze(r).problems, ["double talk needs both its parts, the talker with and without the far end"])
+        r.segments = SelfTestSegments(sweep: 0..<0, echo: 5..<5)
+        XCTAssertEqual(SelfTestAnalysis.analyze(r).mics, [])
+        r.segments = SelfTestSegments(sweep: -3..<10, echo: 0..<10)
+        XCTAssertFalse(SelfTestAnalysis.analyze(r).passed)
+    }
 }

@@ -1,8 +1,9 @@
 /// What `roomctl selftest` captured: a quiet period, then the test signal on the speaker.
 ///
-/// Raw captures, before any processing, because the installer needs to know what the hardware
-/// does (gain, clipping, a dead capsule); `cleaned` is the one processed stream, kept to see
-/// whether the echo canceller earns its keep.
+/// Raw captures, before any processing (and before the test talker is added), because the
+/// installer needs to know what the hardware does (gain, clipping, a dead capsule); `cleaned`
+/// is the one processed stream, kept to see whether the echo canceller earns its keep and
+/// whether it keeps a talker during double talk.
 public struct SelfTestRecording: Sendable, Equatable {
     /// Sample rate of every stream, Hz.
     public var rate: Int
@@ -13,15 +14,20 @@ public struct SelfTestRecording: Sendable, Equatable {
     /// Per mic, from the period the signal started; longer than `played` by the largest delay
     /// searched, so the end of the signal is still captured when it arrives late.
     public var signalMics: [[Float]]
-    /// Echo-canceller output over the same span as `signalMics`.
+    /// Echo-canceller output over the same span as `signalMics` (test talker included).
     public var cleaned: [Float]
+    /// Which part of `played` measures what (`SelfTestPlan.segments`). Nil: `played` is a sweep
+    /// alone, which measures the mics, and the echo is measured over its second half.
+    public var segments: SelfTestSegments?
 
-    public init(rate: Int, quietMics: [[Float]], played: [Float], signalMics: [[Float]], cleaned: [Float]) {
+    public init(rate: Int, quietMics: [[Float]], played: [Float], signalMics: [[Float]], cleaned: [Float],
+                segments: SelfTestSegments? = nil) {
         self.rate = rate
         self.quietMics = quietMics
         self.played = played
         self.signalMics = signalMics
         self.cleaned = cleaned
+        self.segments = segments
     }
 }
 
@@ -57,6 +63,30 @@ public struct SelfTestMicResult: Sendable, Equatable {
     }
 }
 
+/// How much of a talker the processing chain keeps while the far end plays: the output during
+/// double talk against the output for the same talker alone (no echo), over the talk.
+public struct SelfTestDoubleTalk: Sendable, Equatable {
+    /// `−20·log10(<dt, alone> / <alone, alone>)`: the talker's level the double talk costs
+    /// (0 = all kept; a canceller that mutes the talker loses many dB).
+    public var lossDB: Double
+    /// Normalised correlation of the two outputs, 0…1: how much of the double-talk output is
+    /// that talker (residual echo and a chopped talker both lower it).
+    public var correlation: Double
+    /// Share of the talker's 10 ms frames (those within 30 dB of its loudest) that came out
+    /// ≥ 10 dB quieter in double talk: a talker chopped in half its frames can still show a few
+    /// dB of average loss.
+    public var choppedFraction: Double
+    /// RMS of the talker-alone output over the talk, dBFS: the talker as the room would hear it.
+    public var talkerLevelDBFS: Double
+
+    public init(lossDB: Double, correlation: Double, choppedFraction: Double, talkerLevelDBFS: Double) {
+        self.lossDB = lossDB
+        self.correlation = correlation
+        self.choppedFraction = choppedFraction
+        self.talkerLevelDBFS = talkerLevelDBFS
+    }
+}
+
 /// The verdict: measurements for the record, and `problems` as sentences an installer can act on.
 public struct SelfTestReport: Sendable, Equatable {
     /// Empty when the recording itself was unusable (then `problems` says why).
@@ -64,13 +94,16 @@ public struct SelfTestReport: Sendable, Equatable {
     /// How much quieter the echo-canceller output is than raw mic 0 once the canceller has
     /// converged; nil when it could not be measured (no output, or mic 0 hears nothing).
     public var echoReductionDB: Double?
+    /// Nil when the recording has no double-talk part or it could not be measured.
+    public var doubleTalk: SelfTestDoubleTalk?
     public var problems: [String]
     /// Computed, so a report can never claim to pass with problems listed.
     public var passed: Bool { problems.isEmpty }
 
-    public init(mics: [SelfTestMicResult], echoReductionDB: Double?, problems: [String]) {
+    public init(mics: [SelfTestMicResult], echoReductionDB: Double?, doubleTalk: SelfTestDoubleTalk? = nil, problems: [String]) {
         self.mics = mics
         self.echoReductionDB = echoReductionDB
+        self.doubleTalk = doubleTalk
         self.problems = problems
     }
 }
@@ -91,16 +124,30 @@ public struct SelfTestThresholds: Sendable, Equatable {
     public var maximumDelayMilliseconds: Double
     /// A correlation peak below this is not trusted as a delay.
     public var minimumCorrelation: Double
+    /// Double talk: the talker may lose this much level. Measured on the sim board: roomd's
+    /// canceller 0.0-0.4 dB, webrtc's AEC (which mutes the talker while the far end plays)
+    /// 17-26 dB; 3 dB is a talker noticeably quieter whenever the far end speaks.
+    public var maximumDoubleTalkLossDB: Double
+    /// Double talk: the output must be at least this much the talker. Measured: roomd's
+    /// canceller 0.98-0.999, webrtc's AEC 0.54-0.82 (debug and release runs).
+    public var minimumDoubleTalkCorrelation: Double
+    /// Double talk is measured only when the test talker (as the chain passes it alone) is this
+    /// far above mic 0's noise floor: the room's sound would otherwise be compared with itself.
+    public var minimumTalkerAboveNoiseDB: Double
 
     public init(minimumSNRDB: Double = 10, minimumEchoReductionDB: Double = 20, maximumClippedSamples: Int = 0,
                 maximumDelaySpreadMilliseconds: Double = 5, maximumDelayMilliseconds: Double = 500,
-                minimumCorrelation: Double = 0.2) {
+                minimumCorrelation: Double = 0.2, maximumDoubleTalkLossDB: Double = 3,
+                minimumDoubleTalkCorrelation: Double = 0.9, minimumTalkerAboveNoiseDB: Double = 15) {
         self.minimumSNRDB = minimumSNRDB
         self.minimumEchoReductionDB = minimumEchoReductionDB
         self.maximumClippedSamples = maximumClippedSamples
         self.maximumDelaySpreadMilliseconds = maximumDelaySpreadMilliseconds
         self.maximumDelayMilliseconds = maximumDelayMilliseconds
         self.minimumCorrelation = minimumCorrelation
+        self.maximumDoubleTalkLossDB = maximumDoubleTalkLossDB
+        self.minimumDoubleTalkCorrelation = minimumDoubleTalkCorrelation
+        self.minimumTalkerAboveNoiseDB = minimumTalkerAboveNoiseDB
     }
 }
 
@@ -117,15 +164,21 @@ public enum SelfTestAnalysis {
             return SelfTestReport(mics: [], echoReductionDB: nil, problems: inputProblems)
         }
         let rate = Double(recording.rate)
-        let played = recording.played.map(sample)
+        let allPlayed = recording.played.map(sample)
         let captureCount = recording.signalMics[0].count
-        let maxLag = lagLimit(thresholds.maximumDelayMilliseconds, rate: rate, room: captureCount - played.count)
+        let segments = recording.segments ?? legacySegments(allPlayed)
+        // The mics are measured on the sweep alone: the burst that follows is no sharper a
+        // delay reference, and its echo must not count as the sweep's level.
+        let sweep = segments.sweep
+        let played = Array(allPlayed[sweep])
+        let maxLag = lagLimit(thresholds.maximumDelayMilliseconds, rate: rate, room: captureCount - sweep.upperBound)
         let active = activeSpan(of: played)
         let mics = recording.signalMics.map(withoutDC)
-        let peaks = correlationPeaks(mics: mics, played: played, maxLag: maxLag)
+        let sweepMics = mics.map { Array($0[sweep.lowerBound..<(sweep.upperBound + maxLag)]) }
+        let peaks = correlationPeaks(mics: sweepMics, played: played, maxLag: maxLag)
 
         var results: [SelfTestMicResult] = []
-        for (i, mic) in mics.enumerated() {
+        for (i, mic) in sweepMics.enumerated() {
             let peak = peaks[i]
             let delayLag = peak.correlation >= thresholds.minimumCorrelation ? peak.lag : nil
             let aligned = (active.lowerBound + (delayLag ?? 0))..<(active.upperBound + (delayLag ?? 0))
@@ -150,29 +203,110 @@ public enum SelfTestAnalysis {
         problems += delaySpreadProblems(results, thresholds)
 
         var echoReduction: Double?
+        var doubleTalk: SelfTestDoubleTalk?
         if recording.cleaned.count != captureCount {
             problems.append(recording.cleaned.isEmpty
                 ? "no echo-canceller output was recorded"
                 : "echo-canceller output has \(recording.cleaned.count) samples, the mic capture \(captureCount)")
-        } else if results[0].snrDB >= thresholds.minimumSNRDB {
-            // The last half of the signal: the canceller adapts during the first part, and the
-            // installer cares about how it performs once converged.
-            let lag = peaks[0].correlation >= thresholds.minimumCorrelation ? peaks[0].lag : 0
-            let converged = (active.lowerBound + active.count / 2 + lag)..<(active.upperBound + lag)
-            let raw = decibels(power: meanSquare(mics[0], converged))
-            let cleaned = decibels(power: meanSquare(withoutDC(recording.cleaned), converged))
-            let reduction = raw - cleaned
-            echoReduction = reduction
-            if reduction < thresholds.minimumEchoReductionDB {
-                var text = "echo canceller removes only \(fixedDecimalText(reduction, 0)) dB (expected ≥ \(fixedDecimalText(thresholds.minimumEchoReductionDB, 0)) dB)"
-                // The canceller cannot remove room noise, so a quiet signal caps what can be measured.
-                if results[0].snrDB < thresholds.minimumEchoReductionDB + 3 {
-                    text += "; the test signal is only \(fixedDecimalText(results[0].snrDB, 0)) dB above the noise at mic 0, raise the speaker volume"
+        } else {
+            let cleaned = withoutDC(recording.cleaned)
+            if results[0].snrDB >= thresholds.minimumSNRDB {
+                // Over the part of the far-end signal where the canceller has had its chance to
+                // learn (`segments.echo`), shifted by the delay to mic 0: the installer cares about
+                // how it performs once converged, as it is in a call.
+                let lag = peaks[0].correlation >= thresholds.minimumCorrelation ? peaks[0].lag : 0
+                // It ends where the test talker starts (added to the mics without a delay).
+                let end = min(segments.echo.upperBound + lag, segments.doubleTalk?.lowerBound ?? .max)
+                let converged = (segments.echo.lowerBound + lag)..<max(segments.echo.lowerBound + lag, end)
+                let raw = decibels(power: meanSquare(mics[0], converged))
+                let reduction = raw - decibels(power: meanSquare(cleaned, converged))
+                echoReduction = reduction
+                if reduction < thresholds.minimumEchoReductionDB {
+                    var text = "echo canceller removes only \(fixedDecimalText(reduction, 0)) dB (expected ≥ \(fixedDecimalText(thresholds.minimumEchoReductionDB, 0)) dB)"
+                    // The canceller cannot remove room noise, so a quiet signal caps what can be measured.
+                    if results[0].snrDB < thresholds.minimumEchoReductionDB + 3 {
+                        text += "; the test signal is only \(fixedDecimalText(results[0].snrDB, 0)) dB above the noise at mic 0, raise the speaker volume"
+                    }
+                    problems.append(text)
                 }
-                problems.append(text)
+            }
+            if let dt = segments.doubleTalk, let alone = segments.talkerAlone {
+                switch measureDoubleTalk(cleaned, doubleTalk: dt, alone: alone, rate: recording.rate) {
+                case .measured(let m) where m.talkerLevelDBFS - results[0].noiseFloorDBFS < thresholds.minimumTalkerAboveNoiseDB:
+                    // The room's own sound differs between the two parts and would read as a
+                    // talker lost (someone talking through the test: 11-16 dB "lost" with
+                    // roomd's canceller). Not measured; a loud room is a mic problem already
+                    // when it drowns the sweep.
+                    break
+                case .measured(let m):
+                    doubleTalk = m
+                    if m.lossDB > thresholds.maximumDoubleTalkLossDB || m.correlation < thresholds.minimumDoubleTalkCorrelation {
+                        problems.append("echo canceller cuts a talker who speaks while the far end plays: \(fixedDecimalText(m.lossDB, 1)) dB of the test talker lost, "
+                            + "correlation \(fixedDecimalText(m.correlation, 2)), \(fixedDecimalText(m.choppedFraction * 100, 0)) % of its syllables chopped "
+                            + "(expected ≤ \(fixedDecimalText(thresholds.maximumDoubleTalkLossDB, 1)) dB, ≥ \(fixedDecimalText(thresholds.minimumDoubleTalkCorrelation, 2)))")
+                    }
+                case .talkerMissing(let level):
+                    problems.append("the test talker did not come through the processing even without echo (\(fixedDecimalText(level, 0)) dBFS): is noise suppression or gain control misconfigured?")
+                case .notMeasurable:
+                    problems.append("double talk could not be measured: its parts lie outside the recording")
+                }
             }
         }
-        return SelfTestReport(mics: results, echoReductionDB: echoReduction, problems: problems)
+        return SelfTestReport(mics: results, echoReductionDB: echoReduction, doubleTalk: doubleTalk, problems: problems)
+    }
+
+    /// A recording of a sweep alone: the sweep measures the mics, and the echo is measured
+    /// over the second half of it (the canceller adapts during the first).
+    static func legacySegments(_ played: [Double]) -> SelfTestSegments {
+        let active = activeSpan(of: played)
+        return SelfTestSegments(sweep: 0..<played.count, echo: (active.lowerBound + active.count / 2)..<active.upperBound)
+    }
+
+    enum DoubleTalkOutcome: Equatable {
+        case measured(SelfTestDoubleTalk)
+        /// The talker-alone output is no louder than this (dBFS): nothing to compare with.
+        case talkerMissing(Double)
+        case notMeasurable
+    }
+
+    /// The talker alone through the chain is the reference: the same samples were added to the
+    /// mics in both parts, so whatever high-pass, noise suppression and gain control do to a
+    /// talker is in both, and what differs is what double talk costs. Lag 0: both went through
+    /// the same chain with the same delay. The output of the last `outputDelay` of each part
+    /// (the chain's own delay, 9 ms measured) is not lost: each part is followed by more recording.
+    static func measureDoubleTalk(_ cleaned: [Double], doubleTalk dt: Range<Int>, alone: Range<Int>, rate: Int) -> DoubleTalkOutcome {
+        let count = min(dt.count, alone.count)
+        guard count > 0, dt.lowerBound >= 0, alone.lowerBound >= 0,
+              dt.lowerBound + count <= cleaned.count, alone.lowerBound + count <= cleaned.count else { return .notMeasurable }
+        var cross = 0.0, aa = 0.0, dd = 0.0
+        for i in 0..<count {
+            let a = cleaned[alone.lowerBound + i], d = cleaned[dt.lowerBound + i]
+            cross += a * d; aa += a * a; dd += d * d
+        }
+        let level = decibels(power: aa / Double(count))
+        // Below −80 dBFS the "talker" is the room's noise after suppression.
+        guard level > -80 else { return .talkerMissing(level) }
+        let kept = cross / aa
+        let loss = kept > 1e-6 ? -20 * RoomMath.log10(kept) : 120
+        let correlation = dd > 0 ? max(0, min(1, cross / (aa * dd).squareRoot())) : 0
+        // Per 10 ms frame.
+        let frame = max(1, rate / 100)
+        var frames: [(alone: Double, dt: Double)] = []
+        var loudest = 0.0
+        for f in stride(from: 0, to: count - frame + 1, by: frame) {
+            var ea = 0.0, ed = 0.0
+            for i in f..<(f + frame) {
+                let a = cleaned[alone.lowerBound + i], d = cleaned[dt.lowerBound + i]
+                ea += a * a; ed += d * d
+            }
+            frames.append((ea, ed))
+            loudest = max(loudest, ea)
+        }
+        let talking = frames.filter { $0.alone > loudest * 1e-3 }
+        let chopped = talking.filter { $0.dt < $0.alone / 10 }.count
+        return .measured(SelfTestDoubleTalk(lossDB: loss, correlation: correlation,
+                                            choppedFraction: talking.isEmpty ? 0 : Double(chopped) / Double(talking.count),
+                                            talkerLevelDBFS: level))
     }
 
     // MARK: - Input checks
@@ -193,6 +327,17 @@ public enum SelfTestAnalysis {
         }
         for (i, q) in r.quietMics.enumerated() where q.isEmpty && i < r.signalMics.count {
             problems.append("mic \(i): no quiet capture to measure the noise floor")
+        }
+        if let seg = r.segments {
+            var parts = [("sweep", seg.sweep), ("echo", seg.echo)]
+            if let dt = seg.doubleTalk { parts.append(("double-talk", dt)) }
+            if let alone = seg.talkerAlone { parts.append(("talker-alone", alone)) }
+            for (name, range) in parts where range.isEmpty || range.lowerBound < 0 || range.upperBound > r.played.count {
+                problems.append("the \(name) part (\(range.lowerBound)..<\(range.upperBound)) is not within the \(r.played.count) samples played")
+            }
+            if (seg.doubleTalk == nil) != (seg.talkerAlone == nil) {
+                problems.append("double talk needs both its parts, the talker with and without the far end")
+            }
         }
         if let first = r.signalMics.first {
             for (i, mic) in r.signalMics.enumerated() {
@@ -351,8 +496,14 @@ extension SelfTestReport {
     /// True when every mic measured well and the echo figure alone missed its threshold: the
     /// one result that depends on the canceller's state (it may still be finding the echo path
     /// after loud double talk) rather than on the hardware, so a second measurement is fair.
+    /// A double-talk problem may come with it: a canceller still finding the echo path cannot
+    /// tell the talker from the echo either.
     public func failedOnlyOnEcho(_ thresholds: SelfTestThresholds = .init()) -> Bool {
-        guard let echo = echoReductionDB, echo < thresholds.minimumEchoReductionDB, problems.count == 1, !mics.isEmpty else { return false }
+        let talkerCut = doubleTalk.map {
+            $0.lossDB > thresholds.maximumDoubleTalkLossDB || $0.correlation < thresholds.minimumDoubleTalkCorrelation
+        } ?? false
+        guard let echo = echoReductionDB, echo < thresholds.minimumEchoReductionDB, problems.count == (talkerCut ? 2 : 1),
+              !mics.isEmpty else { return false }
         return mics.allSatisfy {
             $0.clippedSamples <= thresholds.maximumClippedSamples && $0.snrDB >= thresholds.minimumSNRDB && $0.delayMilliseconds != nil
         }
