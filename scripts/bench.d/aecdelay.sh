@@ -1,0 +1,21 @@
+# shellcheck shell=bash
+# scripts/bench aecdelay: sourced by scripts/bench (sees BIN, WORK, ROOT, speech, room, roomd).
+#
+# How fast roomd's canceller converges depending on where the echo path's bulk delay falls
+# (docs/audio-engine.md, "Surprise"). Offline, no sound card: scripts/bench.d/aecdelay.cpp
+# compiles Sources/CWebRTCAPM/kalman_aec.h with g++ and runs it on a pure delay (echo 6 dB below
+# the far end, −70 dBFS noise) for delays 2 … 52 ms; the far end is an espeak sentence (15 s),
+# played three times. aec.linear_erle_db per delay, over 5-10 s (`window: early`: what the
+# double-talk bench sees) and over the last 10 s (`late`, converged). About a minute.
+speech aecdelay_far "$FAR_TEXT" en-us
+sox "$WORK/aecdelay_far.wav" -e floating-point -b 32 -t raw "$WORK/aecdelay_far1.f32" norm -3
+cat "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" > "$WORK/aecdelay_far.f32"
+g++ -O2 -std=c++17 -I "$ROOT/Sources/CWebRTCAPM" -o "$WORK/aecdelay" "$ROOT/scripts/bench.d/aecdelay.cpp"
+far_s="$(python3 -c "import os; print(os.path.getsize('$WORK/aecdelay_far.f32') / 4 / 48000)")"
+late_from="$(python3 -c "print(max(10.0, $far_s - 10))")"
+for d in $(seq 2 2 52); do
+  early="$("$WORK/aecdelay" "$WORK/aecdelay_far.f32" "$d" -6 5 10)"
+  late="$("$WORK/aecdelay" "$WORK/aecdelay_far.f32" "$d" -6 "$late_from" "$far_s")"
+  printf '{"bench": "aecdelay", "metric": "aec.linear_erle_db", "value": %s, "unit": "dB", "delay_ms": %s, "window": "early", "from_s": 5, "to_s": 10}\n' "$early" "$d"
+  printf '{"bench": "aecdelay", "metric": "aec.linear_erle_db", "value": %s, "unit": "dB", "delay_ms": %s, "window": "late", "from_s": %s}\n' "$late" "$d" "$late_from"
+done
