@@ -26,6 +26,7 @@ typedef struct stream_status {
     unsigned starts, xruns, xruns_injected;
     double skew_ppm;
     uint64_t position;
+    uint64_t cpu_ns;          /* the plugin's own work for this stream, closed opens so far */
 } stream_status;
 
 struct rs_room {
@@ -100,13 +101,13 @@ static void write_status_locked(rs_room *r)
         n += snprintf(buf + n, sizeof buf - n,
                       "%s open=%d start_ns=%lld first_start_ns=%lld rate=%u channels=%u format=%s "
                       "period=%lu buffer=%lu starts=%u xruns=%u xruns_injected=%u skew_ppm=%g "
-                      "%s=%llu\n",
+                      "%s=%llu cpu_ns=%llu\n",
                       names[order[i]], s->open, (long long)s->start_ns,
                       (long long)s->first_start_ns, s->info.rate, s->info.channels,
                       s->info.format ? s->info.format : "-", s->info.period, s->info.buffer,
                       s->starts, s->xruns, s->xruns_injected, s->skew_ppm,
                       order[i] == RS_CAPTURE ? "input_frame" : "speaker_index",
-                      (unsigned long long)s->position);
+                      (unsigned long long)s->position, (unsigned long long)s->cpu_ns);
     }
     int64_t now = rs_now_ns();
     n += snprintf(buf + n, sizeof buf - n,
@@ -327,11 +328,12 @@ int rs_room_acquire(const rs_config *cfg, int stream, rs_room **out)
     return 0;
 }
 
-void rs_room_release(rs_room *r, int stream)
+void rs_room_release(rs_room *r, int stream, uint64_t cpu_ns)
 {
     pthread_mutex_lock(&r->lock);
     r->users[stream]--;
     r->st[stream].open = 0;
+    r->st[stream].cpu_ns += cpu_ns;
     if (stream == RS_PLAYBACK)
         rs_output_sync(&r->out);
     write_status_locked(r);
