@@ -22,6 +22,14 @@
 
 #include "rs_internal.h"
 
+/* x86-64: the hot functions are also compiled for AVX2 and picked at load time (an ifunc); the
+ * baseline target has only 4-wide SSE2 vectors. No FMA, so no contraction: same results. */
+#if defined(__x86_64__) && defined(__clang__) && defined(__linux__)
+#define RS_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define RS_HOT
+#endif
+
 #define HEAD_MAX 128      /* direct-form taps */
 #define SEG_FIRST 128     /* block of the first FFT segment (= HEAD_MAX, so D >= M) */
 #define SEG_MAX 4096      /* largest block */
@@ -92,46 +100,83 @@ static int rfft_init(rfft_t *f, size_t n)
     return 0;
 }
 
-/* In-place forward complex FFT of zr/zi (h points, h >= 4), unnormalized. */
-static void cfft(rfft_t *f)
+/* n radix-2 butterflies (a, b) <- (a + w b, a - w b): a twiddle per butterfly / one for all. */
+static inline void butterflies(float *restrict ar, float *restrict ai, float *restrict br,
+                               float *restrict bi, const float *restrict tr,
+                               const float *restrict ti, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        float xr = br[j] * tr[j] - bi[j] * ti[j], xi = br[j] * ti[j] + bi[j] * tr[j];
+        br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
+        ar[j] += xr; ai[j] += xi;
+    }
+}
+
+static inline void butterflies1(float *restrict ar, float *restrict ai, float *restrict br,
+                                float *restrict bi, float wr, float wi, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        float xr = br[j] * wr - bi[j] * wi, xi = br[j] * wi + bi[j] * wr;
+        br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
+        ar[j] += xr; ai[j] += xi;
+    }
+}
+
+/* In-place forward complex FFT of zr/zi (h points, h >= 4), unnormalized: radix-2 decimation
+ * in time. The early stages (short butterflies) run before the bit-reversal permutation: position
+ * p of a group of len in bit-reversed order is natural index rev(p) * (h/len) + r, r < h/len, so
+ * each butterfly pairs two runs of h/len consecutive elements with one twiddle (vector loops). */
+RS_HOT static void cfft(rfft_t *f)
 {
     const size_t h = f->h;
     float *re = f->zr, *im = f->zi;
+    { /* stages of length 2 and 4 (twiddles 1 and -i): positions 4g + {0,1,2,3} are natural
+       * r + {0, h/2, h/4, 3h/4}, r < h/4 */
+        const size_t g = h / 4;
+        float *restrict r0 = re, *restrict r1 = re + 2 * g, *restrict r2 = re + g, *restrict r3 = re + 3 * g;
+        float *restrict i0 = im, *restrict i1 = im + 2 * g, *restrict i2 = im + g, *restrict i3 = im + 3 * g;
+        for (size_t r = 0; r < g; r++) {
+            float b0r = r0[r] + r1[r], b0i = i0[r] + i1[r];
+            float b1r = r0[r] - r1[r], b1i = i0[r] - i1[r];
+            float b2r = r2[r] + r3[r], b2i = i2[r] + i3[r];
+            float b3r = r2[r] - r3[r], b3i = i2[r] - i3[r];
+            r0[r] = b0r + b2r; i0[r] = b0i + b2i;
+            r2[r] = b0r - b2r; i2[r] = b0i - b2i;
+            r1[r] = b1r + b3i; i1[r] = b1i - b3r;
+            r3[r] = b1r - b3i; i3[r] = b1i + b3r;
+        }
+    }
+    const float *twr = f->twr, *twi = f->twi;
+    size_t len = 8;
+    unsigned bits = 3;
+    for (; len <= h && h / len >= len / 2; len <<= 1, bits++) {
+        const size_t half = len >> 1, g = h / len;
+        for (size_t j = 0; j < half; j++) {
+            size_t rj = 0; /* j reversed over `bits` bits */
+            for (unsigned t = 0; t < bits; t++)
+                if (j & ((size_t)1 << t))
+                    rj |= (size_t)1 << (bits - 1 - t);
+            butterflies1(re + rj * g, im + rj * g, re + rj * g + g, im + rj * g + g, twr[j], twi[j], g);
+        }
+        twr += half;
+        twi += half;
+    }
     for (size_t s = 0; s < f->swaps; s++) {
         unsigned i = f->swap[2 * s], j = f->swap[2 * s + 1];
         float t = re[i]; re[i] = re[j]; re[j] = t;
         t = im[i]; im[i] = im[j]; im[j] = t;
     }
-    /* stages of length 2 and 4 (twiddles 1 and -i) as one radix-4 pass */
-    for (size_t s = 0; s + 3 < h; s += 4) {
-        float b0r = re[s] + re[s + 1], b0i = im[s] + im[s + 1];
-        float b1r = re[s] - re[s + 1], b1i = im[s] - im[s + 1];
-        float b2r = re[s + 2] + re[s + 3], b2i = im[s + 2] + im[s + 3];
-        float b3r = re[s + 2] - re[s + 3], b3i = im[s + 2] - im[s + 3];
-        re[s] = b0r + b2r; im[s] = b0i + b2i;
-        re[s + 2] = b0r - b2r; im[s + 2] = b0i - b2i;
-        re[s + 1] = b1r + b3i; im[s + 1] = b1i - b3r;
-        re[s + 3] = b1r - b3i; im[s + 3] = b1i + b3r;
-    }
-    const float *twr = f->twr, *twi = f->twi;
-    for (size_t len = 8; len <= h; len <<= 1) {
+    for (; len <= h; len <<= 1) {
         const size_t half = len >> 1;
-        for (size_t s = 0; s < h; s += len) {
-            float *restrict ar = re + s, *restrict ai = im + s;
-            float *restrict br = re + s + half, *restrict bi = im + s + half;
-            for (size_t j = 0; j < half; j++) {
-                float xr = br[j] * twr[j] - bi[j] * twi[j], xi = br[j] * twi[j] + bi[j] * twr[j];
-                br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
-                ar[j] += xr; ai[j] += xi;
-            }
-        }
+        for (size_t s = 0; s < h; s += len)
+            butterflies(re + s, im + s, re + s + half, im + s + half, twr, twi, half);
         twr += half;
         twi += half;
     }
 }
 
 /* X[k] = sum_m x[m] e^{-2 pi i k m/n}, k = 0..h. */
-static void rfft_forward(rfft_t *f, const float *x, float *Xr, float *Xi)
+RS_HOT static void rfft_forward(rfft_t *f, const float *x, float *Xr, float *Xi)
 {
     const size_t h = f->h;
     for (size_t m = 0; m < h; m++) {
@@ -151,7 +196,7 @@ static void rfft_forward(rfft_t *f, const float *x, float *Xr, float *Xi)
 }
 
 /* x = n * irfft(X) (unscaled inverse), X has h+1 bins; writes x[0..n). */
-static void rfft_inverse(rfft_t *f, const float *Xr, const float *Xi, float *x)
+RS_HOT static void rfft_inverse(rfft_t *f, const float *Xr, const float *Xi, float *x)
 {
     const size_t h = f->h;
     for (size_t k = 0; k < h; k++) {
@@ -276,7 +321,7 @@ rs_conv *rs_conv_new(const float *ir, size_t len)
 }
 
 /* Input block of segment s ending at sample n (exclusive) just completed. */
-static void segment_block(rs_conv *c, segment *s, uint64_t n)
+RS_HOT static void segment_block(rs_conv *c, segment *s, uint64_t n)
 {
     const size_t M = s->M, N = 2 * M, bins = M + 1, P = s->P;
     /* the last 2M inputs, unwrapped (the ring holds at least 2M) */
@@ -305,19 +350,35 @@ static void segment_block(rs_conv *c, segment *s, uint64_t n)
 }
 
 /* n samples, no block boundary of the smallest segment strictly inside, n <= CHUNK_MAX. */
-static void process_run(rs_conv *c, const float *in, float *out, size_t n)
+RS_HOT static void process_run(rs_conv *c, const float *in, float *out, size_t n)
 {
     const size_t B0 = c->B0, keep = B0 - 1;
     float *restrict hx = c->hx;
     memcpy(hx + keep, in, n * sizeof *in);
-    /* head: out[s] = sum_i h0[i] hx[keep + s - i], taps outside, outputs inside */
+    /* head: out[s] = sum_i h0[i] hx[keep + s - i]; taps outside, a tile of TILE outputs
+     * inside, so the sums stay in vector registers across the taps */
+    enum { TILE = 32 };
     float y[CHUNK_MAX];
     for (size_t s = 0; s < n; s++)
         y[s] = c->yacc[(c->n + s) & c->yacc_mask];
-    for (size_t i = 0; i < B0; i++) {
+    size_t s0 = 0;
+    for (; s0 + TILE <= n; s0 += TILE) {
+        float acc[TILE];
+        for (size_t t = 0; t < TILE; t++)
+            acc[t] = y[s0 + t];
+        for (size_t i = 0; i < B0; i++) {
+            const float hi = c->h0[i];
+            const float *restrict x = hx + keep + s0 - i;
+            for (size_t t = 0; t < TILE; t++)
+                acc[t] += hi * x[t];
+        }
+        for (size_t t = 0; t < TILE; t++)
+            y[s0 + t] = acc[t];
+    }
+    for (size_t i = 0; i < B0 && s0 < n; i++) {
         const float hi = c->h0[i];
         const float *restrict x = hx + keep - i;
-        for (size_t s = 0; s < n; s++)
+        for (size_t s = s0; s < n; s++)
             y[s] += hi * x[s];
     }
     for (size_t s = 0; s < n; s++) {
