@@ -561,6 +561,20 @@ void rs_room_playback_write(rs_room *r, uint64_t n, const int16_t *frames, unsig
     pthread_mutex_unlock(&r->lock);
 }
 
+/* llround(x) without the libm call (once per capture frame): the same result for every x. */
+static inline int64_t round_half_away(double x)
+{
+    if (!(fabs(x) < 4.0e18))
+        return llround(x);
+    int64_t i = (int64_t)x;            /* toward zero */
+    double frac = x - (double)i;       /* exact: |x| < 2^52, or x is whole */
+    if (frac >= 0.5)
+        i++;
+    else if (frac <= -0.5)
+        i--;
+    return i;
+}
+
 void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t count,
                           unsigned channels, float *acc)
 {
@@ -574,7 +588,7 @@ void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t
     for (size_t f = 0; f < count; f++) {
         /* capture sample j was recorded at t; it hears speaker sample k played at t - delay */
         double t = rs_clock_time(clock, (double)(j0 + f)) - r->delay_ns;
-        int64_t k = llround(rs_clock_pos(&r->pb_clock, t));
+        int64_t k = round_half_away(rs_clock_pos(&r->pb_clock, t));
         for (unsigned m = 0; m < channels; m++) {
             int64_t km = k - r->mic_delay[m];
             if (km < 0)
