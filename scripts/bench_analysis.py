@@ -109,7 +109,7 @@ def engine(work):
     # measured by the plugin with CLOCK_THREAD_CPUTIME_ID around its transfers: a board does not
     # pay it. Same run, over roomd's run time (the streams are open for all of it but start-up).
     sim_ns = 0
-    with open(f"{work}/engine.status") as f:
+    with open(f"{work}/engine-main.status") as f:
         for line in f:
             if line.startswith(("capture ", "playback ")):
                 sim_ns += int(next(x for x in line.split() if x.startswith("cpu_ns=")).split("=")[1])
