@@ -106,7 +106,14 @@ static void *area_ptr(const snd_pcm_channel_area_t *a, snd_pcm_uframes_t frame)
 
 static int16_t to_s16(float v)
 {
-    long s = lrintf(v);
+    if (v > -32768.5f && v < 32767.5f) {
+        /* lrintf without the libm call: adding and removing 1.5 * 2^23 rounds |v| < 2^22 to an
+         * integer in the current rounding mode, as lrintf does (no reassociation without
+         * -ffast-math, so the sum is kept) */
+        int32_t i = (int32_t)((v + 12582912.0f) - 12582912.0f);
+        return (int16_t)(i > 32767 ? 32767 : i < -32768 ? -32768 : i);
+    }
+    long s = lrintf(v); /* out of range or NaN */
     return (int16_t)(s > 32767 ? 32767 : s < -32768 ? -32768 : s);
 }
 
@@ -303,6 +310,23 @@ static void input_run(const rs_pcm *p, int64_t idx, unsigned ch, float gain, flo
         dst[f * stride] = 0.0f * gain;
 }
 
+/* acc[f * ch + c] += amp * gauss(mix64(seed << 40 ^ c << 56 ^ (idx0 + f))): one mic at a time
+ * into a contiguous run, so the generator vectorizes (AVX2 clone on x86-64); same values. */
+#if defined(__x86_64__) && defined(__clang__) && defined(__linux__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void add_noise(float *acc, unsigned ch, size_t n, uint64_t idx0, unsigned seed, float amp)
+{
+    float tmp[CHUNK];
+    for (unsigned c = 0; c < ch; c++) {
+        const uint64_t key = ((uint64_t)seed << 40) ^ ((uint64_t)c << 56);
+        for (size_t f = 0; f < n; f++)
+            tmp[f] = amp * rs_gauss(rs_mix64(key ^ (idx0 + f)));
+        for (size_t f = 0; f < n; f++)
+            acc[f * ch + c] += tmp[f];
+    }
+}
+
 static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_t *areas,
                                           snd_pcm_uframes_t offset, snd_pcm_uframes_t size)
 {
@@ -326,16 +350,8 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
             }
         }
         /* the noise floor: a deterministic function of (seed, mic, input frame) */
-        if (p->noise_amp > 0) {
-            for (size_t f = 0; f < n; f++) {
-                uint64_t idx = p->input_base + j0 + done + f;
-                for (unsigned c = 0; c < ch; c++) {
-                    uint64_t r = rs_mix64(((uint64_t)p->cfg->noise_seed << 40) ^
-                                          ((uint64_t)c << 56) ^ idx);
-                    acc[f * ch + c] += p->noise_amp * rs_gauss(r);
-                }
-            }
-        }
+        if (p->noise_amp > 0)
+            add_noise(acc, ch, n, p->input_base + j0 + done, p->cfg->noise_seed, p->noise_amp);
         /* the echo of the speaker */
         rs_room_capture_echo(p->room, &p->clock, j0 + done, n, ch, acc);
 
