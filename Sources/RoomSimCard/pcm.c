@@ -53,6 +53,8 @@ typedef struct rs_pcm {
     float acc[CHUNK * ROOMSIM_MAX_CAPTURE_CHANNELS];
     int16_t s16[CHUNK * ROOMSIM_MAX_CAPTURE_CHANNELS];
     float mono[CHUNK];
+
+    uint64_t cpu_ns;          /* thread CPU time in transfers (and the ring-out at close) */
 } rs_pcm;
 
 /* ---- timer -------------------------------------------------------------------------------- */
@@ -104,7 +106,14 @@ static void *area_ptr(const snd_pcm_channel_area_t *a, snd_pcm_uframes_t frame)
 
 static int16_t to_s16(float v)
 {
-    long s = lrintf(v);
+    if (v > -32768.5f && v < 32767.5f) {
+        /* lrintf without the libm call: adding and removing 1.5 * 2^23 rounds |v| < 2^22 to an
+         * integer in the current rounding mode, as lrintf does (no reassociation without
+         * -ffast-math, so the sum is kept) */
+        int32_t i = (int32_t)((v + 12582912.0f) - 12582912.0f);
+        return (int16_t)(i > 32767 ? 32767 : i < -32768 ? -32768 : i);
+    }
+    long s = lrintf(v); /* out of range or NaN */
     return (int16_t)(s > 32767 ? 32767 : s < -32768 ? -32768 : s);
 }
 
@@ -270,19 +279,52 @@ static int rs_poll_revents(snd_pcm_ioplug_t *io, struct pollfd *pfd, unsigned in
     return 0;
 }
 
-/* Input frame idx as a float sample of file channel ch: 0 before the start, and after the
- * end unless the input loops. */
-static inline float input_at(const rs_pcm *p, int64_t idx, unsigned ch)
+/* dst[f * stride] = input frame idx + f as a float sample of file channel ch, times gain, for
+ * f < n: 0 before the start, and after the end unless the input loops. One division per run
+ * instead of one per sample (a looping input is past its end most of the time). */
+static void input_run(const rs_pcm *p, int64_t idx, unsigned ch, float gain, float *dst,
+                      size_t stride, size_t n)
 {
-    if (idx < 0 || p->in.frames == 0)
-        return 0.0f;
-    uint64_t u = (uint64_t)idx;
-    if (u >= p->in.frames) {
-        if (!p->cfg->input_loop)
-            return 0.0f;
-        u %= p->in.frames;
+    size_t f = 0;
+    const uint64_t frames = p->in.frames;
+    for (; f < n && (idx + (int64_t)f < 0 || frames == 0); f++)
+        dst[f * stride] = 0.0f * gain;
+    if (f == n)
+        return;
+    uint64_t u = (uint64_t)(idx + (int64_t)f);
+    int past_end = u >= frames;
+    if (past_end && p->cfg->input_loop) {
+        u %= frames;
+        past_end = 0;
     }
-    return rs_input_sample(&p->in, u, ch);
+    for (; f < n && !past_end; f++) {
+        dst[f * stride] = rs_input_sample(&p->in, u, ch) * gain;
+        if (++u == frames) {
+            if (p->cfg->input_loop)
+                u = 0;
+            else
+                past_end = 1;
+        }
+    }
+    for (; f < n; f++)
+        dst[f * stride] = 0.0f * gain;
+}
+
+/* acc[f * ch + c] += amp * gauss(mix64(seed << 40 ^ c << 56 ^ (idx0 + f))): one mic at a time
+ * into a contiguous run, so the generator vectorizes (AVX2 clone on x86-64); same values. */
+#if defined(__x86_64__) && defined(__clang__) && defined(__linux__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void add_noise(float *acc, unsigned ch, size_t n, uint64_t idx0, unsigned seed, float amp)
+{
+    float tmp[CHUNK];
+    for (unsigned c = 0; c < ch; c++) {
+        const uint64_t key = ((uint64_t)seed << 40) ^ ((uint64_t)c << 56);
+        for (size_t f = 0; f < n; f++)
+            tmp[f] = amp * rs_gauss(rs_mix64(key ^ (idx0 + f)));
+        for (size_t f = 0; f < n; f++)
+            acc[f * ch + c] += tmp[f];
+    }
 }
 
 static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_t *areas,
@@ -298,27 +340,18 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
         for (size_t f = 0; f < n && !p->input_on; f++)
             for (unsigned c = 0; c < ch; c++)
                 acc[f * ch + c] = 0.0f;
-        for (size_t f = 0; f < n && p->input_on; f++) {
-            int64_t src = (int64_t)(p->input_base + j0 + done + f);
-            if (p->in_shaped) {
-                for (unsigned c = 0; c < ch; c++)
-                    acc[f * ch + c] = input_at(p, src - p->in_delay[c], 0) * p->in_gain[c];
-            } else {
-                for (unsigned c = 0; c < ch; c++)
-                    acc[f * ch + c] = input_at(p, src, p->in.channels ? c % p->in.channels : 0);
+        if (p->input_on) {
+            int64_t src = (int64_t)(p->input_base + j0 + done);
+            for (unsigned c = 0; c < ch; c++) {
+                if (p->in_shaped)
+                    input_run(p, src - p->in_delay[c], 0, p->in_gain[c], acc + c, ch, n);
+                else
+                    input_run(p, src, p->in.channels ? c % p->in.channels : 0, 1.0f, acc + c, ch, n);
             }
         }
         /* the noise floor: a deterministic function of (seed, mic, input frame) */
-        if (p->noise_amp > 0) {
-            for (size_t f = 0; f < n; f++) {
-                uint64_t idx = p->input_base + j0 + done + f;
-                for (unsigned c = 0; c < ch; c++) {
-                    uint64_t r = rs_mix64(((uint64_t)p->cfg->noise_seed << 40) ^
-                                          ((uint64_t)c << 56) ^ idx);
-                    acc[f * ch + c] += p->noise_amp * rs_gauss(r);
-                }
-            }
-        }
+        if (p->noise_amp > 0)
+            add_noise(acc, ch, n, p->input_base + j0 + done, p->cfg->noise_seed, p->noise_amp);
         /* the echo of the speaker */
         rs_room_capture_echo(p->room, &p->clock, j0 + done, n, ch, acc);
 
@@ -381,8 +414,15 @@ static snd_pcm_sframes_t rs_transfer(snd_pcm_ioplug_t *io, const snd_pcm_channel
     rs_pcm *p = io->private_data;
     if (io->state == SND_PCM_STATE_DISCONNECTED || is_lost(p))
         return -ENODEV;
-    return p->stream == RS_CAPTURE ? capture_transfer(p, areas, offset, size)
-                                   : playback_transfer(p, areas, offset, size);
+    /* The simulator's own work, so that a benchmark can tell it from the application's
+     * (the status file's cpu_ns): the input, noise, echo convolution and conversions. */
+    int64_t t0 = rs_thread_cpu_ns();
+    snd_pcm_sframes_t rc = p->stream == RS_CAPTURE ? capture_transfer(p, areas, offset, size)
+                                                   : playback_transfer(p, areas, offset, size);
+    int64_t t1 = rs_thread_cpu_ns();
+    if (t1 > t0)
+        p->cpu_ns += (uint64_t)(t1 - t0);
+    return rc;
 }
 
 static int rs_hw_params(snd_pcm_ioplug_t *io, snd_pcm_hw_params_t *params)
@@ -464,9 +504,14 @@ static int rs_pause(snd_pcm_ioplug_t *io, int enable)
 static int rs_close(snd_pcm_ioplug_t *io)
 {
     rs_pcm *p = io->private_data;
-    if (p->running && p->stream == RS_PLAYBACK)
+    if (p->running && p->stream == RS_PLAYBACK) {
+        int64_t t0 = rs_thread_cpu_ns();
         rs_room_playback_stop(p->room);
-    rs_room_release(p->room, p->stream);
+        int64_t t1 = rs_thread_cpu_ns();
+        if (t1 > t0)
+            p->cpu_ns += (uint64_t)(t1 - t0);
+    }
+    rs_room_release(p->room, p->stream, p->cpu_ns);
     rs_input_close(&p->in);
     close(p->tfd);
     free(p);
@@ -635,7 +680,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(roomsim)
     return 0;
 
 fail:
-    rs_room_release(p->room, p->stream);
+    rs_room_release(p->room, p->stream, 0);
     rs_input_close(&p->in);
     if (p->tfd >= 0)
         close(p->tfd);

@@ -32,6 +32,7 @@ typedef struct stream_status {
     unsigned late_writes;
     int lead_known;
     double min_lead_us;
+    uint64_t cpu_ns;          /* the plugin's own work for this stream, closed opens so far */
 } stream_status;
 
 struct rs_room {
@@ -106,13 +107,13 @@ static void write_status_locked(rs_room *r)
         n += snprintf(buf + n, sizeof buf - n,
                       "%s open=%d start_ns=%lld first_start_ns=%lld rate=%u channels=%u format=%s "
                       "period=%lu buffer=%lu starts=%u xruns=%u xruns_injected=%u skew_ppm=%g "
-                      "%s=%llu",
+                      "%s=%llu cpu_ns=%llu",
                       names[order[i]], s->open, (long long)s->start_ns,
                       (long long)s->first_start_ns, s->info.rate, s->info.channels,
                       s->info.format ? s->info.format : "-", s->info.period, s->info.buffer,
                       s->starts, s->xruns, s->xruns_injected, s->skew_ppm,
                       order[i] == RS_CAPTURE ? "input_frame" : "speaker_index",
-                      (unsigned long long)s->position);
+                      (unsigned long long)s->position, (unsigned long long)s->cpu_ns);
         if (order[i] == RS_PLAYBACK && n < sizeof buf) {
             if (s->lead_known)
                 n += snprintf(buf + n, sizeof buf - n, " late_writes=%u min_lead_us=%.0f",
@@ -343,11 +344,12 @@ int rs_room_acquire(const rs_config *cfg, int stream, rs_room **out)
     return 0;
 }
 
-void rs_room_release(rs_room *r, int stream)
+void rs_room_release(rs_room *r, int stream, uint64_t cpu_ns)
 {
     pthread_mutex_lock(&r->lock);
     r->users[stream]--;
     r->st[stream].open = 0;
+    r->st[stream].cpu_ns += cpu_ns;
     if (stream == RS_PLAYBACK)
         rs_output_sync(&r->out);
     write_status_locked(r);
@@ -590,6 +592,20 @@ void rs_room_playback_write(rs_room *r, uint64_t n, const int16_t *frames, unsig
     pthread_mutex_unlock(&r->lock);
 }
 
+/* llround(x) without the libm call (once per capture frame): the same result for every x. */
+static inline int64_t round_half_away(double x)
+{
+    if (!(fabs(x) < 4.0e18))
+        return llround(x);
+    int64_t i = (int64_t)x;            /* toward zero */
+    double frac = x - (double)i;       /* exact: |x| < 2^52, or x is whole */
+    if (frac >= 0.5)
+        i++;
+    else if (frac <= -0.5)
+        i--;
+    return i;
+}
+
 void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t count,
                           unsigned channels, float *acc)
 {
@@ -603,7 +619,7 @@ void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t
     for (size_t f = 0; f < count; f++) {
         /* capture sample j was recorded at t; it hears speaker sample k played at t - delay */
         double t = rs_clock_time(clock, (double)(j0 + f)) - r->delay_ns;
-        int64_t k = llround(rs_clock_pos(&r->pb_clock, t));
+        int64_t k = round_half_away(rs_clock_pos(&r->pb_clock, t));
         for (unsigned m = 0; m < channels; m++) {
             int64_t km = k - r->mic_delay[m];
             if (km < 0)
