@@ -202,13 +202,10 @@ def onsets(samples, rate, threshold, min_gap):
 
 
 def status_start(path, stream):
-    with open(path) as f:
-        for line in f:
-            if line.startswith(stream + " "):
-                for field in line.split():
-                    if field.startswith("first_start_ns="):
-                        return int(field.split("=")[1])
-    sys.exit(f"bench e2e: no {stream} start in {path}")
+    start = status_fields(path, stream).get("first_start_ns")
+    if start is None:
+        sys.exit(f"bench e2e: no {stream} start in {path}")
+    return int(start)
 
 
 def status_fields(path, stream):

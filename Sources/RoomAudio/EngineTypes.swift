@@ -17,7 +17,7 @@ public struct EngineConfiguration: Sendable {
     /// How far ahead of the speaker the engine writes (board profile
     /// `audio.playback_headroom_ms`): playback starts with one period plus this much silence, so
     /// each period is written this long before it is due. The whole of it is mouth-to-ear delay.
-    public var playbackHeadroomMilliseconds = 5
+    public var playbackHeadroomMilliseconds = BoardProfile.defaultPlaybackHeadroomMilliseconds
     public var processing = ProcessingSettings()
     public var opus = OpusSettings()
     /// The profile the engine starts with; `EngineControl.profile` switches it while running.

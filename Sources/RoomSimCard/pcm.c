@@ -40,6 +40,8 @@ typedef struct rs_pcm {
     double skew_ppm;
     int64_t first_start_ns;   /* first start since open: base of xrun_at_ms and of the input */
     int xrun_at_fired;
+    double min_lead_us;       /* playback: smallest lead reported to the room so far */
+    int lead_reported;
 
     /* capture */
     rs_input in;
@@ -380,7 +382,14 @@ static snd_pcm_sframes_t playback_transfer(rs_pcm *p, const snd_pcm_channel_area
          * first frame was due passes unnoticed there; on a card that plays continuously it
          * is an underrun. Measured against the stream's continuous clock. */
         double due = rs_clock_time(&p->clock, (double)n0);
-        rs_room_playback_lead(p->room, (due - (double)rs_now_ns()) / 1e3);
+        double lead_us = (due - (double)rs_now_ns()) / 1e3;
+        /* The room's lock only for news: a late write or a new smallest lead (rare after the
+         * first writes), not on every period. */
+        if (lead_us < 0 || !p->lead_reported || lead_us < p->min_lead_us) {
+            p->min_lead_us = lead_us;
+            p->lead_reported = 1;
+            rs_room_playback_lead(p->room, lead_us);
+        }
     }
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;

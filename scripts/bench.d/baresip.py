@@ -13,6 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_analysis  # noqa: E402
 from bench_analysis import emit, mouth_to_ear  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -52,11 +53,10 @@ def cpu(out, seconds, specs):
 
 
 def status_fields(path, stream):
-    with open(path) as f:
-        for line in f:
-            if line.startswith(stream + " "):
-                return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-    sys.exit(f"bench baresip: no {stream} stream in {path}")
+    fields = bench_analysis.status_fields(path, stream)
+    if not fields:
+        sys.exit(f"bench baresip: no {stream} stream in {path}")
+    return fields
 
 
 def analyze(work, legs):
