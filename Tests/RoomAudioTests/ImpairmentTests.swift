@@ -199,20 +199,17 @@ final class ImpairmentTests: ProcessTestCase {
         func token(_ user: String, publish: Bool) throws -> String {
             try mintToken(server, config: dir + "/server.conf", room: "impaired", user: user, publish ? ["--publish"] : [])
         }
-        let speech = SimCard.speechLike(seconds: seconds - 1, seed: 0.9, level: 0.25)
-        SimCard.writeWAV(dir + "/a-mic.wav", speech)
-        func room(_ name: String, input: String?) throws -> String {
-            try E2E.writeRoom(dir, name, input: input, inputEnd: "silence", extra: ["echo_gain_db = -10", "noise_dbfs = -70"])
-        }
+        let rooms = try E2E.writeTalkerAndListenerRooms(dir, seconds: seconds)
+        let speech = rooms.speech
         let board = SimCard.repoRoot + "/board/sim"
         let viaProxy = "127.0.0.2:\(tcp)"
         let b = try launch(roomd, ["--board", board, "--server", viaProxy, "--token", try token("b", publish: false),
                                    "--role", "audience", "--duration", "\(seconds + 0.5)", "--json", "--stats-interval", "1"],
-                           env: ["ROOMSIM_CONFIG": try room("b", input: nil)], log: dir + "/b.log")
+                           env: ["ROOMSIM_CONFIG": rooms.listener], log: dir + "/b.log")
         Thread.sleep(forTimeInterval: 0.5)
         let a = try launch(roomd, ["--board", board, "--server", viaProxy, "--token", try token("a", publish: true),
                                    "--role", "streamer", "--duration", "\(seconds)"],
-                           env: ["ROOMSIM_CONFIG": try room("a", input: dir + "/a-mic.wav")], log: dir + "/a.log")
+                           env: ["ROOMSIM_CONFIG": rooms.talker], log: dir + "/a.log")
         for p in [a, b] { p.waitUntilExit(); XCTAssertEqual(p.terminationStatus, 0, "roomd exit status; logs in \(dir)") }
         proxyProcess.terminate() // SIGTERM: the proxy prints its final counters
         proxyProcess.waitUntilExit()

@@ -131,6 +131,19 @@ enum E2E {
     /// its speaker recorded to `dir/NAME-speaker.wav` with a status file `dir/NAME.status`,
     /// and `input` (when given) a talker from the beamformer's look direction. Returns the path
     /// of `dir/NAME.conf`, for ROOMSIM_CONFIG.
+    /// The talker/listener rooms the receive-path and impairment tests share: A's mic hears
+    /// `seconds − 1` s of speech-like sound (`dir/a-mic.wav`); returns that sound (the
+    /// reference) and the room files of the talker A and the listener B (echo at −10 dB,
+    /// −70 dBFS noise).
+    static func writeTalkerAndListenerRooms(_ dir: String, seconds: Double) throws
+        -> (speech: [Float], talker: String, listener: String) {
+        let speech = SimCard.speechLike(seconds: seconds - 1, seed: 0.9, level: 0.25)
+        SimCard.writeWAV(dir + "/a-mic.wav", speech)
+        let extra = ["echo_gain_db = -10", "noise_dbfs = -70"]
+        return (speech, try writeRoom(dir, "a", input: dir + "/a-mic.wav", inputEnd: "silence", extra: extra),
+                try writeRoom(dir, "b", input: nil, inputEnd: "silence", extra: extra))
+    }
+
     static func writeRoom(_ dir: String, _ name: String, input: String? = nil, inputEnd: String = "silence",
                           extra: [String] = []) throws -> String {
         var lines = ["echo = on", "output = \(dir)/\(name)-speaker.wav", "status = \(dir)/\(name).status"] + extra

@@ -90,20 +90,17 @@ final class ReceivePathEndToEndTests: ProcessTestCase {
         func token(_ user: String, publish: Bool) throws -> String {
             try mintToken(server, config: dir + "/server.conf", room: "rx", user: user, publish ? ["--publish"] : [])
         }
-        let speech = SimCard.speechLike(seconds: seconds - 1, seed: 0.9, level: 0.25)
-        SimCard.writeWAV(dir + "/a-mic.wav", speech)
-        func room(_ n: String, input: String?) throws -> String {
-            try E2E.writeRoom(dir, n, input: input, inputEnd: "silence", extra: ["echo_gain_db = -10", "noise_dbfs = -70"])
-        }
+        let rooms = try E2E.writeTalkerAndListenerRooms(dir, seconds: seconds)
+        let speech = rooms.speech
         let board = SimCard.repoRoot + "/board/sim"
         let bStart = E2E.monotonicNanoseconds()
         let b = try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", try token("b", publish: false),
                                    "--role", "audience", "--duration", "\(seconds + 0.5)", "--json", "--stats-interval", "0.25"],
-                           env: ["ROOMSIM_CONFIG": try room("b", input: nil)], log: dir + "/b.log")
+                           env: ["ROOMSIM_CONFIG": rooms.listener], log: dir + "/b.log")
         Thread.sleep(forTimeInterval: 0.5)
         let a = try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", try token("a", publish: true),
                                    "--role", "streamer", "--duration", "\(seconds)"] + senderOptions,
-                           env: ["ROOMSIM_CONFIG": try room("a", input: dir + "/a-mic.wav")], log: dir + "/a.log")
+                           env: ["ROOMSIM_CONFIG": rooms.talker], log: dir + "/a.log")
         var stopped: Int64?, resumed: Int64?
         if let stall {
             Thread.sleep(forTimeInterval: stall.at)
