@@ -394,25 +394,25 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         float *wr = a->Wr + (size_t)p * KW, *wi = a->Wi + (size_t)p * KW, *pc = a->Pc + (size_t)p * KS;
         float *ynr = a->Ynr, *yni = a->Yni, *rn = a->Rn;
         const float boost = p < 2 ? a->prm.newest_gain[p] : 1.0f;
+        // One Kalman step of bin k: filter (its new value in nwr/nwi) and covariance (returned).
+        auto step = [&](int k, float &nwr, float &nwi) __attribute__((always_inline)) {
+            float mu = pc[k] * inv[k], g = boost * hn * mu;
+            nwr = wr[k] + g * (xr[k] * er[k] + xi[k] * ei[k]);
+            nwi = wi[k] + g * (xr[k] * ei[k] - xi[k] * er[k]);
+            const float x2 = xr[k] * xr[k] + xi[k] * xi[k];
+            float keep = fmaxf(1 - g2 * mu * x2, 0.0f);
+            float npc = A2 * keep * pc[k] + q * (nwr * nwr + nwi * nwi);
+            wr[k] = nwr; wi[k] = nwi; pc[k] = npc;
+            return npc;
+        };
+        // The newest partition's echo is already in this block's estimate; every older one
+        // (p ≥ 1) also accumulates the next block's: it is partition p + 1 then.
         if (p == 0) {
-            for (int k = 0; k < KL; k++) {
-                float mu = pc[k] * inv[k], g = boost * hn * mu;
-                float nwr = wr[k] + g * (xr[k] * er[k] + xi[k] * ei[k]);
-                float nwi = wi[k] + g * (xr[k] * ei[k] - xi[k] * er[k]);
-                const float x2 = xr[k] * xr[k] + xi[k] * xi[k];
-                float keep = fmaxf(1 - g2 * mu * x2, 0.0f);
-                wr[k] = nwr; wi[k] = nwi;
-                pc[k] = A2 * keep * pc[k] + q * (nwr * nwr + nwi * nwi);
-            }
+            for (int k = 0; k < KL; k++) { float nwr, nwi; step(k, nwr, nwi); }
         } else {
             for (int k = 0; k < KL; k++) {
-                float mu = pc[k] * inv[k], g = boost * hn * mu;
-                float nwr = wr[k] + g * (xr[k] * er[k] + xi[k] * ei[k]);
-                float nwi = wi[k] + g * (xr[k] * ei[k] - xi[k] * er[k]);
-                const float x2 = xr[k] * xr[k] + xi[k] * xi[k];
-                float keep = fmaxf(1 - g2 * mu * x2, 0.0f);
-                float npc = A2 * keep * pc[k] + q * (nwr * nwr + nwi * nwi);
-                wr[k] = nwr; wi[k] = nwi; pc[k] = npc;
+                float nwr, nwi;
+                const float npc = step(k, nwr, nwi);
                 ynr[k] += nwr * pr[k] - nwi * pi[k];
                 yni[k] += nwr * pi[k] + nwi * pr[k];
                 const float p2 = pr[k] * pr[k] + pi[k] * pi[k];
