@@ -225,6 +225,7 @@ final class AudioLoop: @unchecked Sendable {
         var processing = c.processing
         Self.override(&processing.echoCanceller, from: EchoCanceller.environmentVariable, what: "a canceller")
         Self.override(&processing.noiseSuppressor, from: NoiseSuppressor.environmentVariable, what: "a noise suppressor")
+        Self.override(&processing.webrtcBand, from: WebRTCBand.environmentVariable, what: "a band")
         apm = try AudioProcessor(rate: c.rate, micChannels: beam ? c.micChannels : 1, renderChannels: 1,
                                  micPositions: beam ? c.micPositions : [], settings: processing)
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)

@@ -50,7 +50,19 @@ enum MicroBench {
             config: "\(rate / 1000)kHz 4 mics beamformer HPF AEC(\(ProcessingSettings().echoCanceller.rawValue)) NS AGC VAD")
         var board = ProcessingSettings(); board.beamform = false
         apm(mics: 1, settings: board, metric: "apm.chain_us_per_10ms",
-            config: "\(rate / 1000)kHz 1 mic (the sim board's chain) HPF AEC(\(board.echoCanceller.rawValue)) NS AGC VAD")
+            config: "\(rate / 1000)kHz 1 mic (the sim board's chain) HPF AEC(\(board.echoCanceller.rawValue)) NS AGC VAD, webrtc on the \(board.webrtcBand.rawValue) band")
+        board.webrtcBand = board.webrtcBand == .low ? .full : .low
+        apm(mics: 1, settings: board, metric: "apm.chain_us_per_10ms",
+            config: "\(rate / 1000)kHz 1 mic (the sim board's chain) HPF AEC(\(board.echoCanceller.rawValue)) NS AGC VAD, webrtc on the \(board.webrtcBand.rawValue) band")
+        if getenv("ROOMBENCH_STAGES") != nil {
+            var none = board; none.highPass = false; none.echoCancel = false; none.noiseSuppress = false; none.gainControl = false; none.voiceDetect = false
+            var x = none; apm(mics: 1, settings: x, metric: "stage", config: "none")
+            x = none; x.highPass = true; apm(mics: 1, settings: x, metric: "stage", config: "hpf")
+            x = none; x.voiceDetect = true; apm(mics: 1, settings: x, metric: "stage", config: "vad")
+            x = none; x.gainControl = true; apm(mics: 1, settings: x, metric: "stage", config: "agc")
+            x = none; x.echoCancel = true; apm(mics: 1, settings: x, metric: "stage", config: "kalman")
+            x = none; x.echoCancel = true; x.noiseSuppress = true; apm(mics: 1, settings: x, metric: "stage", config: "kalman+ns")
+        }
     }
 
     static func apm(mics: Int, settings: ProcessingSettings, metric: String, config: String) {
@@ -112,6 +124,9 @@ enum MicroBench {
             var alone = aec; alone.echoCanceller = canceller; stages.append(("aec(\(canceller.rawValue))", alone))
             var both = aec; both.noiseSuppress = true; both.echoCanceller = canceller; stages.append(("aec(\(canceller.rawValue))+ns", both))
             var full = chain; full.echoCanceller = canceller; stages.append(("hpf+aec(\(canceller.rawValue))+ns+agc+vad", full))
+            if canceller == .kalman {
+                var wide = full; wide.webrtcBand = .full; stages.append(("hpf+aec(kalman)+ns+agc+vad, webrtc full band", wide))
+            }
         }
         let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
         let inputs = UnsafeMutablePointer<UnsafePointer<Float>?>.allocate(capacity: 1)
