@@ -6,6 +6,7 @@
 #include <vector>
 #include <webrtc/modules/audio_processing/include/audio_processing.h>
 
+#include "band_split.h"
 #include "kalman_aec.h"
 
 struct rapm {
@@ -23,6 +24,13 @@ struct rapm {
     int frames;
     int voice;
     int echo;
+    // Low-band mode (band_split.h): webrtc at 16 kHz behind the 48 kHz canceller.
+    bool low_band;
+    int low_frames;
+    roomband::Filter band;
+    roomband::Channel *band_ch[8];
+    float *low_in[8];           // decimated canceller output, fed to webrtc
+    float *low_out[8];          // webrtc's output
 };
 
 static void set_err(char *err, int len, const char *what, int code) {
@@ -86,9 +94,25 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
             a->kc[i]->ns.on = own_ns && c->noise_suppress != 0;
         }
     }
-    a->capture_in = webrtc::StreamConfig(c->sample_rate, c->capture_channels);
-    a->capture_out = webrtc::StreamConfig(c->sample_rate, beamform ? 1 : c->capture_channels);
-    a->render = webrtc::StreamConfig(c->sample_rate, c->render_channels);
+    // webrtc's rate: the card's, or 16 kHz behind roomd's canceller in low-band mode.
+    int webrtc_rate = c->sample_rate;
+    // (Nothing of webrtc's on the capture path: nothing to split for.)
+    bool webrtc_stages = c->high_pass || c->gain_control || c->voice_detect || (c->noise_suppress && !own_ns);
+    a->low_band = c->low_band && own_aec && !beamform && webrtc_stages && c->sample_rate == 16000 * roomband::kFactor;
+    if (a->low_band) {
+        webrtc_rate = 16000;
+        a->low_frames = webrtc_rate / 100;
+        roomband::design(&a->band);
+        for (int i = 0; i < c->capture_channels; i++) {
+            a->band_ch[i] = (roomband::Channel *)calloc(1, sizeof(roomband::Channel));
+            a->low_in[i] = (float *)calloc((size_t)a->low_frames, sizeof(float));
+            a->low_out[i] = (float *)calloc((size_t)a->low_frames, sizeof(float));
+            if (!a->band_ch[i] || !a->low_in[i] || !a->low_out[i]) { set_err(err, err_len, "out of memory (band split)", -1); rapm_destroy(a); return nullptr; }
+        }
+    }
+    a->capture_in = webrtc::StreamConfig(webrtc_rate, c->capture_channels);
+    a->capture_out = webrtc::StreamConfig(webrtc_rate, beamform ? 1 : c->capture_channels);
+    a->render = webrtc::StreamConfig(webrtc_rate, c->render_channels);
     webrtc::ProcessingConfig pc = {{a->capture_in, a->capture_out, a->render, a->render}};
     CHECK(a->apm->Initialize(pc), "Initialize");
 
@@ -138,7 +162,10 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
 
 extern "C" void rapm_destroy(rapm_t *a) {
     if (!a) return;
-    for (int i = 0; i < 8; i++) { roomaec::destroy(a->kc[i]); free(a->cleaned[i]); }
+    for (int i = 0; i < 8; i++) {
+        roomaec::destroy(a->kc[i]); free(a->cleaned[i]);
+        free(a->band_ch[i]); free(a->low_in[i]); free(a->low_out[i]);
+    }
     free(a->far);
     delete a->apm;
     delete a;
@@ -169,7 +196,14 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
         for (int i = 0; i < a->kc_count; i++) roomaec::process(a->kc[i], a->far, mics[i], a->cleaned[i]);
         mics = a->cleaned;
     }
-    int rc = a->apm->ProcessStream(mics, a->capture_in, a->capture_out, out);
+    int rc;
+    if (a->low_band) {
+        for (int i = 0; i < a->kc_count; i++) roomband::decimate(&a->band, a->band_ch[i], a->cleaned[i], a->frames, a->low_in[i]);
+        rc = a->apm->ProcessStream(a->low_in, a->capture_in, a->capture_out, a->low_out);
+        for (int i = 0; i < a->kc_count; i++) roomband::merge(&a->band, a->band_ch[i], a->low_out[i], a->low_in[i], a->frames, out[i]);
+    } else {
+        rc = a->apm->ProcessStream(mics, a->capture_in, a->capture_out, out);
+    }
     a->voice = a->apm->voice_detection()->is_enabled() && a->apm->voice_detection()->stream_has_voice() ? 1 : 0;
     if (a->kc_count > 0) a->echo = a->kc[0]->echo_present;
     else a->echo = a->apm->echo_cancellation()->is_enabled() && a->apm->echo_cancellation()->stream_has_echo() ? 1 : 0;

@@ -36,6 +36,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let mixer: StreamMixer
     /// Per-sender playback volume (by SSRC), applied through the mixer's slot gains.
     public let streamGains = StreamGains()
+    /// The listeners' loss reports in, the encoder's protection out (`LossAdaptation`).
+    public let lossFeedback = LossFeedback()
     /// Per-stream receive statistics (loss, late, FEC, PLC, jitter, buffer delay).
     public var streamStatistics: StreamStatistics { stats.streams }
     /// `roomctl selftest`: the speaker plays a test signal while the mics are recorded.
@@ -66,7 +68,8 @@ public final class AudioEngine: @unchecked Sendable {
             loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
                                  outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
-                                 streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest)
+                                 streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest,
+                                 lossFeedback: lossFeedback)
         } catch let error as AudioDeviceError {
             throw EngineError(error.description)
         } catch let error as AudioProcessorError {
@@ -169,6 +172,9 @@ final class AudioLoop: @unchecked Sendable {
     private var voiceGateOn = true
     private let profiles: [AudioProfileSettings]
     private let probe = AllocationProbe()
+    private let lossFeedback: LossFeedback
+    private var lossAdaptation: LossAdaptation
+    private var lossReportsSeen = 0
 
     private let period: Int
     private let micCount: Int
@@ -202,7 +208,8 @@ final class AudioLoop: @unchecked Sendable {
     init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
          outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
-         streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture) throws {
+         streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture,
+         lossFeedback: LossFeedback) throws {
         config = c
         self.stats = stats
         self.events = events
@@ -218,6 +225,7 @@ final class AudioLoop: @unchecked Sendable {
         var processing = c.processing
         Self.override(&processing.echoCanceller, from: EchoCanceller.environmentVariable, what: "a canceller")
         Self.override(&processing.noiseSuppressor, from: NoiseSuppressor.environmentVariable, what: "a noise suppressor")
+        Self.override(&processing.webrtcBand, from: WebRTCBand.environmentVariable, what: "a band")
         apm = try AudioProcessor(rate: c.rate, micChannels: beam ? c.micChannels : 1, renderChannels: 1,
                                  micPositions: beam ? c.micPositions : [], settings: processing)
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
@@ -233,6 +241,8 @@ final class AudioLoop: @unchecked Sendable {
         rtpTicksPerFrame = UInt32(48 * c.opus.frameMilliseconds)
         packet.ssrc = c.ssrc
         profiles = AudioProfile.allCases.map { AudioProfileSettings($0, processing: c.processing, opus: c.opus) }
+        self.lossFeedback = lossFeedback
+        lossAdaptation = LossAdaptation(initialPercent: encoder.settings.expectedLossPercent)
 
         captureInterleaved = .allocate(capacity: period * micCount)
         mics = .allocate(capacity: period * micCount)
@@ -392,6 +402,30 @@ final class AudioLoop: @unchecked Sendable {
         voiceGateOn = p.voiceGate
         appliedProfile = wanted
         stats.profileIndex.store(wanted, ordering: .relaxed)
+        applyLossProtection()   // the profile's own bitrate and loss just replaced it
+    }
+
+    /// Follows the listeners' loss reports (`LossAdaptation`): an acquiring load per period,
+    /// a few ctl calls when a new report changes the protection.
+    @inline(__always)
+    private func followLossReports() {
+        let reports = lossFeedback.reportCount
+        guard reports != lossReportsSeen else { return }
+        lossReportsSeen = reports
+        if lossAdaptation.update(reportedPercent: Double(lossFeedback.latestPermille) / 10) { applyLossProtection() }
+    }
+
+    private func applyLossProtection() {
+        guard appliedProfile >= 0, appliedProfile < profiles.count else { return }
+        let p = profiles[appliedProfile]
+        guard p.adaptsToLoss else {
+            lossFeedback.publish(expectedLoss: p.expectedLossPercent, bitrate: p.bitrate)
+            return
+        }
+        let bitrate = lossAdaptation.bitrate(for: p)
+        _ = encoder.setExpectedLoss(percent: lossAdaptation.expectedLossPercent)
+        _ = encoder.setBitrate(bitrate)
+        lossFeedback.publish(expectedLoss: lossAdaptation.expectedLossPercent, bitrate: bitrate)
     }
 
     /// The self-test measures the canceller with the gain control off, and the gain control
@@ -409,6 +443,7 @@ final class AudioLoop: @unchecked Sendable {
 
     private func processPeriod() {
         followProfile()
+        followLossReports()
         // Mics: interleaved 16-bit → one float plane per mic.
         for f in 0..<period {
             let frame = captureInterleaved + f * micCount

@@ -35,6 +35,20 @@ public enum NoiseSuppressor: String, Sendable, Equatable, CaseIterable {
     public static let environmentVariable = "ROOMD_NOISE_SUPPRESSOR"
 }
 
+/// Where webrtc's HPF, AGC and VAD (and its NS, when chosen) run behind roomd's canceller.
+public enum WebRTCBand: String, Sendable, Equatable, CaseIterable {
+    /// On the band below 8 kHz at 16 kHz, the canceller's output decimated and the changes
+    /// merged back (Sources/CWebRTCAPM/band_split.h): at 48 kHz, webrtc's three-band split
+    /// costs more than the stages it feeds. Needs roomd's canceller, no beamformer, 48 kHz.
+    case low
+    /// At the card's rate, as webrtc-audio-processing does it (the way back; with webrtc's AEC
+    /// or the beamformer it is the only choice).
+    case full
+
+    /// `ROOMD_WEBRTC_BAND=low|full`: a measurement override, like ROOMD_ECHO_CANCELLER.
+    public static let environmentVariable = "ROOMD_WEBRTC_BAND"
+}
+
 /// What the echo canceller and friends should do. Every switch is explicit so that a
 /// configuration file or a test can see — and a reader can check — that AEC is really on.
 public struct ProcessingSettings: Sendable, Equatable {
@@ -62,6 +76,7 @@ public struct ProcessingSettings: Sendable, Equatable {
     /// 0 very low … 3 high likelihood of speech needed.
     public var vadLikelihood: Int32 = 2
     public var beamform = true
+    public var webrtcBand: WebRTCBand = .low
 
     public init() {}
 }
@@ -104,6 +119,7 @@ public final class AudioProcessor {
         c.vad_likelihood = settings.vadLikelihood
         let useBeamformer = settings.beamform && micChannels >= 2 && micPositions.count == micChannels
         c.beamform = useBeamformer ? 1 : 0
+        c.low_band = settings.webrtcBand == .low ? 1 : 0
         var xyz: [Float] = []
         for p in micPositions { xyz += [p.0, p.1, p.2] }
         var err = [CChar](repeating: 0, count: 256)

@@ -12,6 +12,11 @@ import RoomCore
 /// stays on in both: the speaker is still in the room.
 public struct AudioProfileSettings: Sendable, Equatable {
     public var bitrate: Int32
+    /// The bitrate while no listener loses packets and the FEC copy is off (`LossAdaptation`);
+    /// nil: the same as `bitrate`. Music keeps its rate.
+    public var cleanNetworkBitrate: Int32?
+    /// Follow the listeners' loss reports (`LossAdaptation`); off: `expectedLossPercent` fixed.
+    public var adaptsToLoss: Bool
     /// The widest audio band Opus may code (OPUS_SET_MAX_BANDWIDTH).
     public var bandwidth: OpusBandwidth
     public var fullBand: Bool { bandwidth == .full }
@@ -38,9 +43,11 @@ public struct AudioProfileSettings: Sendable, Equatable {
         expectedLossPercent = opus.expectedLossPercent
         complexity = opus.complexity
         vbr = opus.vbr
+        adaptsToLoss = opus.adaptToLoss && opus.inbandFEC
         switch profile {
         case .speech:
             bitrate = opus.bitrate
+            cleanNetworkBitrate = opus.cleanNetworkBitrate
             bandwidth = opus.maxBandwidth
             music = false
             dtx = opus.dtx
@@ -49,6 +56,7 @@ public struct AudioProfileSettings: Sendable, Equatable {
             voiceGate = opus.voiceGate
         case .music:
             bitrate = max(opus.bitrate, Self.musicMinimumBitrate)
+            cleanNetworkBitrate = nil
             bandwidth = .full
             music = true
             dtx = false

@@ -445,7 +445,8 @@ public final class RoomSession {
         let info = RoomJoinInfo(
             room: welcome.room, participantID: welcome.participantID, ssrc: welcome.ssrc, policy: welcome.policy,
             speakerLimit: welcome.speakerLimit, participants: welcome.participants, attributes: welcome.attributes,
-            tokenExpiresAt: welcome.tokenExpiresAt, restored: restored, isRejoin: joinedBefore)
+            tokenExpiresAt: welcome.tokenExpiresAt, restored: restored, isRejoin: joinedBefore,
+            lossReportIntervalMs: welcome.lossReportIntervalMs)
         let oldMe = localParticipant
         phase = .joined
         joinInfo = info
@@ -526,6 +527,8 @@ public final class RoomSession {
             emit(.invited(by: by))
         case .activeSpeakers(let speakers):
             emit(.activeSpeakers(ids: speakers.ids, levels: speakers.levels))
+        case .receiverLoss(let loss):
+            emit(.receiverLoss(lostPermille: Int(loss.lostPermille), receivers: loss.receivers))
         case .appMessage(let m):
             emit(.appMessage(from: m.from, to: m.to, data: m.data))
         case .attributeChanged(let key, let value):
@@ -642,6 +645,15 @@ public final class RoomSession {
     @discardableResult public func declineInvite(completion: RoomRequestCompletion? = nil) -> Int? {
         sendRequest(.declineInvite, completion: completion)
     }
+    /// Tells the server how many packets of each sender were lost since the previous report
+    /// (`lostPermille[i]` for `ssrcs[i]`), so the senders protect their streams only when
+    /// someone loses packets. A fire-and-forget event: false when not joined, or when the
+    /// server takes no reports (its `welcome` had no `loss_report_interval_ms`).
+    @discardableResult public func reportLoss(ssrcs: [UInt32], lostPermille: [UInt16]) -> Bool {
+        guard phase == .joined, joinInfo?.lossReportIntervalMs != nil, !ssrcs.isEmpty else { return false }
+        return send(SignalMessage(.lossReport(.init(ssrcs: ssrcs, lostPermille: lostPermille))))
+    }
+
     /// Self mute. Takes effect locally at once (no packet leaves after this call when
     /// muting); the server's `participant_updated` confirms it to everyone. Remembered across
     /// reconnects.

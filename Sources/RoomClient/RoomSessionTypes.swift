@@ -120,6 +120,8 @@ public struct RoomJoinInfo: Sendable, Equatable {
     public var restored: Bool
     /// True for every join after the first one of this session.
     public var isRejoin: Bool
+    /// How often the server wants `reportLoss` (nil: it takes no loss reports).
+    public var lossReportIntervalMs: Int? = nil
 }
 
 /// A request the server refused, or one that could not be sent.
@@ -181,6 +183,9 @@ public enum RoomSessionEvent: Sendable, Equatable {
     case removed(reason: RoomLeaveReason, message: String)
     /// A request without a completion closure failed.
     case requestFailed(RoomRequestFailure)
+    /// The worst packet loss the receivers of this participant's stream reported lately
+    /// (permille of the packets sent, uplink included), from `receiver_loss`.
+    case receiverLoss(lostPermille: Int, receivers: Int)
     /// The UDP media path works both ways (first binding answer) or went silent
     /// (`mediaSilenceTimeout` without a binding answer; binding datagrams keep going).
     case mediaPathChanged(up: Bool)

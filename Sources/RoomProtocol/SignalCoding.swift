@@ -100,6 +100,9 @@ extension SignalMessage {
                 try check("attributes.\(key)", SignalLimits.checkAttributeValue(value))
             }
             if welcome.speakerLimit < 0 { throw .invalidField("speaker_limit", "negative") }
+            if let interval = welcome.lossReportIntervalMs, interval <= 0 {
+                throw .invalidField("loss_report_interval_ms", "not positive")
+            }
         case let .activeSpeakers(speakers):
             if speakers.ids.count != speakers.levels.count {
                 throw .invalidField("levels", "\(speakers.levels.count) levels for \(speakers.ids.count) ids")
@@ -107,6 +110,15 @@ extension SignalMessage {
             if let index = speakers.levels.firstIndex(where: { $0 > SignalLimits.maxAudioLevel }) {
                 throw .invalidField("levels[\(index)]", "above \(SignalLimits.maxAudioLevel)")
             }
+        case let .lossReport(report):
+            if let problem = SignalLimits.checkLossReport(ssrcs: report.ssrcs.count, permille: report.lostPermille) {
+                throw .invalidField(problem.field, problem.reason)
+            }
+        case let .receiverLoss(loss):
+            if loss.lostPermille > SignalLimits.maxLossPermille {
+                throw .invalidField("lost_permille", "above \(SignalLimits.maxLossPermille)")
+            }
+            if loss.receivers < 0 { throw .invalidField("receivers", "negative") }
         default:
             break
         }
@@ -177,6 +189,7 @@ enum SignalKey: String, CodingKey {
     case code, message, requestID = "request_id"
     case muted, reason, to, from, data, key, value, t
     case participant, by, ids, levels, expiresAt = "expires_at"
+    case ssrcs, lostPermille = "lost_permille", receivers, lossReportIntervalMs = "loss_report_interval_ms"
 }
 
 extension SignalMessage: Codable {
@@ -195,6 +208,12 @@ extension SignalMessage: Codable {
             guard let value = try c.decodeIfPresent(String.self, forKey: .value) else { return nil }
             if let problem = SignalLimits.checkAttributeValue(value) { throw c.fieldError(.value, problem) }
             return value
+        }
+
+        func lossReportInterval() throws -> Int? {
+            guard let interval = try c.integerIfPresent(Int.self, .lossReportIntervalMs) else { return nil }
+            if interval <= 0 { throw c.fieldError(.lossReportIntervalMs, "not positive") }
+            return interval
         }
 
         switch type {
@@ -230,7 +249,8 @@ extension SignalMessage: Codable {
                     speakerLimit: speakerLimit,
                     participants: try c.decode([ParticipantInfo].self, forKey: .participants),
                     attributes: attributes,
-                    tokenExpiresAt: try c.int(.tokenExpiresAt)))
+                    tokenExpiresAt: try c.int(.tokenExpiresAt),
+                    lossReportIntervalMs: try lossReportInterval()))
         case "error":
             body = .error(
                 ErrorInfo(
@@ -260,6 +280,21 @@ extension SignalMessage: Codable {
         case "set_attribute": body = .setAttribute(key: try attributeKey(), value: try attributeValue())
         case "refresh_token": body = .refreshToken(token: try c.decode(String.self, forKey: .token))
         case "ping": body = .ping(t: try c.integer(Int64.self, .t))
+        case "loss_report":
+            let ssrcs = try c.integers(UInt32.self, .ssrcs)
+            let permille = try c.integers(UInt16.self, .lostPermille)
+            if let problem = SignalLimits.checkLossReport(ssrcs: ssrcs.count, permille: permille) {
+                throw c.fieldError(problem.field == "ssrcs" ? .ssrcs : .lostPermille, problem.reason)
+            }
+            body = .lossReport(LossReport(ssrcs: ssrcs, lostPermille: permille))
+        case "receiver_loss":
+            let permille = try c.integer(UInt16.self, .lostPermille)
+            if permille > SignalLimits.maxLossPermille {
+                throw c.fieldError(.lostPermille, "above \(SignalLimits.maxLossPermille)")
+            }
+            let receivers = try c.int(.receivers)
+            if receivers < 0 { throw c.fieldError(.receivers, "negative") }
+            body = .receiverLoss(ReceiverLoss(lostPermille: permille, receivers: receivers))
         case "participant_joined":
             body = .participantJoined(try c.decode(ParticipantInfo.self, forKey: .participant))
         case "participant_left":
@@ -314,6 +349,7 @@ extension SignalMessage: Codable {
             try c.encode(w.participants, forKey: .participants)
             try c.encode(w.attributes, forKey: .attributes)
             try c.encode(w.tokenExpiresAt, forKey: .tokenExpiresAt)
+            try c.encodeIfPresent(w.lossReportIntervalMs, forKey: .lossReportIntervalMs)
         case let .error(e):
             try c.encode(e.code, forKey: .code)
             try c.encode(e.message, forKey: .message)
@@ -351,6 +387,12 @@ extension SignalMessage: Codable {
         case let .activeSpeakers(s):
             try c.encode(s.ids, forKey: .ids)
             try c.encode(s.levels, forKey: .levels)
+        case let .lossReport(r):
+            try c.encode(r.ssrcs, forKey: .ssrcs)
+            try c.encode(r.lostPermille, forKey: .lostPermille)
+        case let .receiverLoss(l):
+            try c.encode(l.lostPermille, forKey: .lostPermille)
+            try c.encode(l.receivers, forKey: .receivers)
         case let .tokenWillExpire(expiresAt):
             try c.encode(expiresAt, forKey: .expiresAt)
         case let .removed(reason, message):

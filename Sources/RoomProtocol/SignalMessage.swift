@@ -52,6 +52,7 @@ public struct SignalMessage: Sendable, Equatable {
         case setAttribute(key: String, value: String?)
         case refreshToken(token: String)
         case ping(t: Int64)
+        case lossReport(LossReport)
 
         // Server events.
         case participantJoined(ParticipantInfo)
@@ -64,6 +65,7 @@ public struct SignalMessage: Sendable, Equatable {
         case tokenWillExpire(expiresAt: Int)
         case removed(reason: RoomLeaveReason, message: String)
         case pong(t: Int64)
+        case receiverLoss(ReceiverLoss)
     }
 }
 
@@ -116,12 +118,15 @@ extension SignalMessage {
         public var attributes: [String: String]
         /// The token's `exp`, seconds since the epoch.
         public var tokenExpiresAt: Int
+        /// How often the server wants `loss_report`s, in milliseconds; nil: it takes none (an
+        /// older server, which would answer the message `unknown_type`).
+        public var lossReportIntervalMs: Int?
 
         public init(
             protocolVersion: Int = roomProtocolVersion, participantID: RoomParticipantID, room: String,
             ssrc: UInt32, udpPort: UInt16, mediaKey: MediaKey, policy: RoomStagePolicy,
             speakerLimit: Int, participants: [ParticipantInfo], attributes: [String: String],
-            tokenExpiresAt: Int
+            tokenExpiresAt: Int, lossReportIntervalMs: Int? = nil
         ) {
             self.protocolVersion = protocolVersion
             self.participantID = participantID
@@ -134,6 +139,7 @@ extension SignalMessage {
             self.participants = participants
             self.attributes = attributes
             self.tokenExpiresAt = tokenExpiresAt
+            self.lossReportIntervalMs = lossReportIntervalMs
         }
     }
 
@@ -182,6 +188,37 @@ extension SignalMessage {
     }
 }
 
+extension SignalMessage {
+    /// A receiver's packet loss per sender since its previous report, so that each sender can
+    /// protect its stream (Opus in-band FEC) only when someone actually loses packets.
+    /// Parallel arrays, like `ActiveSpeakers`.
+    public struct LossReport: Sendable, Equatable {
+        /// The senders' SSRCs.
+        public var ssrcs: [UInt32]
+        /// Per SSRC, the packets lost as a share of those the sender sent, in permille.
+        public var lostPermille: [UInt16]
+
+        public init(ssrcs: [UInt32], lostPermille: [UInt16]) {
+            self.ssrcs = ssrcs
+            self.lostPermille = lostPermille
+        }
+    }
+
+    /// To a sender: the worst loss any receiver reported for its stream lately, the uplink's
+    /// loss included (the server forwards packets unchanged, so a receiver sees every loss on
+    /// the way).
+    public struct ReceiverLoss: Sendable, Equatable {
+        public var lostPermille: UInt16
+        /// Receivers whose reports are counted.
+        public var receivers: Int
+
+        public init(lostPermille: UInt16, receivers: Int) {
+            self.lostPermille = lostPermille
+            self.receivers = receivers
+        }
+    }
+}
+
 extension SignalMessage.Body {
     /// The `type` string on the wire.
     public var typeName: String {
@@ -207,6 +244,7 @@ extension SignalMessage.Body {
         case .setAttribute: "set_attribute"
         case .refreshToken: "refresh_token"
         case .ping: "ping"
+        case .lossReport: "loss_report"
         case .participantJoined: "participant_joined"
         case .participantLeft: "participant_left"
         case .participantUpdated: "participant_updated"
@@ -217,16 +255,17 @@ extension SignalMessage.Body {
         case .tokenWillExpire: "token_will_expire"
         case .removed: "removed"
         case .pong: "pong"
+        case .receiverLoss: "receiver_loss"
         }
     }
 
     public var direction: SignalMessage.Direction {
         switch self {
         case .hello, .leave, .raiseHand, .lowerHand, .stepDown, .acceptInvite, .declineInvite, .setMute,
-            .approve, .deny, .invite, .demote, .muteParticipant, .kick, .setAttribute, .refreshToken, .ping:
+            .approve, .deny, .invite, .demote, .muteParticipant, .kick, .setAttribute, .refreshToken, .ping, .lossReport:
             .clientToServer
         case .welcome, .ok, .participantJoined, .participantLeft, .participantUpdated, .stageRequest,
-            .invited, .activeSpeakers, .attributeChanged, .tokenWillExpire, .removed, .pong:
+            .invited, .activeSpeakers, .attributeChanged, .tokenWillExpire, .removed, .pong, .receiverLoss:
             .serverToClient
         case .appMessage, .error:
             .both
@@ -248,5 +287,6 @@ extension SignalMessage.Body {
         "mute_participant", "kick", "app_message", "set_attribute", "refresh_token", "ping",
         "participant_joined", "participant_left", "participant_updated", "stage_request", "invited",
         "active_speakers", "attribute_changed", "token_will_expire", "removed", "pong",
+        "loss_report", "receiver_loss",
     ]
 }

@@ -72,6 +72,21 @@ public enum SignalLimits {
     public static let maxAttributeValueBytes = 1024
     /// Audio levels are RFC 6464 values: -dBov, 0 (loudest) to 127 (silence).
     public static let maxAudioLevel: UInt8 = 127
+    /// Loss is carried in permille of the packets a sender sent (0 … 1000): integers on the
+    /// wire, and finer than the whole percent libopus takes.
+    public static let maxLossPermille: UInt16 = 1000
+    /// Streams in one `loss_report`: a receiver hears at most the room's top-N plus a spare.
+    public static let maxLossReportStreams = 16
+
+    /// A `loss_report`'s arrays: as many values as SSRCs, each a permille, not too many.
+    static func checkLossReport(ssrcs: Int, permille: [UInt16]) -> (field: String, reason: String)? {
+        if ssrcs > maxLossReportStreams { return ("ssrcs", "more than \(maxLossReportStreams) streams") }
+        if permille.count != ssrcs { return ("lost_permille", "\(permille.count) values for \(ssrcs) ssrcs") }
+        if let index = permille.firstIndex(where: { $0 > maxLossPermille }) {
+            return ("lost_permille", "lost_permille[\(index)] above \(maxLossPermille)")
+        }
+        return nil
+    }
 
     static func checkAppData(_ data: String) -> String? {
         data.utf8.count <= maxAppMessageBytes ? nil : "longer than \(maxAppMessageBytes) bytes"

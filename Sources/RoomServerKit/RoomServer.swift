@@ -33,6 +33,11 @@ public final class RoomServer {
         public var mediaIdleTimeoutMs: Int64 = 15_000
         /// "error, then close": how long a refused peer gets to read the error.
         public var closeFlushTimeoutMs: Int64 = 2_000
+        /// How often participants report the loss they see per sender (`welcome`'s
+        /// `loss_report_interval_ms`), and how long a report counts towards a sender's
+        /// `receiver_loss` (a receiver that stopped reporting, or left, stops counting).
+        public var lossReportIntervalMs: Int64 = 1_000
+        public var lossReportMaxAgeMs: Int64 = 3_000
         /// Seconds since the epoch, for token times.
         public var wallClock: @Sendable () -> Int = RoomTokenVerifier.systemClock
 
@@ -181,6 +186,10 @@ public final class RoomServer {
         var level: UInt8 = 127
         /// The reason text of a kick in progress, for `removed.message`.
         var kickMessage: String?
+        /// What each receiver last reported about this participant's stream (permille lost,
+        /// when), and the `receiver_loss` last sent to it.
+        var lossByReceiver: [RoomParticipantID: (permille: UInt16, atMs: Int64)] = [:]
+        var lossSent: (permille: UInt16, atMs: Int64)?
 
         init(id: RoomParticipantID, room: RoomState, ssrc: UInt32, mediaKey: MediaKey, claims: RoomTokenClaims) {
             self.id = id
@@ -509,6 +518,15 @@ public final class RoomServer {
         case let .ping(t):
             write(SignalMessage(.pong(t: t)), to: s)
             return
+        case let .lossReport(report):
+            for (ssrc, permille) in zip(report.ssrcs, report.lostPermille) {
+                // Only senders in the reporter's own room; an SSRC that left is ignored.
+                guard let sender = state.members.first(where: { $0.ssrc == ssrc }), sender !== p else { continue }
+                sender.lossByReceiver[p.id] = (permille, now)
+                tellSenderItsLoss(sender, now: now)
+            }
+            if let id = message.id { write(SignalMessage(.ok(requestID: id)), to: s) }
+            return
         case let .refreshToken(token):
             let claims: RoomTokenClaims
             do {
@@ -607,7 +625,7 @@ public final class RoomServer {
                     participantID: id, room: state.name, ssrc: p.ssrc, udpPort: media?.localPort ?? 0,
                     mediaKey: p.mediaKey, policy: snapshot.policy, speakerLimit: snapshot.speakerLimit,
                     participants: snapshot.participants.map(info), attributes: attributes,
-                    tokenExpiresAt: p.claims.exp))
+                    tokenExpiresAt: p.claims.exp, lossReportIntervalMs: Int(options.lossReportIntervalMs)))
             case let .participantJoined(i): return .participantJoined(info(i))
             case let .participantLeft(pid, reason): return .participantLeft(participantID: pid, reason: reason)
             case let .participantUpdated(i): return .participantUpdated(info(i))
@@ -783,6 +801,18 @@ public final class RoomServer {
             guard let address = other.mediaAddress, now - other.lastMediaMs <= idle else { continue }
             sendDatagram(bytes, to: address, socket: socket)
         }
+    }
+
+    /// Sends `sender` the worst loss among the fresh reports on its stream: at most once per
+    /// report interval, except at once when the loss rises by 2 % or more (protection should
+    /// follow a deteriorating network quickly; relaxing it can wait).
+    private func tellSenderItsLoss(_ sender: Participant, now: Int64) {
+        sender.lossByReceiver = sender.lossByReceiver.filter { now - $0.value.atMs <= options.lossReportMaxAgeMs }
+        guard let session = sender.session, let worst = sender.lossByReceiver.values.map(\.permille).max() else { return }
+        if let last = sender.lossSent, now - last.atMs < options.lossReportIntervalMs, worst < last.permille + 20 { return }
+        sender.lossSent = (worst, now)
+        statistics.receiverLossSent += 1
+        write(SignalMessage(.receiverLoss(.init(lostPermille: worst, receivers: sender.lossByReceiver.count))), to: session)
     }
 
     private func sendDatagram(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress, socket: UDPSocket) {

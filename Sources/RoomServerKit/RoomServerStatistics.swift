@@ -19,6 +19,8 @@ public struct RoomServerStatistics: Sendable, Equatable {
     public var keepaliveTimeouts = 0
     /// Requests answered with `error`.
     public var requestsRefused = 0
+    /// `receiver_loss` messages sent to senders (from the participants' `loss_report`s).
+    public var receiverLossSent = 0
 
     // Media.
     public var datagramsReceived = 0

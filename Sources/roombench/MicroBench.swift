@@ -38,10 +38,37 @@ enum MicroBench {
         }
     }
 
+    /// `ROOMBENCH_RATE` (8000, 16000, 32000, 48000; default 48000): the rate the APM and Opus
+    /// benches run at, to weigh processing the speech band at 16 kHz against the card's 48 kHz.
+    static let rate: Int = {
+        guard let v = getenv("ROOMBENCH_RATE"), let r = Int(String(cString: v)), [8000, 16000, 32000, 48000].contains(r) else { return 48000 }
+        return r
+    }()
+
     static func apm() {
-        let rate = 48000, mics = 4, period = 480, blocks = 1500
+        apm(mics: 4, settings: ProcessingSettings(), metric: "apm.us_per_10ms",
+            config: "\(rate / 1000)kHz 4 mics beamformer HPF AEC(\(ProcessingSettings().echoCanceller.rawValue)) NS AGC VAD")
+        var board = ProcessingSettings(); board.beamform = false
+        apm(mics: 1, settings: board, metric: "apm.chain_us_per_10ms",
+            config: "\(rate / 1000)kHz 1 mic (the sim board's chain) HPF AEC(\(board.echoCanceller.rawValue)) NS AGC VAD, webrtc on the \(board.webrtcBand.rawValue) band")
+        board.webrtcBand = board.webrtcBand == .low ? .full : .low
+        apm(mics: 1, settings: board, metric: "apm.chain_us_per_10ms",
+            config: "\(rate / 1000)kHz 1 mic (the sim board's chain) HPF AEC(\(board.echoCanceller.rawValue)) NS AGC VAD, webrtc on the \(board.webrtcBand.rawValue) band")
+        if getenv("ROOMBENCH_STAGES") != nil {
+            var none = board; none.highPass = false; none.echoCancel = false; none.noiseSuppress = false; none.gainControl = false; none.voiceDetect = false
+            var x = none; apm(mics: 1, settings: x, metric: "stage", config: "none")
+            x = none; x.highPass = true; apm(mics: 1, settings: x, metric: "stage", config: "hpf")
+            x = none; x.voiceDetect = true; apm(mics: 1, settings: x, metric: "stage", config: "vad")
+            x = none; x.gainControl = true; apm(mics: 1, settings: x, metric: "stage", config: "agc")
+            x = none; x.echoCancel = true; apm(mics: 1, settings: x, metric: "stage", config: "kalman")
+            x = none; x.echoCancel = true; x.noiseSuppress = true; apm(mics: 1, settings: x, metric: "stage", config: "kalman+ns")
+        }
+    }
+
+    static func apm(mics: Int, settings: ProcessingSettings, metric: String, config: String) {
+        let period = rate / 100, blocks = 1500
         let positions: [(Float, Float, Float)] = [(0.032, 0, 0), (0, 0.032, 0), (-0.032, 0, 0), (0, -0.032, 0)]
-        guard let processor = try? AudioProcessor(rate: rate, micChannels: mics, micPositions: positions, settings: ProcessingSettings()) else {
+        guard let processor = try? AudioProcessor(rate: rate, micChannels: mics, micPositions: Array(positions.prefix(mics)), settings: settings) else {
             printError("roombench: cannot create APM\n"); return
         }
         let far = signal(period * blocks, rate: rate, seed: 0.3)
@@ -59,7 +86,7 @@ enum MicroBench {
             for i in 0..<period {
                 let k = b * period + i
                 render[i] = far[k]
-                let echo = k >= 1920 ? 0.3 * far[k - 1920] : 0
+                let echo = k >= rate / 25 ? 0.3 * far[k - rate / 25] : 0
                 for m in 0..<mics { micBuf[m * period + i] = echo + 0.2 * near[k] }
             }
             let t0 = threadCPUNanoseconds()
@@ -67,8 +94,7 @@ enum MicroBench {
             _ = processor.processCapture(micPtrs, into: outPtrs, delayMilliseconds: 40)
             if b >= 100 { total += threadCPUNanoseconds() - t0 }
         }
-        emit("apm", "apm.us_per_10ms", Double(total) / Double(blocks - 100) / 1000, "us",
-             ",\"config\":\"48kHz 4 mics beamformer HPF AEC(extended,delay-agnostic) NS AGC VAD\"")
+        emit("apm", metric, Double(total) / Double(blocks - 100) / 1000, "us", ",\"config\":\"\(config)\"")
     }
 
     /// The capture path's algorithmic delay through the APM, per stage, at 48 kHz with one mic
@@ -76,7 +102,7 @@ enum MicroBench {
     /// the delay. It explains the mic-to-wire time (10.4 ms with the APM off, 20.4 with it on,
     /// measured at packet resolution): the stages' own framing, not a buffer of roomd's.
     static func apmDelay() {
-        let rate = 48000, period = 480, blocks = 120, start = 40 * period, length = 40 * period
+        let period = rate / 100, blocks = 120, start = 40 * period, length = 40 * period
         let sweep: [Float] = (0..<(period * blocks)).map { k in
             guard k >= start && k < start + length else { return 0 }
             let t = Double(k - start) / Double(rate)
@@ -98,6 +124,9 @@ enum MicroBench {
             var alone = aec; alone.echoCanceller = canceller; stages.append(("aec(\(canceller.rawValue))", alone))
             var both = aec; both.noiseSuppress = true; both.echoCanceller = canceller; stages.append(("aec(\(canceller.rawValue))+ns", both))
             var full = chain; full.echoCanceller = canceller; stages.append(("hpf+aec(\(canceller.rawValue))+ns+agc+vad", full))
+            if canceller == .kalman {
+                var wide = full; wide.webrtcBand = .full; stages.append(("hpf+aec(kalman)+ns+agc+vad, webrtc full band", wide))
+            }
         }
         let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
         let inputs = UnsafeMutablePointer<UnsafePointer<Float>?>.allocate(capacity: 1)
@@ -125,12 +154,12 @@ enum MicroBench {
                 for k in start..<(start + length) { c += Double(sweep[k]) * Double(out[k + lag]) }
                 if c > best { best = c; bestLag = lag }
             }
-            emit("apm", "apm.delay_ms", Double(bestLag) * 1000 / Double(rate), "ms", ",\"stages\":\"\(name)\",\"rate\":48000")
+            emit("apm", "apm.delay_ms", Double(bestLag) * 1000 / Double(rate), "ms", ",\"stages\":\"\(name)\",\"rate\":\(rate)")
         }
     }
 
     static func opus() {
-        let rate = 48000, frame = 480, frames = 3000
+        let frame = rate / 100, frames = 3000
         guard let encoder = try? OpusEncoderBox(rate: rate, settings: OpusSettings()),
               let decoder = try? OpusDecoderBox(rate: rate) else { printError("roombench: cannot create Opus\n"); return }
         let pcm = signal(frame * frames, rate: rate, seed: 0.9)
@@ -152,7 +181,7 @@ enum MicroBench {
             }
         }
         let o = encoder.settings
-        let settings = ",\"config\":\"48kHz mono VOIP \(o.bitrate / 1000)kb/s \(o.maxBandwidth.rawValue) complexity \(o.complexity) "
+        let settings = ",\"config\":\"\(rate / 1000)kHz mono VOIP \(o.bitrate / 1000)kb/s \(o.maxBandwidth.rawValue) complexity \(o.complexity) "
             + "FEC \(o.inbandFEC ? "for \(o.expectedLossPercent) %" : "off") DTX \(o.dtx ? "on" : "off") \(o.frameMilliseconds)ms\""
         emit("opus", "opus.encode_us_per_frame", Double(encodeNs) / Double(frames) / 1000, "us", settings)
         emit("opus", "opus.decode_us_per_frame", Double(decodeNs) / Double(frames) / 1000, "us", settings)

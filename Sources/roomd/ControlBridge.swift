@@ -212,6 +212,11 @@ final class ControlBridge {
             if let p = bySSRC[r.ssrc] { f["participant"] = .int(Int(p.id)); f["name"] = .string(p.name) }
             return .object(f)
         })
+        // Loss-driven FEC: what the encoder protects against now, at which bitrate.
+        if let applied = engine.lossFeedback.applied {
+            o["opus_expected_loss_pct"] = .int(applied.expectedLossPercent)
+            o["opus_bitrate"] = .int(applied.bitrate)
+        }
         if let st = session?.statistics {
             o["rtp_sent"] = .int(st.packetsSent)
             o["rtp_received"] = .int(st.packetsReceived)
@@ -262,6 +267,7 @@ final class ControlBridge {
         case .requestFailed(let failure):
             server.broadcast(event: "request_failed", ["message": .string("\(failure)")])
         case .mediaPathChanged(let up): server.broadcast(event: "media_path", ["up": .bool(up)])
+        case .receiverLoss: break   // seen in `stats` (opus_expected_loss_pct, opus_bitrate)
         }
     }
 

@@ -23,6 +23,8 @@ enum RoomEventLog {
         case .tokenWillExpire(let at): Log.warning("room: token expires at \(at); refresh it")
         case .removed: break  // logged by the session
         case .requestFailed(let failure): Log.warning("room: request failed: \(failure)")
+        case .receiverLoss(let permille, let receivers):
+            Log.debug("room: listeners lose \(Double(permille) / 10) % of our packets (worst of \(receivers))")
         case .mediaPathChanged(let up): if up { Log.info("room: media path up") }  // silence is logged by the session
         }
     }

@@ -14,12 +14,24 @@ final class RoomLink {
     /// Room events of whichever session is current. Set before `connect`.
     var onEvent: ((RoomSessionEvent) -> Void)?
     private var wake: EventSignalSource?
+    /// The receivers' half of loss-driven FEC: what this appliance lost of each sender, to
+    /// the server (or, in loopback mode, straight to its own encoder) once per interval.
+    private var lossWindow = ReceiveLossWindow()
+    private var lossTimer: EventLoop.TimerID?
 
     /// `enabled` false (loopback mode): the engine plays its own packets and no room is joined.
     init(loop: EventLoop, engine: AudioEngine, enabled: Bool) throws(SystemError) {
         self.loop = loop
         self.engine = engine
-        guard enabled else { return }
+        guard enabled else {
+            // Loopback: this appliance is its own listener, its jitter buffer the report.
+            lossTimer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
+                guard let self else { return }
+                let worst = self.lossWindow.next(engine.streamStatistics.rows()).map(\.permille).max()
+                if let worst { engine.lossFeedback.report(lostPermille: worst) }
+            }
+            return
+        }
         let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
         self.wake = wake
         engine.outgoingSignal = wake.signal
@@ -36,7 +48,10 @@ final class RoomLink {
             let configuration = RoomSessionConfiguration(servers: servers, token: token, role: role)
             let s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
                                     incoming: engine.incomingMedia, externalSignal: wake.signal)
-            s.onEvent = { [weak self] event in self?.onEvent?(event) }
+            s.onEvent = { [weak self] event in
+                self?.followLoss(event)
+                self?.onEvent?(event)
+            }
             if muted { s.setMute(true) }
             session = s
             s.start()
@@ -74,8 +89,34 @@ final class RoomLink {
         }
     }
 
+    /// Reports at the interval the server asked for in its `welcome` (none if it asked for
+    /// none); passes the server's `receiver_loss` for our own stream to the encoder.
+    private func followLoss(_ event: RoomSessionEvent) {
+        switch event {
+        case .joined(let info):
+            if let lossTimer { loop.cancel(lossTimer) }
+            lossTimer = nil
+            guard let interval = info.lossReportIntervalMs else { return }
+            lossWindow = ReceiveLossWindow()
+            let every = Duration.milliseconds(Int64(interval))
+            lossTimer = loop.schedule(after: every, repeating: every) { [weak self] in self?.reportLoss() }
+        case .receiverLoss(let permille, _):
+            engine.lossFeedback.report(lostPermille: permille)
+        default:
+            break
+        }
+    }
+
+    private func reportLoss() {
+        let streams = lossWindow.next(engine.streamStatistics.rows())
+        guard let session, !streams.isEmpty else { return }
+        session.reportLoss(ssrcs: streams.map(\.ssrc), lostPermille: streams.map { UInt16($0.permille) })
+    }
+
     /// After the engine stopped: nothing signals the eventfd any more.
     func close() {
+        if let lossTimer { loop.cancel(lossTimer) }
+        lossTimer = nil
         session?.stop()
         session = nil
         wake?.close()

@@ -71,6 +71,9 @@ final class StatusReporter {
                 ("retain_probe_verified", engine.stats.retainProbeVerified.load(ordering: .relaxed) ? "true" : "false"),
                 ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
                 ("cpu_pct", fixedDecimalText(cpuPct, 2)), ("rss_mb", fixedDecimalText(ProcessStats.residentMegabytes(), 2)),
+                // Loss-driven FEC: the encoder's expected loss and bitrate now.
+                ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
+                ("opus_bitrate", engine.lossFeedback.applied.map { "\($0.bitrate)" } ?? "null"),
             ]
             if let session {
                 let st = session.statistics

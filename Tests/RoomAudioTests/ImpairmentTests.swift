@@ -19,6 +19,8 @@ final class ImpairmentTests: ProcessTestCase {
         var maxJitterDelayMs: Int
         var proxy: [String: Any]
         var dir: String
+        /// A's (the sender's) last status line: the encoder's protection after the reports.
+        var senderStatus: [String: Any]
 
         func int(_ key: String) -> Int { (lastStatus[key] as? NSNumber)?.intValue ?? -1 }
         func proxyCount(_ direction: String, _ key: String) -> Int {
@@ -59,6 +61,10 @@ final class ImpairmentTests: ProcessTestCase {
             XCTAssertLessThan(run.maxJitterDelayMs, 150, "jitter-buffer delay must stay bounded; \(what)")
             XCTAssertGreaterThan(run.mouthToEarMs, 0, "sound cannot arrive before it was spoken; \(what)")
             XCTAssertLessThan(run.mouthToEarMs, 300, "mouth-to-ear delay must stay bounded; \(what)")
+            // B's loss reports reached A through the server: A protects with FEC for 3-10 %.
+            let expected = (run.senderStatus["opus_expected_loss_pct"] as? NSNumber)?.intValue ?? -1
+            XCTAssertTrue((3...10).contains(expected), "A's expected loss \(expected) %; \(what)")
+            XCTAssertEqual((run.senderStatus["opus_bitrate"] as? NSNumber)?.intValue, 96000, what)
         }
     }
 
@@ -208,7 +214,7 @@ final class ImpairmentTests: ProcessTestCase {
                            env: ["ROOMSIM_CONFIG": rooms.listener], log: dir + "/b.log")
         Thread.sleep(forTimeInterval: 0.5)
         let a = try launch(roomd, ["--board", board, "--server", viaProxy, "--token", try token("a", publish: true),
-                                   "--role", "streamer", "--duration", "\(seconds)"],
+                                   "--role", "streamer", "--duration", "\(seconds)", "--json", "--stats-interval", "1"],
                            env: ["ROOMSIM_CONFIG": rooms.talker], log: dir + "/a.log")
         for p in [a, b] { p.waitUntilExit(); XCTAssertEqual(p.terminationStatus, 0, "roomd exit status; logs in \(dir)") }
         proxyProcess.terminate() // SIGTERM: the proxy prints its final counters
@@ -219,6 +225,8 @@ final class ImpairmentTests: ProcessTestCase {
         let statuses = try E2E.jsonLines(dir + "/b.log").filter { $0["summary"] == nil && $0["periods"] != nil }
         let flowing = statuses.filter { (($0["rtp_received"] as? NSNumber)?.intValue ?? 0) > 0 }
         let last = try XCTUnwrap(statuses.last, "B printed no JSON status line; logs in \(dir)")
+        let sender = try XCTUnwrap(try E2E.jsonLines(dir + "/a.log").last { $0["summary"] == nil && $0["opus_bitrate"] != nil },
+                                   "A printed no JSON status line; logs in \(dir)")
         let proxyFinal = try XCTUnwrap(try E2E.jsonLines(dir + "/proxy.log").last { ($0["final"] as? Bool) == true },
                                        "the proxy printed no final counters; logs in \(dir)")
 
@@ -229,7 +237,7 @@ final class ImpairmentTests: ProcessTestCase {
         let delayMs = (Double(speakerStart) - Double(micStart)) / 1e6 + Double(lag * 10)
         return Run(correlation: corr, mouthToEarMs: delayMs, lastStatus: last,
                    maxJitterDelayMs: flowing.map { ($0["jitter_delay_ms"] as? NSNumber)?.intValue ?? 0 }.max() ?? 0,
-                   proxy: proxyFinal, dir: dir)
+                   proxy: proxyFinal, dir: dir, senderStatus: sender)
     }
 
     // MARK: Helpers

@@ -30,7 +30,7 @@ final class RoomEndToEndTests: ProcessTestCase {
         // A starts last so its speech begins after the listeners joined; it starts 1 s into its
         // run, the time the join takes, because the mic file starts when A's capture does.
         try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", try token("a", publish: true),
-                           "--role", "streamer", "--duration", seconds],
+                           "--role", "streamer", "--duration", seconds, "--json", "--stats-interval", "1"],
                    env: ["ROOMSIM_CONFIG": try room("a", input: dir + "/a-mic.wav")], log: dir + "/a.log")
         for p in processes.dropFirst() { p.waitUntilExit(); XCTAssertEqual(p.terminationStatus, 0) }
 
@@ -52,5 +52,16 @@ final class RoomEndToEndTests: ProcessTestCase {
         let own = try SimCard.readWAV(dir + "/a-speaker.wav").floatSamples
         let ownRMS = sqrt(own.reduce(0) { $0 + Double($1 * $1) } / Double(max(own.count, 1)))
         XCTAssertLessThan(ownRMS, 0.001, "A must not hear itself from the server")
+
+        // Loss-driven FEC: A protects its stream until its listeners report, then — nobody
+        // losing anything on loopback — drops the FEC copy and takes the clean-network bitrate.
+        let statuses = try E2E.jsonLines(dir + "/a.log").filter { $0["summary"] == nil && $0["opus_bitrate"] != nil }
+        func loss(_ s: [String: Any]?) -> Int? { (s?["opus_expected_loss_pct"] as? NSNumber)?.intValue }
+        func bitrate(_ s: [String: Any]?) -> Int? { (s?["opus_bitrate"] as? NSNumber)?.intValue }
+        print("e2e: A's expected loss / bitrate per second: " + statuses.map { "\(loss($0) ?? -1)/\(bitrate($0) ?? -1)" }.joined(separator: " "))
+        XCTAssertEqual(loss(statuses.first), 5, "FEC is on before any report; logs in \(dir)")
+        XCTAssertEqual(bitrate(statuses.first), 96000)
+        XCTAssertEqual(loss(statuses.last), 0, "clean reports switch the FEC copy off; logs in \(dir)")
+        XCTAssertEqual(bitrate(statuses.last), 64000)
     }
 }

@@ -55,6 +55,14 @@ final class SignalMessageTests: XCTestCase {
         SignalMessage(.tokenWillExpire(expiresAt: 1_900_000_000)),
         SignalMessage(.removed(reason: .replaced, message: "joined from another device")),
         SignalMessage(.pong(t: -5)),
+        SignalMessage(
+            .welcome(
+                .init(
+                    participantID: 9, room: "standup", ssrc: 5, udpPort: 40000,
+                    mediaKey: MediaKey(bytes: Array(0 ..< 16))!, policy: .open, speakerLimit: 3,
+                    participants: [], attributes: [:], tokenExpiresAt: 1_900_000_000, lossReportIntervalMs: 1000))),
+        SignalMessage(.lossReport(.init(ssrcs: [0xDEAD_BEEF, 7], lostPermille: [0, 1000]))),
+        SignalMessage(.receiverLoss(.init(lostPermille: 52, receivers: 3))),
     ]
 
     private func decode(_ json: String) throws(SignalMessageError) -> SignalMessage {
@@ -94,7 +102,7 @@ final class SignalMessageTests: XCTestCase {
         }
         let covered = Set(Self.samples.map(\.body.typeName))
         XCTAssertEqual(covered, Set(SignalMessage.Body.allTypeNames))
-        XCTAssertEqual(SignalMessage.Body.allTypeNames.count, 31)
+        XCTAssertEqual(SignalMessage.Body.allTypeNames.count, 33)
     }
 
     func testWireFieldNamesAreSnakeCaseAndFlat() throws {
@@ -204,6 +212,37 @@ final class SignalMessageTests: XCTestCase {
         assertInvalidField(#"{"type":"active_speakers","ids":[1],"levels":[300]}"#, "levels[0]", reasonContains: "0...255")
     }
 
+    func testLossMessagesAreChecked() throws {
+        XCTAssertEqual(
+            try decode(#"{"type":"loss_report","ssrcs":[5,6],"lost_permille":[12,0]}"#),
+            SignalMessage(.lossReport(.init(ssrcs: [5, 6], lostPermille: [12, 0]))))
+        assertInvalidField(#"{"type":"loss_report","ssrcs":[5,6],"lost_permille":[12]}"#, "lost_permille", reasonContains: "1 values for 2 ssrcs")
+        assertInvalidField(#"{"type":"loss_report","ssrcs":[5],"lost_permille":[1001]}"#, "lost_permille", reasonContains: "above 1000")
+        assertInvalidField(#"{"type":"loss_report","ssrcs":[5],"lost_permille":[-1]}"#, "lost_permille[0]", reasonContains: "0...65535")
+        assertInvalidField(#"{"type":"loss_report","ssrcs":[5],"lost_permille":[0.5]}"#, "lost_permille[0]", reasonContains: "integer")
+        assertInvalidField(#"{"type":"loss_report","lost_permille":[]}"#, "ssrcs", reasonContains: "missing")
+        let many = "[" + (1...17).map(String.init).joined(separator: ",") + "]"
+        assertInvalidField(#"{"type":"loss_report","ssrcs":\#(many),"lost_permille":\#(many)}"#, "ssrcs", reasonContains: "more than 16")
+        XCTAssertThrowsError(try SignalMessage(.lossReport(.init(ssrcs: [1], lostPermille: [2000]))).encode()) {
+            XCTAssertEqual($0 as? SignalMessageError, .invalidField("lost_permille", "lost_permille[0] above 1000"))
+        }
+        assertInvalidField(#"{"type":"receiver_loss","lost_permille":1001,"receivers":1}"#, "lost_permille", reasonContains: "above 1000")
+        assertInvalidField(#"{"type":"receiver_loss","lost_permille":10,"receivers":-1}"#, "receivers", reasonContains: "negative")
+        assertInvalidField(#"{"type":"receiver_loss","lost_permille":10}"#, "receivers", reasonContains: "missing")
+        XCTAssertThrowsError(try SignalMessage(.receiverLoss(.init(lostPermille: 1001, receivers: 1))).encode())
+
+        // welcome: the interval is optional (an older server sends none) and must be positive.
+        let welcome = try JSONSerializationLite.text(Self.samples[2].encode())
+        XCTAssertFalse(welcome.contains("loss_report_interval_ms"))
+        let withInterval = welcome.replacingOccurrences(of: #""type":"welcome""#, with: #""type":"welcome","loss_report_interval_ms":0"#)
+        assertInvalidField(withInterval, "loss_report_interval_ms", reasonContains: "not positive")
+        guard case .welcome(var w) = Self.samples[2].body else { return XCTFail() }
+        w.lossReportIntervalMs = -5
+        XCTAssertThrowsError(try SignalMessage(.welcome(w)).encode()) {
+            XCTAssertEqual($0 as? SignalMessageError, .invalidField("loss_report_interval_ms", "not positive"))
+        }
+    }
+
     func testMalformedPayloads() {
         assertError("not json", .malformedJSON("not valid UTF-8 JSON"))
         assertError("[1,2]", .malformedJSON("not a JSON object"))
@@ -239,6 +278,8 @@ final class SignalMessageTests: XCTestCase {
         XCTAssertEqual(SignalMessage.Body.pong(t: 1).direction, .serverToClient)
         XCTAssertEqual(SignalMessage.Body.participantLeft(participantID: 1, reason: .left).direction, .serverToClient)
         XCTAssertEqual(SignalMessage.Body.appMessage(.init(data: "")).direction, .both)
+        XCTAssertEqual(SignalMessage.Body.lossReport(.init(ssrcs: [], lostPermille: [])).direction, .clientToServer)
+        XCTAssertEqual(SignalMessage.Body.receiverLoss(.init(lostPermille: 0, receivers: 0)).direction, .serverToClient)
         XCTAssertTrue(SignalMessage.Body.kick(participantID: 1, reason: nil).needsModerator)
         XCTAssertFalse(SignalMessage.Body.raiseHand.needsModerator)
     }

@@ -35,6 +35,10 @@ typedef struct {
     int voice_detect;         // 0/1
     int vad_likelihood;       // 0 very low, 1 low, 2 moderate, 3 high
     int beamform;             // 0/1: N mics in, one channel out (needs >= 2 mic positions)
+    int low_band;             // 0/1: with roomd's canceller at 48 kHz and no beamformer, run
+                              // webrtc's HPF/NS/AGC/VAD on the band below 8 kHz at 16 kHz
+                              // (band_split.h): no three-band split, same delay
+
     const float *mic_xyz;     // capture_channels * 3 floats, metres; used when beamform
 } rapm_config_t;
 
