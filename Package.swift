@@ -3,6 +3,31 @@
 // dependencies — only the toolchain and Debian's C libraries (see README.md).
 import PackageDescription
 
+// How roomd is linked in release builds (what boards install), for memory: issue 9 asked for
+// roomd ≤ 12 MB resident in a call, and most of what it held was its own file's pages.
+// docs/benchmarks.md ("Where roomd's memory goes in a call") has the accounting and commands.
+// - lld instead of gold, for the two options below (the toolchain ships it).
+// - `-z pack-relative-relocs` (DT_RELR, glibc ≥ 2.36): the ~38,000 relative relocations the
+//   static Swift runtime's metadata needs take 7 KB instead of 890 KB, all of which the dynamic
+//   loader read (and so kept resident) at start-up.
+// - `--symbol-ordering-file`: the functions roomd runs (Sources/roomd/link-order.txt, made by
+//   scripts/link-order) are placed together at the start of .text, so the 64 KB the kernel maps
+//   around each code fault holds code that runs instead of neighbours that never do. Names the
+//   code no longer has are ignored (no warning); new functions land after the listed ones.
+// - `--no-export-dynamic`: the static runtime's link arguments export every public symbol of
+//   roomd's modules (~5,500) to the dynamic symbol table, which nothing looks up (roomd loads
+//   only C plugins, and dlsym finds the alloc probe's symbols in the probe); the tables were
+//   0.4 MB resident. (Crash addresses are symbolized from the binary's .symtab or debug symbols.)
+let roomdReleaseLink: [LinkerSetting] = [
+    .unsafeFlags([
+        "-use-ld=lld",
+        "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+        "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/roomd/link-order.txt",
+        "-Xlinker", "--no-warn-symbol-ordering",
+        "-Xlinker", "--no-export-dynamic",
+    ], .when(configuration: .release)),
+]
+
 let package = Package(
     name: "roomd",
     products: [
@@ -40,7 +65,17 @@ let package = Package(
         .target(
             name: "RoomSimCard",
             cSettings: [.define("PIC")],
-            linkerSettings: [.linkedLibrary("asound"), .linkedLibrary("m")]
+            linkerSettings: [
+                .linkedLibrary("asound"), .linkedLibrary("m"),
+                // The plugin is C and needs no Swift runtime, but SwiftPM links every library
+                // product with swiftc, which adds swiftrt.o (it registers Swift metadata with the
+                // runtime) and -lswiftCore: alsa-lib then loaded the toolchain's libswiftCore.so
+                // into roomd (a second runtime beside roomd's static one, 2.1 MB resident) and into
+                // aplay/arecord. -nostartfiles leaves out swiftrt.o; with -static-stdlib the runtime
+                // is an archive, from which nothing is taken when nothing refers to it. So the
+                // plugin must stay C (SimCardTests checks what it needs).
+                .unsafeFlags(["-nostartfiles", "-static-stdlib"]),
+            ]
         ),
         .target(name: "RoomAllocProbe"),
 
@@ -64,7 +99,8 @@ let package = Package(
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
         .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
+                          exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.

@@ -122,7 +122,24 @@ def engine(work):
     emit("engine", "engine.cpu_pct_without_sim", round(summary["cpu_pct"] - sim_pct, 2), "%", board="sim",
          measure="engine.cpu_pct minus engine.sim_cpu_pct: what a board's roomd would use, up to the sound card "
                  "driver's own cost (the plugin's pointer and poll callbacks, a few % of its share, stay counted)")
-    emit("engine", "roomd.rss_mb", summary["rss_mb"], "MB", board="sim")
+    # Resident memory while the engine runs: the last status line before the summary (the
+    # summary's own figure is taken after the engine stopped and freed its buffers, which is not
+    # what a call holds). docs/benchmarks.md, "Where roomd's memory goes in a call".
+    running = [l for l in all_lines if not l.get("summary") and "rss_mb" in l]
+    if not running:
+        sys.exit("bench engine: no status line with rss_mb")
+    last = running[-1]
+    emit("engine", "roomd.rss_mb", last["rss_mb"], "MB", board="sim", t=last["t"],
+         measure="VmRSS from the last status line of the 20 s run (engine running), not after it stopped; "
+                 "includes the far-end file, held twice in this run (2 x 4.3 MB of Float for its 23.6 s), and the sim card's mapped input WAV")
+    if "rss_file_mb" in last:
+        emit("engine", "roomd.rss_file_mb", last["rss_file_mb"], "MB", board="sim",
+             measure="RssFile: clean pages of mapped files (roomd's code, libraries, the sim card's input WAV)")
+        emit("engine", "roomd.rss_anon_mb", last["rss_anon_mb"], "MB", board="sim",
+             measure="RssAnon: heap, stacks, relocated data; what only this process holds")
+    if "rss_peak_mb" in summary:
+        emit("engine", "roomd.rss_peak_mb", summary["rss_peak_mb"], "MB", board="sim",
+             measure="VmHWM: the most roomd held at once, start-up included (start-up's file pages are given back 3 s in)")
     emit("engine", "engine.xruns", summary["capture_xruns"] + summary["playback_xruns"], "count", board="sim")
 
 

@@ -175,6 +175,17 @@ struct Daemon {
         if let d = options.duration {
             _ = loop.schedule(after: .milliseconds(Int64(d * 1000))) { loop.stop() }
         }
+        // Start-up is over a few seconds in (the devices open, the chain set up, the room joined:
+        // ~20 ms in a call on loopback). What it alone ran — configuration and board parsing, ALSA's
+        // configuration, the dynamic loader's relocation work, the join — stays mapped until
+        // unmapped: give those clean, read-only file pages back (the steady state maps again what it
+        // touches), and freed heap pages with them. docs/benchmarks.md, "Where roomd's memory goes
+        // in a call": about 2 MB of roomd's resident set.
+        _ = loop.schedule(after: .seconds(3)) {
+            let released = ResidentMemory.releaseReadOnlyFilePages()
+            ResidentMemory.trimHeap()
+            Log.debug("memory: unmapped \(released) KiB of start-up file pages; resident now \(fixedDecimalText(ProcessStats.residentMegabytes(), 1)) MB")
+        }
         // systemd: READY once the engine and the control socket are up; watchdog keepalives
         // from this loop, so a wedged loop gets the service restarted. No-ops outside systemd.
         let notifier = SystemdNotifier()

@@ -51,6 +51,7 @@ final class StatusReporter {
             echoOnly.farEndActivePeriods += now.farEndActivePeriods - last.farEndActivePeriods
         }
         if json {
+            let resident = ResidentMemory.breakdown()
             var fields: [(String, String)] = [
                 ("t", fixedDecimalText(elapsed, 2)), ("periods", "\(now.periods)"),
                 ("mic_dbfs", fixedDecimalText(Double(now.inputLevel), 1)), ("out_dbfs", fixedDecimalText(Double(now.outputLevel), 1)),
@@ -71,6 +72,7 @@ final class StatusReporter {
                 ("retain_probe_verified", engine.stats.retainProbeVerified.load(ordering: .relaxed) ? "true" : "false"),
                 ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
                 ("cpu_pct", fixedDecimalText(cpuPct, 2)), ("rss_mb", fixedDecimalText(ProcessStats.residentMegabytes(), 2)),
+                ("rss_file_mb", fixedDecimalText(resident.file, 2)), ("rss_anon_mb", fixedDecimalText(resident.anonymous, 2)),
                 // Loss-driven FEC: the encoder's expected loss and bitrate now.
                 ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
                 ("opus_bitrate", engine.lossFeedback.applied.map { "\($0.bitrate)" } ?? "null"),
@@ -115,7 +117,7 @@ final class StatusReporter {
         let allocs = now.steadyPeriodsMeasured > 0 ? Double(now.steadyAllocations) / Double(now.steadyPeriodsMeasured) : 0
         if json {
             printLine("{\"summary\":true,\"t\":\(fixedDecimalText(elapsed, 2)),\"periods\":\(now.periods),\"erle_db\":\(erle.map { fixedDecimalText($0, 2) } ?? "null"),"
-                  + "\"cpu_pct\":\(fixedDecimalText(cpuPct, 2)),\"rss_mb\":\(fixedDecimalText(ProcessStats.residentMegabytes(), 2)),"
+                  + "\"cpu_pct\":\(fixedDecimalText(cpuPct, 2)),\"rss_mb\":\(fixedDecimalText(ProcessStats.residentMegabytes(), 2)),\"rss_peak_mb\":\(fixedDecimalText(ResidentMemory.peakMegabytes(), 2)),"
                   + "\"alloc_probe\":\(now.allocationProbeActive),\"alloc_probe_verified\":\(now.allocationProbeVerified),\"unsteady_allocs\":\(now.unsteadyAllocations),\"steady_allocs\":\(now.steadyAllocations),\"steady_periods\":\(now.steadyPeriodsMeasured),"
                   + "\"retain_probe_verified\":\(engine.stats.retainProbeVerified.load(ordering: .relaxed)),\"steady_retains\":\(engine.stats.steadyRetains.load(ordering: .relaxed)),"
                   + "\"capture_xruns\":\(now.captureXruns),\"playback_xruns\":\(now.playbackXruns),\"device_losses\":\(now.deviceLosses),"
