@@ -293,6 +293,26 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(server.clientCount, 0)
     }
 
+    /// Issue 10: Ctrl-C on `roomctl events` (or `roomctl wait` running out) left a subscriber
+    /// whose peer was gone; its hang-up was reported on every loop turn and roomd spun a core.
+    func testSubscriberThatGoesAwayIsDroppedWithoutSpinning() throws {
+        let server = try makeServer()
+        let client = try LineClient(path: path, loop: loop)
+        client.send(#"{"id":1,"cmd":"subscribe"}"#)
+        pump { client.lines.count == 1 }
+        // Like `roomctl events` piped from a here-document: input over, still listening.
+        shutdown(client.connection.fileDescriptor, Int32(SHUT_WR))
+        pump(until: { false }, timeout: 0.05)
+        XCTAssertEqual(server.subscriberCount, 1, "a half-closed subscriber still gets events")
+        client.connection.close()   // then the process dies
+        var turns = 0
+        let end = monotonicNanoseconds() + 100_000_000
+        while monotonicNanoseconds() < end { turns += (try? loop.runOnce(timeout: .milliseconds(10))) ?? 0 }
+        XCTAssertLessThan(turns, 20, "the loop spun on the departed subscriber")
+        XCTAssertEqual(server.clientCount, 0)
+        XCTAssertEqual(server.subscriberCount, 0)
+    }
+
     func testTooManyClientsAreRefused() throws {
         let server = try makeServer(configure: { $0.maxClients = 2 })
         let a = try LineClient(path: path, loop: loop)

@@ -192,6 +192,51 @@ final class StreamSocketTests: XCTestCase {
         XCTAssertEqual(serverSide?.isOpen, false)
     }
 
+    /// Issue 10: a connection that stopped reading (a `roomctl events` subscriber whose input
+    /// ended) and whose peer then went away entirely was woken for EPOLLHUP on every loop turn.
+    func testPeerGoneWhileReadingIsPausedClosesInsteadOfSpinning() throws {
+        // A Unix socket, like the control socket: when its peer closes, both directions are
+        // shut at once (EPOLLHUP); a TCP peer's FIN shuts only our reading side.
+        let tmp = makeTemporaryDirectory("hup")
+        defer { tmp.remove() }
+        let path = tmp.path + "/control.sock"
+        let loop = try EventLoop()
+        var serverSide: StreamConnection?
+        var readableEvents = 0
+        var closedWith: SystemError?
+        let listener = try UnixListener(path: path, loop: loop) { c in
+            serverSide = c
+            c.handler = { c, event in
+                switch event {
+                case .readable:
+                    // Like the control server with a subscriber: at end of input it stops
+                    // reading but keeps the connection, to send events.
+                    readableEvents += 1
+                    var buffer = [UInt8](repeating: 0, count: 256)
+                    while case .bytes? = try? buffer.withUnsafeMutableBytes({ try c.read(into: $0) }) {}
+                    if case .endOfStream? = try? buffer.withUnsafeMutableBytes({ try c.read(into: $0) }) {
+                        c.isReadingPaused = true
+                    }
+                case .closed(let error): closedWith = error
+                default: break
+                }
+            }
+        }
+        let client = try UnixConnection.connect(to: SocketAddress(unixPath: path), loop: loop)
+        XCTAssertTrue(try runLoop(loop) { client.isConnected && serverSide != nil })
+        client.write("subscribe\n")
+        XCTAssertTrue(try runLoop(loop) { readableEvents > 0 })
+        client.close()   // Ctrl-C on the subscriber
+        var callbacks = 0
+        let end = monotonicNanoseconds() + 100_000_000
+        while monotonicNanoseconds() < end { callbacks += try loop.runOnce(timeout: .milliseconds(10)) }
+        XCTAssertLessThan(callbacks, 20, "the loop spun on the hang-up")
+        XCTAssertEqual(serverSide?.isOpen, false, "the hung-up connection is closed")
+        XCTAssertNotNil(closedWith, "and its owner is told")
+        XCTAssertLessThanOrEqual(readableEvents, 2)
+        listener.close()
+    }
+
     func testUnixSocketWithPeerCredentialsModeAndCleanup() throws {
         let tmp = makeTemporaryDirectory("unix")
         defer { tmp.remove() }

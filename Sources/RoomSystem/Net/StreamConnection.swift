@@ -28,8 +28,9 @@ public typealias UnixConnection = StreamConnection
 ///   `closeAfterFlush()`. A handler that ignores `.readable` is called again and again: set
 ///   `isReadingPaused` instead.
 /// - `.drained` — the outgoing buffer emptied after having held data.
-/// - `.closed(error)` — the system ended the connection (connect failed, reset, broken pipe);
-///   the descriptor is already closed. Not sent for `close()` or end of stream.
+/// - `.closed(error)` — the system ended the connection (connect failed, reset, broken pipe, or
+///   the peer hung up while reading was paused); the descriptor is already closed. Not sent for
+///   `close()` or end of stream.
 public final class StreamConnection {
     public enum Event {
         case connected
@@ -231,6 +232,14 @@ public final class StreamConnection {
         if events.contains(.writable) {
             flush()
             if fd < 0 { return }
+        }
+        if events.contains(.hangup) && (isReadingPaused || closeWhenDrained) {
+            // EPOLLHUP: both directions are shut — the peer is gone, nothing can be written — and
+            // epoll reports it whatever the interest. A connection that stopped reading would be
+            // woken for it forever: roomd spun at ~90 % of a core after an interrupted
+            // `roomctl events` (a subscriber keeps its connection with reading paused).
+            fail(.errno("connection to \(peerAddress) hung up", EPIPE))
+            return
         }
         if (events.contains(.readable) || events.contains(.hangup)) && !closeWhenDrained {
             handler?(self, .readable)
