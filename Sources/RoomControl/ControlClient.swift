@@ -35,6 +35,10 @@ public final class ControlClient {
     private var events: [ControlEvent] = []
     private var eventHead = 0
     private var lost: String?
+    /// An error the daemon sent with no request to answer — `too_many_clients` right after
+    /// connecting, `timeout` before closing an idle connection: why the connection ends, which
+    /// is what to tell the user instead of "connection lost".
+    private var closingError: ControlError?
     private var nextID = 1
     /// Longest line accepted from the daemon (participant lists can be long; a runaway is not).
     public var maxLineBytes = 16 << 20
@@ -99,16 +103,18 @@ public final class ControlClient {
         try sendLine(JSONValue.object(request).jsonBytes + [0x0A])
         try waitUntil(timeout, "waiting for roomd to answer \(command)") { self.answers[id] != nil || self.lost != nil }
         if let answer = answers.removeValue(forKey: id) { return answer }
-        throw .unreachable("connection to roomd lost: \(lost ?? "closed")")
+        throw lostError()
     }
 
     /// Sends raw bytes (tests: malformed input). The caller adds the newline.
     public func sendLine(_ bytes: [UInt8]) throws(ControlClientError) {
-        guard let connection, lost == nil else { throw .unreachable("connection to roomd lost: \(lost ?? "closed")") }
+        // A refusal may already be waiting (roomd answers a connection it cannot take at once).
+        _ = try? loop.runOnce(timeout: .zero)
+        guard let connection, lost == nil else { throw lostError() }
         switch connection.write(bytes) {
         case .accepted: break
         case .backpressure: throw .unreachable("roomd does not read its control socket")
-        case .closed: throw .unreachable("connection to roomd lost")
+        case .closed: throw lostError()
         }
     }
 
@@ -116,7 +122,7 @@ public final class ControlClient {
     /// the timeout passed; throws `.unreachable` when the daemon closed the connection.
     public func nextEvent(timeout: Duration?) throws(ControlClientError) -> ControlEvent? {
         if let event = popEvent() { return event }
-        if let lost { throw .unreachable("connection to roomd lost: \(lost)") }
+        if lost != nil { throw lostError() }
         let deadline = timeout.map { monotonicNanoseconds() + $0.monotonicNanosecondCount }
         while eventHead >= events.count && lost == nil {
             var wait: Duration? = nil
@@ -128,7 +134,13 @@ public final class ControlClient {
             do { _ = try loop.runOnce(timeout: wait) } catch { throw .unreachable("event loop: \(error)") }
         }
         if let event = popEvent() { return event }
-        throw .unreachable("connection to roomd lost: \(lost ?? "closed")")
+        throw lostError()
+    }
+
+    /// The daemon's own reason when it sent one (`closingError`), else "connection lost".
+    private func lostError() -> ControlClientError {
+        if let closingError { return .refused(closingError) }
+        return .unreachable("connection to roomd lost: \(lost ?? "closed")")
     }
 
     /// Lines that were neither answers nor events, and answers nobody waited for, are dropped.
@@ -180,9 +192,10 @@ public final class ControlClient {
                 case .int(let i)?: answers[.int(i)] = value
                 case .string(let s)?: answers[.string(s)] = value
                 default:
-                    // An error without an id (too_long, too many clients): it answers whatever
-                    // we are waiting for.
-                    if let id = nextIDWaiting() { answers[id] = value }
+                    // An error without an id (too_long, too many clients, timeout): it answers
+                    // whatever we are waiting for, and says why the connection will end.
+                    if let error = value["error"].flatMap(ControlError.init(json:)) { closingError = error }
+                    if let id = nextIDWaiting(), answers[id] == nil { answers[id] = value }
                 }
             }
         }

@@ -21,6 +21,13 @@ public enum ControlErrorCode: String, Sendable, CaseIterable, Equatable {
     case configError = "config_error"
     /// Another run of the same long command is in progress (`selftest`).
     case busy = "busy"
+    /// Sent instead of an answer, right after connecting, when roomd has as many control
+    /// clients as it takes (in all, or from this user); the connection is then closed. Try
+    /// again later: idle clients are closed after `idle_timeout_s`.
+    case tooManyClients = "too_many_clients"
+    /// The client kept a connection without completing a request line in time (a line started
+    /// and not finished, or nothing sent); the connection is closed after this error.
+    case timeout = "timeout"
     /// The audio device is not running, so the command cannot be carried out (`selftest`).
     case deviceError = "device_error"
     /// Something went wrong inside roomd.

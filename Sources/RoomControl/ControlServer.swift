@@ -22,8 +22,18 @@ public final class ControlServer {
         public var maxLineBytes = 64 * 1024
         /// Most bytes waiting to be sent to one client; beyond it the client is cut off.
         public var outgoingLimit = 256 * 1024
-        /// More clients than this at once are refused (an error line, then closed).
+        /// More clients than this at once are refused (`too_many_clients`, then closed).
         public var maxClients = 64
+        /// More clients than this from one user (uid) are refused the same way, so one stuck
+        /// script cannot lock the rig or an installer out.
+        public var maxClientsPerUser = 32
+        /// A client that has nothing pending, subscribed to nothing and sent no line for this
+        /// long is closed with `timeout` (roomctl's commands take milliseconds; a connection
+        /// left open by a stuck script only holds a slot).
+        public var idleTimeout: Duration = .seconds(30)
+        /// A request line must be complete this long after its first byte arrived (or after
+        /// the client connected): a client dripping a line a byte at a time is closed.
+        public var lineTimeout: Duration = .seconds(15)
         /// Requests of one client waiting for the handler's answer; beyond it the server stops
         /// reading from that client until answers go out (pipelining is allowed, flooding is not).
         public var maxPendingPerClient = 16
@@ -47,6 +57,12 @@ public final class ControlServer {
         public var subscribersCutOff = 0
         /// Clients cut off because they did not read their answers.
         public var clientsCutOff = 0
+        /// Clients closed for sending no complete line in time, or for sitting idle.
+        public var timeouts = 0
+        /// Request bytes read, and bytes examined looking for line ends: the work a client can
+        /// cause stays proportional to what it sends (each byte looked at once).
+        public var bytesRead = 0
+        public var bytesScanned = 0
         public init() {}
     }
 
@@ -72,6 +88,10 @@ public final class ControlServer {
     private var listener: UnixListener?
     private var clients: [Int: Client] = [:]
     private var nextClientID = 1
+    private var sweepTimer: EventLoop.TimerID?
+    /// Refusals are logged once per burst: the first, then a count when the burst is over.
+    private var refusedSinceLog = 0
+    private var lastRefusalNs: UInt64 = 0
     private var scratch = [UInt8](repeating: 0, count: 16 * 1024)
 
     /// Listens at `configuration.path` (replacing a stale socket file; see `UnixListener`).
@@ -88,6 +108,8 @@ public final class ControlServer {
                                     loop: loop, outgoingLimit: configuration.outgoingLimit) { [weak self] connection in
             self?.accept(connection)
         }
+        let every = Duration.milliseconds(max(50, min(1000, configuration.lineTimeout.monotonicNanosecondCount / 5_000_000)))
+        sweepTimer = loop.schedule(after: every, repeating: every) { [weak self] in self?.sweep() }
     }
 
     deinit { close() }
@@ -102,6 +124,8 @@ public final class ControlServer {
 
     /// Stops listening, removes the socket file and closes every client.
     public func close() {
+        if let sweepTimer { loop.cancel(sweepTimer) }
+        sweepTimer = nil
         listener?.close()
         listener = nil
         for client in clients.values { client.connection.close() }
@@ -145,6 +169,14 @@ public final class ControlServer {
         let connection: StreamConnection
         let credentials: PeerCredentials?
         var buffer: [UInt8] = []
+        /// How much of `buffer` has been searched for a line end already.
+        var scanned = 0
+        /// When the client connected, when the line now in `buffer` started, and when it last
+        /// completed a line or got an answer; how many lines it completed.
+        let connectedNs: UInt64
+        var lineStartNs: UInt64
+        var lastActivityNs: UInt64
+        var linesReceived = 0
         var subscription: Subscription?
         var pending = 0
         var inputEnded = false
@@ -153,10 +185,13 @@ public final class ControlServer {
         var discarding = false
         /// Inside `processLines` (a handler may reply synchronously: no re-entry).
         var processing = false
-        init(id: Int, connection: StreamConnection, credentials: PeerCredentials?) {
+        init(id: Int, connection: StreamConnection, credentials: PeerCredentials?, now: UInt64) {
             self.id = id
             self.connection = connection
             self.credentials = credentials
+            connectedNs = now
+            lineStartNs = now
+            lastActivityNs = now
         }
         var who: String {
             guard let c = credentials else { return "control client \(id) (credentials unknown)" }
@@ -165,15 +200,17 @@ public final class ControlServer {
     }
 
     private func accept(_ connection: StreamConnection) {
-        if clients.count >= configuration.maxClients {
-            statistics.clientsRefused += 1
-            Log.warning("control: refusing a client: \(clients.count) clients connected (limit \(configuration.maxClients))")
-            connection.write(ControlResponse.failure(id: nil, error: ControlError(.internal, "too many control clients")))
-            connection.close()
+        let credentials = try? connection.peerCredentials()
+        let fromUser = credentials.map { c in clients.values.filter { $0.credentials?.uid == c.uid }.count } ?? 0
+        if clients.count >= configuration.maxClients || fromUser >= configuration.maxClientsPerUser {
+            let reason = clients.count >= configuration.maxClients
+                ? "roomd has \(clients.count) control clients, its limit"
+                : "uid \(credentials.map { "\($0.uid)" } ?? "?") has \(fromUser) control connections open, the limit per user"
+            refuse(connection, reason)
             return
         }
-        let credentials = try? connection.peerCredentials()
-        let client = Client(id: nextClientID, connection: connection, credentials: credentials)
+        let now = monotonicNanoseconds()
+        let client = Client(id: nextClientID, connection: connection, credentials: credentials, now: now)
         nextClientID += 1
         clients[client.id] = client
         statistics.clientsAccepted += 1
@@ -188,6 +225,76 @@ public final class ControlServer {
             case .connected, .drained: break
             }
         }
+    }
+
+    /// Says why, closes; logs the first refusal of a burst and, once refusals have stopped
+    /// for 10 s, how many followed (a script retrying in a loop must not flood the journal).
+    private func refuse(_ connection: StreamConnection, _ reason: String) {
+        statistics.clientsRefused += 1
+        let now = monotonicNanoseconds()
+        if refusedSinceLog == 0 {
+            Log.warning("control: refusing a client: \(reason) (idle clients are closed after \(configuration.idleTimeout))")
+        }
+        refusedSinceLog += 1
+        lastRefusalNs = now
+        let error = ControlError(.tooManyClients, "\(reason); try again later (idle clients are closed after \(configuration.idleTimeout))",
+                                 details: ["limit": .int(configuration.maxClients), "limit_per_user": .int(configuration.maxClientsPerUser)])
+        closeAfterError(connection, error)
+    }
+
+    /// Sends `error` (no id), ends our side once it is out, drops whatever the client still
+    /// sends and closes after a second. Closing with unread input would reset the connection
+    /// and could destroy the error before the client reads it (then roomctl could only say
+    /// "connection lost").
+    private func closeAfterError(_ connection: StreamConnection, _ error: ControlError) {
+        connection.write(ControlResponse.failure(id: nil, error: error))
+        connection.handler = { c, event in
+            switch event {
+            case .readable:
+                var sink = [UInt8](repeating: 0, count: 4096)
+                while case .bytes? = try? sink.withUnsafeMutableBytes({ try c.read(into: $0) }) {}
+                if case .endOfStream? = try? sink.withUnsafeMutableBytes({ try c.read(into: $0) }) { c.close() }
+            case .drained: shutdown(c.fileDescriptor, Int32(SHUT_WR))
+            case .closed, .connected: break
+            }
+        }
+        if connection.bufferedByteCount == 0 { shutdown(connection.fileDescriptor, Int32(SHUT_WR)) }
+        loop.schedule(after: .seconds(1)) { connection.close() }
+    }
+
+    /// Closes clients that hold a slot without using it, and ends a refusal burst's log.
+    private func sweep() {
+        let now = monotonicNanoseconds()
+        if refusedSinceLog > 1, now - lastRefusalNs > 10_000_000_000 {
+            Log.warning("control: refused \(refusedSinceLog - 1) more clients in that burst")
+            refusedSinceLog = 0
+        } else if refusedSinceLog == 1, now - lastRefusalNs > 10_000_000_000 {
+            refusedSinceLog = 0
+        }
+        let lineLimit = UInt64(configuration.lineTimeout.monotonicNanosecondCount)
+        let idleLimit = UInt64(configuration.idleTimeout.monotonicNanosecondCount)
+        for client in Array(clients.values) where !client.closing && !client.discarding {
+            if client.pending > 0 { continue }   // waiting for roomd's answer: not the client's doing
+            if !client.buffer.isEmpty {
+                if now - client.lineStartNs >= lineLimit { timeOut(client, "request line not completed within \(configuration.lineTimeout)") }
+            } else if client.linesReceived == 0 {
+                if now - client.connectedNs >= lineLimit { timeOut(client, "no request within \(configuration.lineTimeout) of connecting") }
+            } else if client.subscription == nil && now - client.lastActivityNs >= idleLimit {
+                timeOut(client, "idle for \(configuration.idleTimeout)")
+            }
+        }
+    }
+
+    private func timeOut(_ client: Client, _ why: String) {
+        statistics.timeouts += 1
+        statistics.errors += 1
+        Log.info("control: closing \(client.who): \(why)")
+        client.buffer = []
+        client.scanned = 0
+        client.discarding = true
+        clients[client.id] = nil
+        client.closing = true
+        closeAfterError(client.connection, ControlError(.timeout, "\(why); closing the connection"))
     }
 
     private func remove(_ client: Client) {
@@ -227,7 +334,10 @@ public final class ControlServer {
         }
         switch result {
         case .wouldBlock: return
-        case .bytes(let n): client.buffer.append(contentsOf: scratch[0..<n])
+        case .bytes(let n):
+            statistics.bytesRead += n
+            if client.buffer.isEmpty { client.lineStartNs = monotonicNanoseconds() }
+            client.buffer.append(contentsOf: scratch[0..<n])
         case .endOfStream:
             // A last line without a newline still counts (`printf '{…}' | socat`).
             client.inputEnded = true
@@ -246,10 +356,25 @@ public final class ControlServer {
         var start = 0
         defer {
             client.processing = false
-            if start > 0 && clients[client.id] === client { client.buffer.removeSubrange(0..<start) }
+            if clients[client.id] === client {
+                if start > 0 {
+                    client.buffer.removeSubrange(0..<start)
+                    client.scanned = max(0, client.scanned - start)
+                    client.lineStartNs = monotonicNanoseconds()   // what is left began now, at the latest
+                }
+            }
         }
         while clients[client.id] === client, !client.closing, !client.discarding {
-            guard let newline = client.buffer[start...].firstIndex(of: 0x0A) else { break }
+            // Search only what has not been searched: a line dripped a byte at a time costs
+            // its length once, not its length squared.
+            let from = max(start, client.scanned)
+            guard let newline = client.buffer[from...].firstIndex(of: 0x0A) else {
+                statistics.bytesScanned += client.buffer.count - from
+                client.scanned = client.buffer.count
+                break
+            }
+            statistics.bytesScanned += newline + 1 - from
+            client.scanned = newline + 1
             let lineLength = newline - start
             if lineLength > configuration.maxLineBytes { tooLong(client); return }
             var end = newline
@@ -257,6 +382,8 @@ public final class ControlServer {
             let line = Array(client.buffer[start..<end])
             start = newline + 1
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }
+            client.linesReceived += 1
+            client.lastActivityNs = monotonicNanoseconds()
             handleLine(line, client)
             if client.pending >= configuration.maxPendingPerClient {
                 client.connection.isReadingPaused = true
@@ -275,6 +402,7 @@ public final class ControlServer {
         let error = ControlError(.tooLong, "request line longer than \(configuration.maxLineBytes) bytes; closing the connection",
                                  details: ["limit": .int(configuration.maxLineBytes)])
         client.buffer = []
+        client.scanned = 0
         client.discarding = true
         client.connection.write(ControlResponse.failure(id: nil, error: error))
         // Closing with unread input would reset the connection and could destroy the error
@@ -348,6 +476,7 @@ public final class ControlServer {
 
     private func send(_ result: ControlResult, id: ControlRequestID?, to client: Client) {
         if case .failure = result { statistics.errors += 1 }
+        client.lastActivityNs = monotonicNanoseconds()
         guard clients[client.id] === client || client.closing else { return }
         switch client.connection.write(ControlResponse.line(id: id, result)) {
         case .accepted: break

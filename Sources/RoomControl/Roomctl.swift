@@ -16,6 +16,9 @@ public enum Roomctl {
         public static let checkFailed: Int32 = 4
         /// No daemon at the socket, or it stopped answering (EX_UNAVAILABLE).
         public static let unavailable: Int32 = 69
+        /// roomd is there but cannot serve this connection now (`too_many_clients`, or it
+        /// closed the connection as idle: `timeout`): try again later (EX_TEMPFAIL).
+        public static let tryAgain: Int32 = 75
     }
 
     public struct Options: Sendable, Equatable {
@@ -187,7 +190,8 @@ public enum Roomctl {
             "  --version         roomctl's version",
             "",
             "Exit status: 0 ok, 1 refused by roomd (its error code is printed), 2 usage,",
-            "3 timeout (wait, events --count), 4 selftest found problems, 69 roomd not reachable.",
+            "3 timeout (wait, events --count), 4 selftest found problems, 69 roomd not reachable,",
+            "75 roomd cannot take the connection now (too many control clients): try again.",
         ]
         return lines.joined(separator: "\n")
     }
@@ -458,7 +462,7 @@ public enum Roomctl {
         switch error {
         case .refused(let e):
             io.err("roomctl: \(what): \(e.codeText): \(e.message)")
-            return Exit.refused
+            return e.code == .tooManyClients || e.code == .timeout ? Exit.tryAgain : Exit.refused
         case .timeout(let m):
             io.err("roomctl: \(what): roomd did not answer (\(m))")
             return Exit.unavailable

@@ -230,7 +230,7 @@ final class ControlServerTests: XCTestCase {
     }
 
     func testManySubscribersReceiveAnEvent() throws {
-        let server = try makeServer()
+        let server = try makeServer(configure: { $0.maxClientsPerUser = 64 })   // all 41 are this test's uid
         var clients: [LineClient] = []
         for i in 0..<40 {
             let c = try LineClient(path: path, loop: loop)
@@ -313,6 +313,69 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(server.subscriberCount, 0)
     }
 
+    func testOneUserCannotTakeEverySlot() throws {
+        let server = try makeServer(configure: { $0.maxClientsPerUser = 2 })
+        let a = try LineClient(path: path, loop: loop), b = try LineClient(path: path, loop: loop)
+        let c = try LineClient(path: path, loop: loop)
+        pump { c.closed }
+        XCTAssertEqual(c.lines.first?["error"]?["code"], "too_many_clients")
+        XCTAssertTrue(c.lines.first?["error"]?["message"]?.stringValue?.contains("per user") == true, "\(c.lines)")
+        XCTAssertEqual(server.clientCount, 2)
+        XCTAssertEqual(roundTrip(a, #"{"id":1,"cmd":"status"}"#)?["ok"], true)
+        _ = b
+    }
+
+    /// Issue 10: 64 idle connections locked everyone out. A client that says nothing, leaves a
+    /// line unfinished, or idles after its answers is closed with `timeout`; subscribers and
+    /// clients waiting for an answer are not.
+    func testIdleAndUnfinishedClientsAreClosed() throws {
+        let loop = self.loop!
+        let server = try makeServer(configure: { $0.lineTimeout = .milliseconds(200); $0.idleTimeout = .milliseconds(400) },
+                                    handler: { request, reply in
+            // `selftest` answers late (longer than either timeout).
+            if request.command == .selfTest { loop.schedule(after: .milliseconds(700)) { reply(.ok) } } else { reply(.ok) }
+        })
+        let silent = try LineClient(path: path, loop: loop)
+        let dripping = try LineClient(path: path, loop: loop)
+        dripping.connection.write(#"{"id":1,"cmd":"sta"#)
+        let idle = try LineClient(path: path, loop: loop)
+        XCTAssertEqual(roundTrip(idle, #"{"id":1,"cmd":"status"}"#)?["ok"], true)
+        let subscriber = try LineClient(path: path, loop: loop)
+        XCTAssertEqual(roundTrip(subscriber, #"{"id":1,"cmd":"subscribe"}"#)?["ok"], true)
+        let waiting = try LineClient(path: path, loop: loop)
+        waiting.send(#"{"id":1,"cmd":"selftest"}"#)
+        let start = monotonicNanoseconds()
+        pump(until: { silent.closed && dripping.closed })
+        XCTAssertLessThan(Double(monotonicNanoseconds() - start) / 1e9, 0.5)
+        XCTAssertEqual(silent.lines.first?["error"]?["code"], "timeout")
+        XCTAssertTrue(dripping.lines.first?["error"]?["message"]?.stringValue?.contains("not completed") == true, "\(dripping.lines)")
+        XCTAssertFalse(idle.closed, "answered 0.2 s ago: not idle yet")
+        pump(until: { idle.closed })
+        XCTAssertEqual(idle.lines.last?["error"]?["code"], "timeout")
+        pump(until: { waiting.lines.count == 1 })
+        XCTAssertEqual(waiting.lines.first?["ok"], true, "a client waiting for its answer is kept")
+        XCTAssertFalse(subscriber.closed)
+        XCTAssertEqual(server.clientCount, 2)
+        XCTAssertEqual(server.statistics.timeouts, 3)
+    }
+
+    /// Issue 10: 60 clients sending 1-byte chunks drove roomd to 79 % of a core: every byte
+    /// searched the whole unfinished line again. Each byte is now looked at once.
+    func testADrippedLineCostsItsLengthOnce() throws {
+        let server = try makeServer()
+        let client = try LineClient(path: path, loop: loop)
+        let line = Array(#"{"id":1,"cmd":"status","args":{}}"#.utf8) + Array(repeating: 0x20, count: 3000) + [0x0A]
+        for byte in line {
+            client.connection.write([byte])
+            _ = try? loop.runOnce(timeout: .milliseconds(1))
+            _ = try? loop.runOnce(timeout: .zero)
+        }
+        pump { client.lines.count == 1 }
+        XCTAssertEqual(client.lines.first?["ok"], true)
+        XCTAssertEqual(server.statistics.bytesRead, line.count)
+        XCTAssertLessThanOrEqual(server.statistics.bytesScanned, line.count, "each byte searched once (was ~n²/2 = \(line.count * line.count / 2))")
+    }
+
     func testTooManyClientsAreRefused() throws {
         let server = try makeServer(configure: { $0.maxClients = 2 })
         let a = try LineClient(path: path, loop: loop)
@@ -320,7 +383,7 @@ final class ControlServerTests: XCTestCase {
         let c = try LineClient(path: path, loop: loop)
         pump { c.closed }
         XCTAssertTrue(c.closed)
-        XCTAssertEqual(c.lines.first?["error"]?["code"], "internal")
+        XCTAssertEqual(c.lines.first?["error"]?["code"], "too_many_clients")
         XCTAssertEqual(roundTrip(a, #"{"id":1,"cmd":"status"}"#)?["ok"], true)
         XCTAssertEqual(roundTrip(b, #"{"id":1,"cmd":"status"}"#)?["ok"], true)
         XCTAssertEqual(server.statistics.clientsRefused, 1)

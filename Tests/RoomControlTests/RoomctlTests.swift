@@ -183,6 +183,37 @@ final class RoomctlTests: XCTestCase {
         try body(daemon)
     }
 
+    /// Issue 10: with every slot held by a stuck script, roomctl said "connection to roomd
+    /// lost" (exit 69). It now prints roomd's reason and exits 75 (try again).
+    func testRefusedConnectionSaysWhyAndExitsTryAgain() throws {
+        try withDaemon { d in
+            var held: [Int32] = []
+            defer { held.forEach { _ = Glibc.close($0) } }
+            for _ in 0..<ControlServer.Configuration(path: d.path).maxClientsPerUser {
+                let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+                var address = sockaddr_un()
+                address.sun_family = sa_family_t(AF_UNIX)
+                withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                    for (i, b) in d.path.utf8.enumerated() { raw[i] = b }
+                }
+                let rc = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                }
+                XCTAssertEqual(rc, 0)
+                held.append(fd)
+            }
+            sleepMilliseconds(100)   // the fake accepts them on its thread
+            let (status, out) = run(["status"], socket: d.path)
+            XCTAssertEqual(status, Roomctl.Exit.tryAgain, "\(out.err)")
+            XCTAssertTrue(out.err.first?.contains("too_many_clients") == true, "\(out.err)")
+            XCTAssertTrue(out.err.first?.contains("per user") == true, "\(out.err)")
+            held.forEach { _ = Glibc.close($0) }
+            held = []
+            sleepMilliseconds(100)
+            XCTAssertEqual(run(["status"], socket: d.path).0, Roomctl.Exit.ok, "a slot frees when a holder goes")
+        }
+    }
+
     func testExitCodes() throws {
         let (unreachable, u) = run(["status"], socket: "/tmp/no-such-roomd.sock")
         XCTAssertEqual(unreachable, Roomctl.Exit.unavailable)
