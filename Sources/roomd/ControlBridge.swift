@@ -143,8 +143,8 @@ final class ControlBridge {
     private func status() -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "version": .string(roomdVersion),
-            "mic_dbfs": .double(Double((max(engine.stats.inputLevel, -120) * 10).rounded() / 10)),
-            "speaker_dbfs": .double(Double((max(engine.stats.playbackLevel, -120) * 10).rounded() / 10)),
+            "mic_dbfs": Self.tenths(engine.stats.inputLevel),
+            "speaker_dbfs": Self.tenths(engine.stats.playbackLevel),
             // What the audio thread has applied, so a script sees a switch take effect.
             "profile": .string((engine.stats.appliedProfile ?? engine.control.profile).rawValue),
             "volume_db": .double(appliance.settings.effective.volumeDB),
@@ -152,7 +152,7 @@ final class ControlBridge {
         guard let session else {
             o["connection"] = .string("idle")
             o["joined"] = .bool(false)
-            o["role"] = .string("audience")
+            o["role"] = .string("none")   // no room: neither listening nor speaking in one
             o["stage"] = .string("off")
             o["muted"] = .bool(false)
             return o
@@ -168,7 +168,7 @@ final class ControlBridge {
             o["room"] = .string(info.room)
             o["participant"] = .int(Int(info.participantID))
         }
-        o["role"] = .string(me?.role.rawValue ?? "audience")
+        o["role"] = .string(joined ? me?.role.rawValue ?? "audience" : "none")
         o["stage"] = .string(me?.stage.rawValue ?? "off")
         let serverMuted = me?.muted ?? false
         o["self_muted"] = .bool(session.isSelfMuted)
@@ -276,9 +276,14 @@ final class ControlBridge {
     func publishLevels() {
         guard let server, server.hasLevelSubscribers else { return }
         let s = engine.stats
-        func db(_ v: Float) -> JSONValue { .double(Double((max(v, -120) * 10).rounded() / 10)) }
-        server.broadcast(event: "levels", ["mic_dbfs": db(s.inputLevel), "out_dbfs": db(s.outputLevel),
-                                           "speaker_dbfs": db(s.playbackLevel), "voice": .bool(s.voiceActive.load(ordering: .relaxed))])
+        server.broadcast(event: "levels", ["mic_dbfs": Self.tenths(s.inputLevel), "out_dbfs": Self.tenths(s.outputLevel),
+                                           "speaker_dbfs": Self.tenths(s.playbackLevel), "voice": .bool(s.voiceActive.load(ordering: .relaxed))])
+    }
+
+    /// A level in dBFS to a tenth, rounded as a Double: a Float rounded to tenths and then
+    /// widened printed as -69.9000015258789.
+    static func tenths(_ level: Float) -> JSONValue {
+        .double((Double(max(level, -120)) * 10).rounded() / 10)
     }
 
     /// Audio device exceptions → `device` events.

@@ -96,7 +96,15 @@ final class RoomctlRoundTripTests: ProcessTestCase {
         try ctl("b", ["wait", "joined", "--timeout", "5"])
         let b2 = try XCTUnwrap(try result(try ctl("b", ["status"]))["participant"] as? Int)
         try ctl("a", ["kick", "\(b2)", "--reason", "test over"])
-        try ctl("b", ["status"])
+        // Removed: in no room, so no role in one (issue 10: it said "audience"); levels are
+        // tenths as written (issue 10: -69.9000015258789).
+        let statusText = try ctl("b", ["status"])
+        let removed = try result(statusText)
+        XCTAssertEqual(removed["joined"] as? Bool, false, statusText)
+        XCTAssertEqual(removed["role"] as? String, "none", statusText)
+        let mic = try XCTUnwrap(statusText.range(of: #""mic_dbfs":-?[0-9.]+"#, options: .regularExpression).map { String(statusText[$0]) })
+        let decimals = mic.contains(".") ? mic.split(separator: ".").last?.count ?? 0 : 0
+        XCTAssertLessThanOrEqual(decimals, 1, "one decimal at most: \(mic)")
 
         exercised.insert("subscribe")  // `wait` and `events` subscribe
         let missing = Set(ControlCommands.all.map(\.name)).subtracting(exercised)
