@@ -1,9 +1,12 @@
+import Glibc
 import RoomSystem
 
 /// Why a `ControlClient` call failed.
 public enum ControlClientError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// No daemon at the socket (missing, refused, no permission, connection lost).
+    /// No daemon at the socket (missing, refused, connection lost).
     case unreachable(String)
+    /// The socket is there but this user may not open it (EACCES): a group membership question.
+    case permissionDenied(String)
     /// No answer (or event) within the timeout.
     case timeout(String)
     /// The daemon answered with an error.
@@ -14,6 +17,7 @@ public enum ControlClientError: Error, Sendable, Equatable, CustomStringConverti
     public var description: String {
         switch self {
         case .unreachable(let m): m
+        case .permissionDenied(let m): m
         case .timeout(let m): m
         case .refused(let e): "\(e)"
         case .protocolError(let m): "protocol error: \(m)"
@@ -68,6 +72,9 @@ public final class ControlClient {
                 }
             }
         } catch {
+            if error.code == EACCES || error.code == EPERM {
+                throw .permissionDenied("no permission to open roomd's control socket \(path): \(Self.permissionHint(path))")
+            }
             throw .unreachable("cannot connect to roomd at \(path): \(error)")
         }
         try waitUntil(timeout, "connecting to \(path)") { connected || self.lost != nil }
@@ -75,6 +82,14 @@ public final class ControlClient {
     }
 
     deinit { connection?.close() }
+
+    /// What to do about EACCES: join the socket's group (it names it), or use root.
+    static func permissionHint(_ path: String) -> String {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return "run as root or as a member of the control group" }
+        let group = getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } ?? "\(st.st_gid)"
+        return "add yourself to group \(group) (e.g. `sudo usermod -aG \(group) $USER`, then log in again) or run as root"
+    }
 
     public func close() {
         connection?.close()

@@ -16,6 +16,8 @@ public enum Roomctl {
         public static let checkFailed: Int32 = 4
         /// No daemon at the socket, or it stopped answering (EX_UNAVAILABLE).
         public static let unavailable: Int32 = 69
+        /// The caller may not open the control socket (EX_NOPERM): the message names the group.
+        public static let noPermission: Int32 = 77
         /// roomd is there but cannot serve this connection now (`too_many_clients`, or it
         /// closed the connection as idle: `timeout`): try again later (EX_TEMPFAIL).
         public static let tryAgain: Int32 = 75
@@ -191,7 +193,8 @@ public enum Roomctl {
             "",
             "Exit status: 0 ok, 1 refused by roomd (its error code is printed), 2 usage,",
             "3 timeout (wait, events --count), 4 selftest found problems, 69 roomd not reachable,",
-            "75 roomd cannot take the connection now (too many control clients): try again.",
+            "75 roomd cannot take the connection now (too many control clients): try again,",
+            "77 no permission to open the control socket (the message names the group to join).",
         ]
         return lines.joined(separator: "\n")
     }
@@ -442,6 +445,10 @@ public enum Roomctl {
         do {
             client = try ControlClient(path: options.socketPath, timeout: connectTimeout)
         } catch {
+            if case .permissionDenied(let m) = error {
+                io.err("roomctl: \(m)")
+                return Exit.noPermission
+            }
             io.err("roomctl: roomd is not reachable: \(error)")
             return Exit.unavailable
         }
@@ -469,6 +476,9 @@ public enum Roomctl {
         case .unreachable(let m):
             io.err("roomctl: \(what): \(m)")
             return Exit.unavailable
+        case .permissionDenied(let m):
+            io.err("roomctl: \(what): \(m)")
+            return Exit.noPermission
         case .protocolError(let m):
             io.err("roomctl: \(what): \(m)")
             return Exit.unavailable

@@ -1,11 +1,28 @@
 import Glibc
 
-/// Errors from the file helpers carry the path and errno text so the caller can report them as-is.
-public struct SystemError: Error, CustomStringConvertible, Sendable {
+/// Errors from the system helpers: the path or operation and errno's text, ready to report
+/// as-is, and the errno itself so a caller can tell "permission denied" (add yourself to a
+/// group) from "no such file" (is roomd running?) without parsing text.
+public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// errno when the error came from a system call (`errno(_:_:)`), nil otherwise.
+    public let code: Int32?
+    public init(_ description: String, code: Int32? = nil) {
+        self.description = description
+        self.code = code
+    }
     public static func errno(_ what: String, _ code: Int32 = Glibc.errno) -> SystemError {
-        SystemError("\(what): \(String(cString: strerror(code)))")
+        SystemError("\(what): \(String(cString: strerror(code)))", code: code)
+    }
+}
+
+/// The one place a system call interrupted by a signal is retried: `call` returns -1 with
+/// errno set on failure (read, write, fsync, open, …); EINTR means "try again".
+@inline(__always)
+public func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
+    while true {
+        let r = call()
+        if r != -1 || errno != EINTR { return r }
     }
 }
 
@@ -13,7 +30,7 @@ public enum Files {
     /// Reads a whole file; refuses anything larger than `limit` so a wrong path (a device, a
     /// huge file) gives an error instead of exhausting memory.
     public static func read(_ path: String, limit: Int = 256 << 20) throws(SystemError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = retryingEINTR { open(path, O_RDONLY | O_CLOEXEC) }
         if fd < 0 { throw .errno(path) }
         defer { close(fd) }
         var st = stat()
@@ -22,8 +39,8 @@ public enum Files {
         var out: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; throw .errno(path) }
+            let n = retryingEINTR { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+            if n < 0 { throw .errno(path) }
             if n == 0 { break }
             out.append(contentsOf: chunk[0..<n])
             if out.count > limit { throw SystemError("\(path): larger than \(limit) bytes") }
@@ -40,17 +57,30 @@ public enum Files {
     /// either the old or the new content, never a torn file.
     public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(SystemError) {
         let tmp = path + ".tmp.\(getpid())"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         if fd < 0 { throw .errno(tmp) }
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 { if errno == EINTR { continue }; let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
+            let n = retryingEINTR { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) } }
+            if n < 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
             offset += n
         }
-        if fsync(fd) != 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
+        if retryingEINTR({ fsync(fd) }) != 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
         close(fd)
         if Glibc.rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw .errno(path, e) }
+        // The rename lives in the directory: until the directory is on disk too, a power cut
+        // can bring back the old file (or none) although the new one was synced.
+        try syncDirectory(of: path)
+    }
+
+    /// fsync of the directory holding `path`, so a rename or a new file in it survives a power cut.
+    public static func syncDirectory(of path: String) throws(SystemError) {
+        let slash = path.lastIndex(of: "/")
+        let dir = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let fd = retryingEINTR { open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        if fd < 0 { throw .errno(dir) }
+        defer { close(fd) }
+        if retryingEINTR({ fsync(fd) }) != 0 { throw .errno("fsync \(dir)") }
     }
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }

@@ -1,4 +1,5 @@
 import Foundation
+import RoomControl
 import RoomCore
 import XCTest
 
@@ -193,5 +194,33 @@ final class RoomdSystemdTests: ProcessTestCase {
         let watchdogs = messages.filter { $0.contains("WATCHDOG=1") }.count
         XCTAssertGreaterThan(watchdogs, 5, "a WATCHDOG=1 every 100 ms for 2 s: \(messages.count) messages")
         XCTAssertTrue(messages.contains { $0.contains("STOPPING=1") }, "STOPPING=1 on the way out")
+    }
+}
+
+/// Issue 10 (11): a user who may not open the control socket was told "roomd is not reachable …
+/// Permission denied" (exit 69, as if roomd were down). roomctl now names the group to join and
+/// exits 77 (EX_NOPERM). Runs roomctl as `nobody` against a root-owned 0660 socket.
+final class RoomctlPermissionTests: ProcessTestCase {
+    func testPermissionDeniedNamesTheGroupAndExits77() throws {
+        guard getuid() == 0, access("/usr/sbin/runuser", X_OK) == 0 else { throw XCTSkip("needs root and runuser") }
+        let roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("noperm")
+        chmod(dir, 0o755)
+        let path = dir + "/control.sock"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd); unlink(path) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in path.utf8.enumerated() { raw[i] = b } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(bound, 0)
+        XCTAssertEqual(listen(fd, 4), 0)
+        XCTAssertEqual(chmod(path, 0o660), 0)
+        let r = try runSeparated("/usr/sbin/runuser", ["-u", "nobody", "--", roomctl, "--socket", path, "status"])
+        if r.stderr.contains("Permission denied") && r.stderr.contains("exec") { throw XCTSkip("nobody cannot run \(roomctl)") }
+        XCTAssertEqual(r.status, Roomctl.Exit.noPermission, r.stderr)
+        XCTAssertTrue(r.stderr.contains("add yourself to group root"), r.stderr)
     }
 }

@@ -24,3 +24,31 @@ final class FilesTests: XCTestCase {
         XCTAssertEqual(Files.directory(of: "board.conf"), ".")
     }
 }
+
+/// Issue 10 (11): errors carry errno (callers tell EACCES from ENOENT without parsing text), and
+/// an atomic write syncs the directory too (the rename is the directory's content).
+final class SystemErrorTests: XCTestCase {
+    func testErrorsCarryErrno() {
+        XCTAssertThrowsError(try Files.read("/nonexistent-roomd-dir/file")) {
+            XCTAssertEqual(($0 as? SystemError)?.code, ENOENT)
+        }
+        XCTAssertThrowsError(try Files.writeAtomically("/proc/version/x", [1])) {
+            XCTAssertEqual(($0 as? SystemError)?.code, ENOTDIR)
+        }
+        XCTAssertNil(SystemError("plain text").code)
+    }
+
+    func testDirectorySyncNamesTheDirectory() throws {
+        let tmp = makeTemporaryDirectory("sync")
+        defer { tmp.remove() }
+        try Files.writeAtomically(tmp.path + "/settings.conf", Array("a = 1\n".utf8))
+        XCTAssertEqual(try Files.readText(tmp.path + "/settings.conf"), "a = 1\n")
+        XCTAssertNoThrow(try Files.syncDirectory(of: tmp.path + "/settings.conf"))
+        XCTAssertNoThrow(try Files.syncDirectory(of: "relative-name"))   // the current directory
+        XCTAssertThrowsError(try Files.syncDirectory(of: "/nonexistent-roomd-dir/x")) {
+            XCTAssertEqual(($0 as? SystemError)?.code, ENOENT)
+            XCTAssertTrue("\($0)".contains("/nonexistent-roomd-dir"), "\($0)")
+        }
+        XCTAssertEqual(retryingEINTR { Int32(5) }, 5)
+    }
+}
