@@ -46,6 +46,14 @@ struct Daemon {
         let (loop, signals) = try makeLoop { reload?() }
         defer { signals.close() }
         let (board, boardFile) = try openBoard(initial.boardPath, settings: settings)
+        // The recording's file is created now: a path roomd cannot write is an error before the
+        // session, not a recording lost at its end.
+        var recorder: WAVRecorder?
+        if let path = options.record {
+            do { recorder = try WAVRecorder(path: path, sampleRate: board.rate) } catch {
+                throw StartFailure(73, "--record: \(error)")   // EX_CANTCREAT
+            }
+        }
         let engine = try makeEngine(board: board, boardFile: boardFile, settings: initial)
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
         let room: RoomLink
@@ -68,7 +76,7 @@ struct Daemon {
                 throw .config("room: \(error)")
             }
         }
-        return serve(appliance, rate: board.rate, joining: !initial.servers.isEmpty)
+        return serve(appliance, recorder: recorder, joining: !initial.servers.isEmpty)
     }
 
     /// The event loop and the signals. Before any thread starts, so every thread inherits the
@@ -154,10 +162,10 @@ struct Daemon {
 
     /// Runs the loop until SIGINT/SIGTERM or `--duration`, then leaves the room, stops the
     /// audio and prints the summary. Returns the exit code.
-    private func serve(_ appliance: Appliance, rate: Int, joining: Bool) -> Int32 {
+    private func serve(_ appliance: Appliance, recorder: WAVRecorder?, joining: Bool) -> Int32 {
         let loop = appliance.loop, engine = appliance.engine, room = appliance.room
         let reporter = StatusReporter(json: options.json, engine: engine, room: room)
-        var recorded: [Int16] = []
+        var recordingFailed = false
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
         // The event loop owns everything but the audio: engine events and the recorder are
@@ -165,7 +173,7 @@ struct Daemon {
         // timer, signals through a signalfd.
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
             drainEvents(engine, control: appliance.control)
-            drainRecording(engine, into: &recorded)
+            drainRecording(engine, into: recorder, failed: &recordingFailed)
         }
         _ = loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { appliance.control?.publishLevels() }
         if options.statsInterval > 0 {
@@ -205,13 +213,13 @@ struct Daemon {
         engine.stop()
         room.close()
         drainEvents(engine)
-        drainRecording(engine, into: &recorded)
+        drainRecording(engine, into: recorder, failed: &recordingFailed)
         reporter.summary(elapsed: elapsed())
-        guard let path = options.record else { return 0 }
-        let audio = WAVAudio(sampleRate: rate, channels: 1, samples: recorded)
+        guard let recorder else { return 0 }
         do {
-            try Files.writeAtomically(path, WAVFile.encode(audio))
-            Log.info("recorded \(recorded.count) samples of cleaned capture to \(path)")
+            if recordingFailed { throw SystemError("the recording stopped early (see above)") }
+            try recorder.finish()
+            Log.info("recorded \(recorder.samplesWritten) samples of cleaned capture to \(recorder.path)")
             return 0
         } catch {
             Log.error("--record: \(error)")
@@ -295,15 +303,22 @@ struct Daemon {
         }
     }
 
-    private func drainRecording(_ engine: AudioEngine, into recorded: inout [Int16]) {
-        guard let ring = engine.processedAudio else { return }
-        // Straight into the recording's new tail: no bounce buffer per tick.
-        let n = ring.availableToRead
-        guard n > 0 else { return }
-        let start = recorded.count
-        recorded.append(contentsOf: repeatElement(0, count: n))
-        let got = recorded.withUnsafeMutableBufferPointer { ring.read(into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
-        recorded.removeLast(n - got)
+    /// Moves what the engine cleaned into the recording file; a failed write (disk full) is
+    /// logged once and the recording stops, the session goes on.
+    private func drainRecording(_ engine: AudioEngine, into recorder: WAVRecorder?, failed: inout Bool) {
+        guard let ring = engine.processedAudio, let recorder else { return }
+        var block = [Int16](repeating: 0, count: 4800)
+        while true {
+            let got = block.withUnsafeMutableBufferPointer { ring.read(into: $0) }
+            guard got > 0 else { return }
+            guard !failed else { continue }   // keep the ring drained
+            do {
+                try block.withUnsafeBufferPointer { b throws(SystemError) in try recorder.append(UnsafeBufferPointer(rebasing: b[0..<got])) }
+            } catch {
+                failed = true
+                Log.error("--record: \(error); recording stopped")
+            }
+        }
     }
 }
 

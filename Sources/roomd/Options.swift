@@ -94,6 +94,11 @@ struct Options {
             case "--server":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: --server needs host:port[,host:port...]", 2) }
                 o.servers = ApplianceConfiguration.serverList(v)
+                // The configuration file's rule (room.server): a port of 0 or a name retried
+                // forever before, where the file refused them at once.
+                if let bad = o.servers.first(where: { !ApplianceConfiguration.isHostPort($0) }) {
+                    return .exit("roomd: --server \(bad): not host:port (numeric IPv4 a.b.c.d or [IPv6], port 1-65535)", 2)
+                }
             case "--token", "--token-file":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
                 if a == "--token" { o.token = v } else { o.tokenFile = v }

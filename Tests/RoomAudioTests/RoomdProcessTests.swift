@@ -112,6 +112,30 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertTrue(r.stderr.contains("--far-end") && r.stderr.contains("bad.wav"), r.stderr)
     }
 
+    /// Issue 10 (7): an unwritable --record path ran the whole session and failed at its end,
+    /// the recording lost; `--server 127.0.0.1:0` was retried forever where the configuration
+    /// file refused it. Both now fail at once, naming what is wrong.
+    func testUnwritableRecordingAndPortZeroFailAtStart() throws {
+        let start = Date()
+        let r = try roomd(["--board", board, "--loopback", "--record", "/nonexistent-dir/out.wav", "--duration", "20", "--stats-interval", "0"])
+        XCTAssertEqual(r.status, 73, r.stderr)
+        XCTAssertTrue(r.stderr.contains("/nonexistent-dir/out.wav"), r.stderr)
+        XCTAssertLessThan(Date().timeIntervalSince(start), 10, "refused at start, not after the 20 s session")
+        let s = try roomd(["--server", "127.0.0.1:0", "--token", "t"])
+        XCTAssertEqual(s.status, 2)
+        XCTAssertTrue(s.stderr.contains("--server 127.0.0.1:0"), s.stderr)
+    }
+
+    /// The recording is written as it comes: a complete WAV at the end, no `.partial` left.
+    func testRecordingIsStreamedToAWholeFile() throws {
+        let dir = SimCard.scratch("record")
+        let r = try roomd(["--board", board, "--loopback", "--record", dir + "/out.wav", "--duration", "1.5", "--stats-interval", "0"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let wav = try SimCard.readWAV(dir + "/out.wav")
+        XCTAssertEqual(Double(wav.floatSamples.count), 1.5 * 48000, accuracy: 4800)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out.wav.partial"))
+    }
+
     /// An empty ROOMD_CONTROL_SOCKET counts as unset, as it does for roomctl (roomd took the
     /// empty string for a path and exited 71).
     func testEmptyControlSocketVariableCountsAsUnset() throws {

@@ -104,7 +104,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
 
     /// `a.b.c.d:port` or `[v6]:port` with a numeric address: the same rule as `--server`, checked
     /// here so a typo is reported with its line rather than when roomd first connects.
-    static func isHostPort(_ s: String) -> Bool {
+    public static func isHostPort(_ s: String) -> Bool {
         guard let colon = s.lastIndex(of: ":"), let port = Int(s[s.index(after: colon)...]), (1...65535).contains(port) else { return false }
         let host = s[..<colon]
         if host.hasPrefix("[") && host.hasSuffix("]") { return host.count > 2 }
