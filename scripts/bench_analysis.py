@@ -259,6 +259,19 @@ def e2e(work):
     emit("e2e", "e2e.mouth_to_ear_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
          p10=round(delays[int(len(delays) * 0.1)], 2), p90=round(delays[int(len(delays) * 0.9)], 2), xruns=xruns, late_writes=late, min_lead_ms=lead,
          path="A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)")
+    # Memory in a call (issue 9's RSS goal is "in a call"): each roomd's last status line while
+    # its engine runs; B listens, A talks (A's figure includes the sim card's mapped input file).
+    rss = {}
+    for side in ("a", "b"):
+        status = [l for l in lines(f"{work}/{side}.jsonl") if "rss_mb" in l and not l.get("summary")]
+        if status:
+            rss[side] = status[-1]
+    if rss:
+        emit("e2e", "e2e.rss_mb", max(v["rss_mb"] for v in rss.values()), "MB", board="sim",
+             **{f"{k}_rss_mb": v["rss_mb"] for k, v in rss.items()},
+             **{f"{k}_rss_file_mb": v.get("rss_file_mb") for k, v in rss.items()},
+             **{f"{k}_rss_anon_mb": v.get("rss_anon_mb") for k, v in rss.items()},
+             measure="resident memory of A (talker) and B (listener) in the call, last status line before they stop; value: the larger")
     # Join: B's session start to the first audible sample at B's speaker.
     start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")
     rate, spk2 = read_wav(f"{work}/b2-speaker.wav")

@@ -46,16 +46,23 @@ public final class AudioEngine: @unchecked Sendable {
     // Confined to the audio thread once `start` has handed them over.
     private var loop: AudioLoop?
 
+    /// The far-end samples until `start` hands them to the loop (which keeps the only copy).
+    private var farEndPending: [Int16]
+
     public init(configuration: EngineConfiguration) throws(EngineError) {
         try configuration.validate()
-        self.configuration = configuration
+        // The loop takes the far-end samples; `configuration` does not keep a second copy.
+        var kept = configuration
+        farEndPending = kept.farEnd
+        kept.farEnd = []
+        self.configuration = kept
         stats = EngineStats(periodFrames: configuration.periodFrames)
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
         selfTest = SelfTestCapture(micCount: configuration.micChannels, periodFrames: configuration.periodFrames,
                                    rate: configuration.rate)
         control.setProfile(configuration.profile)
         mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
-        mixer.setActive(!configuration.farEnd.isEmpty, slot: MixerSlot.farEnd)
+        mixer.setActive(!farEndPending.isEmpty, slot: MixerSlot.farEnd)
         for i in 0..<MixerSlot.remoteCount { mixer.setActive(true, slot: MixerSlot.firstRemote + i) }
     }
 
@@ -65,7 +72,7 @@ public final class AudioEngine: @unchecked Sendable {
         guard thread == nil else { return }
         let loop: AudioLoop
         do {
-            loop = try AudioLoop(configuration: configuration, stats: stats, events: events,
+            loop = try AudioLoop(configuration: configuration, farEnd: farEndPending, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
                                  outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
                                  streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest,
@@ -80,6 +87,7 @@ public final class AudioEngine: @unchecked Sendable {
             throw EngineError("\(error)")
         }
         self.loop = loop
+        farEndPending = []
         control.running.store(true, ordering: .releasing)
         do {
             thread = try NativeThread(name: "roomd-audio") { [loop] in loop.run() }
@@ -191,7 +199,7 @@ final class AudioLoop: @unchecked Sendable {
     private let recordBlock: UnsafeMutablePointer<Int16>
     private let encodeFrame: UnsafeMutablePointer<Float>
     private var encodeFill = 0
-    private let farEnd: UnsafeMutableBufferPointer<Float>
+    private let farEnd: UnsafeMutableBufferPointer<Int16>
     private var farEndPosition = 0
 
     private var inputMeter: LevelMeter
@@ -205,7 +213,7 @@ final class AudioLoop: @unchecked Sendable {
     private var calmPeriods = 0
     private let warmupPeriods = 100
 
-    init(configuration c: EngineConfiguration, stats: EngineStats, events: SPSCRing<EngineEvent>,
+    init(configuration c: EngineConfiguration, farEnd farEndSamples: [Int16], stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
          outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
          streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture,
@@ -263,8 +271,8 @@ final class AudioLoop: @unchecked Sendable {
         slotAudio.initialize(repeating: 0, count: MixerSlot.count * period)
         slotPointers = .allocate(capacity: MixerSlot.count)
         slotPointers.initialize(repeating: nil, count: MixerSlot.count)
-        farEnd = .allocate(capacity: c.farEnd.count)
-        _ = farEnd.initialize(from: c.farEnd)
+        farEnd = .allocate(capacity: farEndSamples.count)
+        _ = farEnd.initialize(from: farEndSamples)
         captureInterleaved.initialize(repeating: 0, count: period * micCount)
         mics.initialize(repeating: 0, count: period * micCount)
         cleaned.initialize(repeating: 0, count: period * micCount)
@@ -567,7 +575,7 @@ final class AudioLoop: @unchecked Sendable {
                     guard config.farEndLoops else { slot[i] = 0; continue }
                     farEndPosition = 0
                 }
-                slot[i] = farEnd[farEndPosition]
+                slot[i] = SampleConversion.float(fromInt16: farEnd[farEndPosition])
                 farEndPosition += 1
             }
             slotPointers[MixerSlot.farEnd] = UnsafePointer(slot)

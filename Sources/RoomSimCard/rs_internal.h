@@ -88,10 +88,15 @@ typedef struct rs_input {
     size_t frames;
     unsigned channels;
     unsigned rate;             /* 0 for raw files */
+    size_t released;           /* bytes of the mapping given back (rs_input_release) */
 } rs_input;
 
 int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_channels);
 void rs_input_close(rs_input *in);
+/* Gives back the mapped pages of input before `frame` (kept in the page cache; read again if
+ * the input loops), so a long talker file does not stay resident in roomd's process: it is the
+ * simulated room's sound, not roomd's memory. Cheap when there is nothing new to give back. */
+void rs_input_release(rs_input *in, uint64_t frame);
 static inline int16_t rs_input_sample(const rs_input *in, size_t frame, unsigned ch)
 {
     const unsigned char *p = in->data + (frame * in->channels + ch) * 2;

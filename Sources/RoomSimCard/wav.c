@@ -128,6 +128,25 @@ int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_chann
     return rc;
 }
 
+void rs_input_release(rs_input *in, uint64_t frame)
+{
+    if (!in->map || in->frames == 0)
+        return;
+    if (frame >= in->frames)
+        frame %= in->frames;
+    const size_t page = 4096, step = 256 * 1024;
+    size_t end = (size_t)(in->data - (const unsigned char *)in->map) + (size_t)frame * in->channels * 2;
+    end &= ~(page - 1);
+    if (end < in->released) { /* looped back to the start: those pages come back as read */
+        in->released = 0;
+        return;
+    }
+    if (end - in->released < step)
+        return;
+    madvise((unsigned char *)in->map + in->released, end - in->released, MADV_DONTNEED);
+    in->released = end;
+}
+
 void rs_input_close(rs_input *in)
 {
     if (in->map)

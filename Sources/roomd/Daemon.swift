@@ -271,16 +271,14 @@ struct Daemon {
         return (try BoardProfile.parse(text: text, file: file), file)
     }
 
-    private func loadFarEnd(_ path: String, rate: Int) throws -> [Float] {
+    private func loadFarEnd(_ path: String, rate: Int) throws -> [Int16] {
         let audio = try WAVFile.decode(bytes: Files.read(path))
         guard audio.sampleRate == rate else {
             throw EngineError("sample rate \(audio.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
         }
-        var mono: [Float] = []
-        mono.reserveCapacity(audio.frames)
+        if audio.channels == 1 { return audio.samples }
         let samples = audio.samples
-        for f in 0..<audio.frames { mono.append(SampleConversion.float(fromInt16: samples[f * audio.channels])) }
-        return mono
+        return (0..<audio.frames).map { samples[$0 * audio.channels] }   // the first channel
     }
 
     private func drainEvents(_ engine: AudioEngine, control: ControlBridge? = nil) {

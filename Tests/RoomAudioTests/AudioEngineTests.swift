@@ -20,7 +20,7 @@ final class AudioEngineTests: XCTestCase {
         let dir = SimCard.scratch("echo")
         SimCard.useRoom(dir, [:])
         var config = SimCard.simBoardConfiguration()
-        config.farEnd = SimCard.speechLike(seconds: 9, seed: 0.4)
+        config.farEnd = SimCard.speechLike(seconds: 9, seed: 0.4).map(SampleConversion.int16(fromFloat:))
         // Measure the canceller alone: AGC would add gain, NS and the beamformer remove echo too.
         config.processing.gainControl = false
         config.processing.noiseSuppress = false

@@ -56,7 +56,7 @@ final class DoubleTalkTests: XCTestCase {
         var config = SimCard.simBoardConfiguration()
         config.processing.beamform = false
         config.processing.echoCanceller = canceller
-        config.farEnd = farEnd
+        config.farEnd = farEnd.map(SampleConversion.int16(fromFloat:))
         return config
     }
 
