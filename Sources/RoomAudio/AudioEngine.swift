@@ -325,6 +325,7 @@ final class AudioLoop: @unchecked Sendable {
         stats.retainProbeVerified.store(probe.verifyRetains(), ordering: .relaxed)
         post(.started(rate: config.rate, micChannels: micCount, beamforming: apm.beamforming))
         if !startStreams() { recoverLostDevice(capture: false, code: -EIO) }
+        prepareNextBlock()
         var lastAllocations = probe.threadAllocations()
         var lastRetains = probe.threadRetains()
         let cpuStart = threadCPUNanoseconds()
@@ -444,14 +445,6 @@ final class AudioLoop: @unchecked Sendable {
     /// that arrives just after a wake-up waits for the next period, not the next block.
     private func runPeriod() -> Bool {
         let offset = blockPhase * period
-        if blockPhase == 0 {
-            followProfile()
-            // A self-test owns the speaker: the test signal replaces the room (and is the AEC's
-            // reference, so the echo figure is the canceller's real work).
-            blockTesting = selfTest.active()
-            if blockTesting != gainControlHeld { holdGainControl(blockTesting) }
-            if blockTesting { selfTest.fillSpeaker(testBlock) }
-        }
         // Mics: interleaved 16-bit → this period's part of one float plane per mic.
         for f in 0..<period {
             let frame = captureInterleaved + f * micCount
@@ -470,7 +463,19 @@ final class AudioLoop: @unchecked Sendable {
         guard blockPhase * period >= block else { return false }
         blockPhase = 0
         processBlock()
+        prepareNextBlock()
         return true
+    }
+
+    /// Between blocks, after this block's speaker write and processing, so that none of it
+    /// delays the next write: a profile switch (encoder and APM retuned), and whether the next
+    /// block belongs to a self-test. A self-test owns the speaker: the test signal replaces the
+    /// room (and is the AEC's reference, so the echo figure is the canceller's real work).
+    private func prepareNextBlock() {
+        followProfile()
+        blockTesting = selfTest.active()
+        if blockTesting != gainControlHeld { holdGainControl(blockTesting) }
+        if blockTesting { selfTest.fillSpeaker(testBlock) }
     }
 
     /// The 10 ms block: the speaker samples written during it are the far-end reference, then
@@ -654,6 +659,7 @@ final class AudioLoop: @unchecked Sendable {
 
     private func handleCaptureError(_ code: Int32) {
         selfTest.abort()
+        blockTesting = false
         if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
             stats.captureXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: true))
@@ -669,6 +675,7 @@ final class AudioLoop: @unchecked Sendable {
 
     private func handlePlaybackError(_ code: Int32) {
         selfTest.abort()
+        blockTesting = false
         if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
             stats.playbackXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: false))
