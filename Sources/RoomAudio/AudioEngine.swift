@@ -3,13 +3,19 @@ import RoomCore
 import RoomSystem
 import Synchronization
 
-/// The real-time audio engine: one thread runs capture and playback in lock-step, 10 ms at a
-/// time, because the echo canceller needs the far-end reference and the microphones aligned
-/// period by period. Each period:
+/// The real-time audio engine: one thread runs capture and playback in lock-step, one ALSA
+/// period (5 or 10 ms) at a time, because the echo canceller needs the far-end reference and
+/// the microphones aligned block by block. Each period:
 ///
-///     read mics → mix what the speaker will play → APM render (far-end reference)
+///     read mics → mix what the speaker will play → write speaker
+///
+/// and each 10 ms processing block (every period at 10 ms, every second one at 5 ms):
+///
+///     APM render (the block's speaker samples, the far-end reference)
 ///     → APM capture (AEC, NS, AGC, VAD, beamformer) → meters → Opus encode → send gate
-///     → write speaker
+///
+/// The speaker is written before the block is processed: what the speaker needs is ready
+/// first, so the block's processing time does not eat into the playback headroom.
 ///
 /// Everything the loop touches is allocated before it starts; it talks to the rest of the
 /// daemon only through atomics (`stats`) and single-producer/single-consumer rings (`events`,
@@ -56,9 +62,9 @@ public final class AudioEngine: @unchecked Sendable {
         farEndPending = kept.farEnd
         kept.farEnd = []
         self.configuration = kept
-        stats = EngineStats(periodFrames: configuration.periodFrames)
+        stats = EngineStats(periodFrames: configuration.blockFrames)
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
-        selfTest = SelfTestCapture(micCount: configuration.micChannels, periodFrames: configuration.periodFrames,
+        selfTest = SelfTestCapture(micCount: configuration.micChannels, periodFrames: configuration.blockFrames,
                                    rate: configuration.rate)
         control.setProfile(configuration.profile)
         mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
@@ -144,7 +150,7 @@ final class AudioLoop: @unchecked Sendable {
     private let processedAudio: SPSCRing<Int16>?
     private let control: EngineControl
     private let mixer: StreamMixer
-    /// One period per mixer slot, and the table of pointers `StreamMixer.mix` reads.
+    /// One ALSA period per mixer slot, and the table of pointers `StreamMixer.mix` reads.
     private let slotAudio: UnsafeMutablePointer<Float>
     private let slotPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
 
@@ -184,16 +190,32 @@ final class AudioLoop: @unchecked Sendable {
     private var lossAdaptation: LossAdaptation
     private var lossReportsSeen = 0
 
+    /// Frames per ALSA period: what each wake-up reads from the mics and writes to the speaker.
     private let period: Int
+    /// Frames per processing block (10 ms), a whole number of periods: what the APM, the
+    /// meters, the recorder and the self-test take.
+    private let block: Int
+    /// Which period of the current block the next read fills (0 ..< block / period).
+    private var blockPhase = 0
+    /// The self-test owns the speaker for this block (decided at the block's first period, so
+    /// the test signal, the mics and the record stay on one block grid).
+    private var blockTesting = false
+    /// Counts stream starts, so a period can tell that a device was reopened under it.
+    private var streamGeneration = 0
     private let micCount: Int
     private let frameSamples: Int
     // Buffers, allocated once.
     private let captureInterleaved: UnsafeMutablePointer<Int16>
+    /// One block per mic, filled a period at a time (mic m's plane at `mics + m * block`).
     private let mics: UnsafeMutablePointer<Float>
     private let micPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
     private let cleaned: UnsafeMutablePointer<Float>
     private let cleanedPointers: UnsafeMutablePointer<UnsafeMutablePointer<Float>?>
+    /// The block's speaker samples, rendered and written a period at a time; the whole block is
+    /// the canceller's far-end reference.
     private let speaker: UnsafeMutablePointer<Float>
+    /// The self-test's signal for the block, played a period at a time.
+    private let testBlock: UnsafeMutablePointer<Float>
     private let speakerPointers: UnsafeMutablePointer<UnsafePointer<Float>?>
     private let speakerInterleaved: UnsafeMutablePointer<Int16>
     private let recordBlock: UnsafeMutablePointer<Int16>
@@ -225,6 +247,7 @@ final class AudioLoop: @unchecked Sendable {
         self.control = control
         self.mixer = mixer
         period = c.periodFrames
+        block = c.blockFrames
         micCount = c.micChannels
         // Without the beamformer the APM cleans mic 0 alone: processing all N mics would cost N
         // echo cancellers (measured on the sim board: 7.3 % of a core for all four, 2.7 % for mic 0) for channels
@@ -253,17 +276,18 @@ final class AudioLoop: @unchecked Sendable {
         lossAdaptation = LossAdaptation(initialPercent: encoder.settings.expectedLossPercent)
 
         captureInterleaved = .allocate(capacity: period * micCount)
-        mics = .allocate(capacity: period * micCount)
+        mics = .allocate(capacity: block * micCount)
         micPointers = .allocate(capacity: micCount)
-        for m in 0..<micCount { micPointers[m] = UnsafePointer(mics + m * period) }
-        cleaned = .allocate(capacity: period * micCount)
+        for m in 0..<micCount { micPointers[m] = UnsafePointer(mics + m * block) }
+        cleaned = .allocate(capacity: block * micCount)
         cleanedPointers = .allocate(capacity: micCount)
-        for m in 0..<micCount { cleanedPointers[m] = cleaned + m * period }
-        speaker = .allocate(capacity: period)
+        for m in 0..<micCount { cleanedPointers[m] = cleaned + m * block }
+        speaker = .allocate(capacity: block)
+        testBlock = .allocate(capacity: block)
         speakerPointers = .allocate(capacity: 1)
         speakerPointers[0] = UnsafePointer(speaker)
         speakerInterleaved = .allocate(capacity: period * c.playbackChannels)
-        recordBlock = .allocate(capacity: period)
+        recordBlock = .allocate(capacity: block)
         encodeFrame = .allocate(capacity: frameSamples)
         gainSSRCs = .allocate(capacity: MixerSlot.remoteCount)
         gainSSRCs.initialize(repeating: 0, count: MixerSlot.remoteCount)
@@ -274,24 +298,25 @@ final class AudioLoop: @unchecked Sendable {
         farEnd = .allocate(capacity: farEndSamples.count)
         _ = farEnd.initialize(from: farEndSamples)
         captureInterleaved.initialize(repeating: 0, count: period * micCount)
-        mics.initialize(repeating: 0, count: period * micCount)
-        cleaned.initialize(repeating: 0, count: period * micCount)
-        speaker.initialize(repeating: 0, count: period)
+        mics.initialize(repeating: 0, count: block * micCount)
+        cleaned.initialize(repeating: 0, count: block * micCount)
+        speaker.initialize(repeating: 0, count: block)
+        testBlock.initialize(repeating: 0, count: block)
         speakerInterleaved.initialize(repeating: 0, count: period * c.playbackChannels)
-        recordBlock.initialize(repeating: 0, count: period)
+        recordBlock.initialize(repeating: 0, count: block)
         encodeFrame.initialize(repeating: 0, count: frameSamples)
 
-        let periodSeconds = Double(c.periodMilliseconds) / 1000
-        inputMeter = LevelMeter(periodSeconds: periodSeconds)
-        outputMeter = LevelMeter(periodSeconds: periodSeconds)
-        playbackMeter = LevelMeter(periodSeconds: periodSeconds)
+        let blockSeconds = Double(EngineConfiguration.blockMilliseconds) / 1000
+        inputMeter = LevelMeter(periodSeconds: blockSeconds)
+        outputMeter = LevelMeter(periodSeconds: blockSeconds)
+        playbackMeter = LevelMeter(periodSeconds: blockSeconds)
 
         try openDevices()
     }
 
     deinit {
         captureInterleaved.deallocate(); mics.deallocate(); micPointers.deallocate()
-        cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate()
+        cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate(); testBlock.deallocate()
         speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
         encodeFrame.deallocate(); farEnd.deallocate()
         slotAudio.deallocate(); slotPointers.deallocate(); gainSSRCs.deallocate()
@@ -318,6 +343,7 @@ final class AudioLoop: @unchecked Sendable {
         stats.retainProbeVerified.store(probe.verifyRetains(), ordering: .relaxed)
         post(.started(rate: config.rate, micChannels: micCount, beamforming: apm.beamforming))
         if !startStreams() { recoverLostDevice(capture: false, code: -EIO) }
+        prepareNextBlock()
         var lastAllocations = probe.threadAllocations()
         var lastRetains = probe.threadRetains()
         let cpuStart = threadCPUNanoseconds()
@@ -330,9 +356,7 @@ final class AudioLoop: @unchecked Sendable {
                 lastRetains = probe.threadRetains()
                 continue
             }
-            processPeriod()
-            let written = writeSpeaker()
-            if written < 0 { handlePlaybackError(Int32(written)) }
+            let blockDone = runPeriod()
 
             calmPeriods += 1
             let now = probe.threadAllocations()
@@ -346,6 +370,9 @@ final class AudioLoop: @unchecked Sendable {
             }
             lastAllocations = now
             lastRetains = retainsNow
+            guard blockDone else { continue }
+            // Once per block: the counter the status reports (10 ms blocks whatever the period)
+            // and the thread's CPU time (a system call, not worth making twice per block).
             stats.periods.wrappingAdd(1, ordering: .relaxed)
             stats.threadCPUNanoseconds.store(threadCPUNanoseconds() &- cpuStart, ordering: .relaxed)
         }
@@ -370,6 +397,8 @@ final class AudioLoop: @unchecked Sendable {
         }
         mixer.reset()
         calmPeriods = 0
+        blockPhase = 0
+        streamGeneration &+= 1
         return true
     }
 
@@ -449,28 +478,66 @@ final class AudioLoop: @unchecked Sendable {
         _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !hold)
     }
 
-    private func processPeriod() {
-        followProfile()
-        followLossReports()
-        // Mics: interleaved 16-bit → one float plane per mic.
+    /// One ALSA period, after its capture was read: the mics go into the block, the speaker's
+    /// period is rendered and written, and when the block is full it is processed. Returns
+    /// whether a block was processed.
+    ///
+    /// Rendering every period rather than every block is what a short period buys: the
+    /// received packets are drained and the jitter buffers asked every period, so a packet
+    /// that arrives just after a wake-up waits for the next period, not the next block.
+    private func runPeriod() -> Bool {
+        let offset = blockPhase * period
+        // Mics: interleaved 16-bit → this period's part of one float plane per mic.
         for f in 0..<period {
             let frame = captureInterleaved + f * micCount
-            for m in 0..<micCount { mics[m * period + f] = SampleConversion.float(fromInt16: frame[m]) }
+            for m in 0..<micCount { mics[m * block + offset + f] = SampleConversion.float(fromInt16: frame[m]) }
         }
-        renderSpeakerPeriod()
-        // A self-test owns the speaker: the test signal replaces the room (and is the AEC's
-        // reference, so the echo figure is the canceller's real work).
-        let testing = selfTest.active()
-        if testing != gainControlHeld { holdGainControl(testing) }
-        if testing { selfTest.fillSpeaker(speaker) }
+        renderSpeakerPeriod(into: speaker + offset)
+        if blockTesting { (speaker + offset).update(from: testBlock + offset, count: period) }
+        let written = writeSpeaker(speaker + offset)
+        if written < 0 {
+            let generation = streamGeneration
+            handlePlaybackError(Int32(written))
+            // Reopened devices start a new block; this period's capture belongs to the old stream.
+            if streamGeneration != generation { return false }
+        }
+        blockPhase += 1
+        guard blockPhase * period >= block else { return false }
+        blockPhase = 0
+        processBlock()
+        prepareNextBlock()
+        return true
+    }
+
+    /// Between blocks, after this block's speaker write and processing, so that none of it
+    /// delays the next write: a profile switch (encoder and APM retuned), the listeners' loss
+    /// reports (the encoder's FEC and bitrate), and whether the next
+    /// block belongs to a self-test. A self-test owns the speaker: the test signal replaces the
+    /// room (and is the AEC's reference, so the echo figure is the canceller's real work).
+    private func prepareNextBlock() {
+        followProfile()
+        followLossReports()
+        blockTesting = selfTest.active()
+        if blockTesting != gainControlHeld { holdGainControl(blockTesting) }
+        if blockTesting { selfTest.fillSpeaker(testBlock) }
+    }
+
+    /// The 10 ms block: the speaker samples written during it are the far-end reference, then
+    /// the mics go through the chain, the meters and the encoder.
+    private func processBlock() {
+        let testing = blockTesting
         _ = apm.analyzeRender(speakerPointers)
         // The raw mics are recorded, then the test talker is added for the chain (double talk).
         if testing { selfTest.takeMics(mics) }
-        let delayFrames = (playbackEveryPeriod?._withUnsafeGuaranteedRef { $0.delayFrames() } ?? 0) + period
+        // For webrtc's AEC (delay-agnostic, so a hint): what is queued ahead of the speaker
+        // after this period's write, less that period, plus the block's length on the capture side.
+        let queued = playbackEveryPeriod?._withUnsafeGuaranteedRef { $0.delayFrames() } ?? 0
+        let delayFrames = max(0, queued - period) + block
         _ = apm.processCapture(micPointers, into: cleanedPointers, delayMilliseconds: delayFrames * 1000 / config.rate)
 
-        let micZero = UnsafeBufferPointer(start: mics, count: period)
-        let out = UnsafeBufferPointer(start: UnsafePointer(cleaned), count: period)
+        let micZero = UnsafeBufferPointer(start: mics, count: block)
+        let out = UnsafeBufferPointer(start: UnsafePointer(cleaned), count: block)
+        playbackMeter.process(UnsafeBufferPointer(start: UnsafePointer(speaker), count: block))
         inputMeter.process(micZero)
         outputMeter.process(out)
         let voice = apm.voiceDetected
@@ -482,7 +549,7 @@ final class AudioLoop: @unchecked Sendable {
 
         if playbackMeter.lastRMSDBFS > config.farEndActiveThresholdDBFS {
             var e0 = 0.0, e1 = 0.0
-            for i in 0..<period {
+            for i in 0..<block {
                 e0 += Double(mics[i] * mics[i])
                 e1 += Double(cleaned[i] * cleaned[i])
             }
@@ -497,8 +564,8 @@ final class AudioLoop: @unchecked Sendable {
         }
 
         if let ring = processedAudio {
-            for i in 0..<period { recordBlock[i] = SampleConversion.int16(fromFloat: cleaned[i], scale: SampleConversion.outputScale) }
-            _ = ring.write(from: UnsafeBufferPointer(start: recordBlock, count: period))
+            for i in 0..<block { recordBlock[i] = SampleConversion.int16(fromFloat: cleaned[i], scale: SampleConversion.outputScale) }
+            _ = ring.write(from: UnsafeBufferPointer(start: recordBlock, count: block))
         }
         if testing { selfTest.record(cleanedPeriod: cleaned) }
         // During a self-test nothing is sent: the room must not hear the sweep's residue.
@@ -510,8 +577,8 @@ final class AudioLoop: @unchecked Sendable {
     /// a simulated lossy network straight back to our own receive side).
     private func encodeCleaned(voice: Bool, send allowed: Bool) {
         var offset = 0
-        while offset < period {
-            let n = min(period - offset, frameSamples - encodeFill)
+        while offset < block {
+            let n = min(block - offset, frameSamples - encodeFill)
             (encodeFrame + encodeFill).update(from: cleaned + offset, count: n)
             encodeFill += n
             offset += n
@@ -564,10 +631,11 @@ final class AudioLoop: @unchecked Sendable {
         return RTPAudioLevel(voiceActivity: false, dBov: Double(dbov)).level
     }
 
-    /// What the speaker plays this period: each source fills its mixer slot (far-end talker,
-    /// remote streams through their jitter buffers and decoders), the mixer applies gains and
-    /// the limiter. The same samples are the APM's far-end reference.
-    private func renderSpeakerPeriod() {
+    /// What the speaker plays this period, into `speaker` (one period of the block): each source
+    /// fills its mixer slot (far-end talker, remote streams through their jitter buffers and
+    /// decoders), the mixer applies gains and the limiter. The same samples are the APM's
+    /// far-end reference.
+    private func renderSpeakerPeriod(into speaker: UnsafeMutablePointer<Float>) {
         if farEnd.count > 0 {
             let slot = slotAudio + MixerSlot.farEnd * period
             for i in 0..<period {
@@ -587,7 +655,6 @@ final class AudioLoop: @unchecked Sendable {
         applyStreamGains()
         mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
                   into: UnsafeMutableBufferPointer(start: speaker, count: period))
-        playbackMeter.process(UnsafeBufferPointer(start: UnsafePointer(speaker), count: period))
     }
 
     /// Per-sender volumes into the mixer's remote slots, looked up only when a volume was set or
@@ -609,7 +676,7 @@ final class AudioLoop: @unchecked Sendable {
     /// whole extra period has piled up, and one more is written when the queue is nearly empty
     /// (a card whose position moves in whole periods shows that only as an xrun). Each such
     /// correction is counted.
-    private func writeSpeaker() -> Int {
+    private func writeSpeaker(_ speaker: UnsafePointer<Float>) -> Int {
         guard let device = playbackEveryPeriod else { return -Int(EBADFD) }
         let channels = config.playbackChannels
         for i in 0..<period {
@@ -636,12 +703,14 @@ final class AudioLoop: @unchecked Sendable {
 
     private func handleCaptureError(_ code: Int32) {
         selfTest.abort()
+        blockTesting = false
         if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
             stats.captureXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: true))
             if capture?.recover(code) ?? -EBADFD == 0 {
                 _ = try? capture?.start()
                 calmPeriods = 0
+                blockPhase = 0   // the block's earlier periods belong to a broken stream
                 return
             }
         }
@@ -650,6 +719,7 @@ final class AudioLoop: @unchecked Sendable {
 
     private func handlePlaybackError(_ code: Int32) {
         selfTest.abort()
+        blockTesting = false
         if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
             stats.playbackXruns.wrappingAdd(1, ordering: .relaxed)
             post(.xrun(capture: false))

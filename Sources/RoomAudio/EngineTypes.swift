@@ -11,9 +11,20 @@ public struct EngineConfiguration: Sendable {
     public var playbackChannels: Int
     /// Microphone positions in metres, channel order; empty when the board has no array.
     public var micPositions: [(Float, Float, Float)]
+    /// The ALSA period (board profile `audio.period_ms`, one of `BoardProfile.supportedPeriods`):
+    /// how often the loop wakes, reads the mics and writes the speaker. The processing chain
+    /// (APM, canceller, Opus) always works in 10 ms blocks (`blockMilliseconds`); a 5 ms period
+    /// gathers two capture periods per block but renders the speaker every 5 ms, so a received
+    /// packet waits at most 5 ms, not 10, for the next playback write (docs/audio-engine.md,
+    /// "One thread, lock-step").
     public var periodMilliseconds = 10
+    /// The ALSA buffer, in milliseconds rather than periods, so a shorter period does not shrink
+    /// the room for the pre-fill and a drift correction (60 ms: six 10 ms periods, twelve 5 ms).
+    public var bufferMilliseconds = 60
     /// Periods in each ALSA buffer.
-    public var periodsInBuffer = 6
+    public var periodsInBuffer: Int { bufferMilliseconds / periodMilliseconds }
+    /// The processing block: webrtc-audio-processing and roomd's canceller take 10 ms blocks.
+    public static let blockMilliseconds = 10
     /// How far ahead of the speaker the engine writes (board profile
     /// `audio.playback_headroom_ms`): playback starts with one period plus this much silence, so
     /// each period is written this long before it is due. The whole of it is mouth-to-ear delay.
@@ -56,6 +67,10 @@ public struct EngineConfiguration: Sendable {
     }
 
     public var periodFrames: Int { rate * periodMilliseconds / 1000 }
+    /// Frames in one processing block (10 ms): what the APM, the meters and the self-test see.
+    public var blockFrames: Int { rate * Self.blockMilliseconds / 1000 }
+    /// ALSA periods per processing block (2 at 5 ms, 1 at 10 ms).
+    public var periodsPerBlock: Int { Self.blockMilliseconds / periodMilliseconds }
     public var playbackHeadroomFrames: Int { rate * playbackHeadroomMilliseconds / 1000 }
     /// Silence written before playback starts: the period being processed plus the headroom.
     public var playbackPrefillFrames: Int { periodFrames + playbackHeadroomFrames }
@@ -70,7 +85,10 @@ public struct EngineConfiguration: Sendable {
         }
         guard (1...8).contains(micChannels) else { throw EngineError("audio.capture_channels: \(micChannels) is not supported (1..8)") }
         guard (1...2).contains(playbackChannels) else { throw EngineError("audio.playback_channels: \(playbackChannels) is not supported (1..2)") }
-        guard periodMilliseconds == 10 else { throw EngineError("audio.period_ms: \(periodMilliseconds) is not supported (the engine runs 10 ms periods)") }
+        guard BoardProfile.supportedPeriods.contains(periodMilliseconds) else {
+            let choices = BoardProfile.supportedPeriods.map(String.init).joined(separator: " or ")
+            throw EngineError("audio.period_ms: \(periodMilliseconds) is not supported (\(choices): whole divisors of the 10 ms processing block)")
+        }
         guard opus.frameMilliseconds == 10 || opus.frameMilliseconds == 20 else {
             throw EngineError("opus frame: \(opus.frameMilliseconds) ms is not supported (10 or 20)")
         }
@@ -78,7 +96,7 @@ public struct EngineConfiguration: Sendable {
             throw EngineError("array: \(micPositions.count) mic positions for \(micChannels) capture channels")
         }
         guard playbackHeadroomMilliseconds >= 1, playbackPrefillFrames + 2 * periodFrames <= periodsInBuffer * periodFrames else {
-            throw EngineError("audio.playback_headroom_ms: \(playbackHeadroomMilliseconds) is not supported (1 ms up to \(periodsInBuffer - 3) periods)")
+            throw EngineError("audio.playback_headroom_ms: \(playbackHeadroomMilliseconds) is not supported with \(periodMilliseconds) ms periods (1 to \(bufferMilliseconds - 3 * periodMilliseconds) ms)")
         }
         guard (0...100).contains(loopbackLossPercent) else { throw EngineError("loopback loss: \(loopbackLossPercent) % is not in 0..100") }
     }

@@ -54,6 +54,10 @@ final class RemoteStreams {
         var jb = JitterBufferConfiguration(frameDurationMs: frameMilliseconds, minimumDelayMs: minimumDelayMs)
         jb.maxPayloadBytes = MediaPacket.maxPayload
         jb.playoutStepMs = max(1, periodFrames * 1000 / rate)
+        // The margin is half a playout step: playout may start up to half a step ahead of the
+        // schedule, never more. The configuration's default (5 ms) is half of a 10 ms period;
+        // with 5 ms periods it would hold every packet 2.5 ms longer than that bound needs.
+        jb.targetMarginMs = Double(periodFrames) * 1000 / Double(rate) / 2
         buffers = (0..<count).map { _ in JitterBuffer(configuration: jb) }
         var made: [OpusDecoderBox] = []
         for _ in 0..<count { made.append(try OpusDecoderBox(rate: rate)) }

@@ -47,7 +47,7 @@ public struct BoardProfile: Sendable, Equatable {
     public init(name: String, description: String? = nil, testedOnHardware: Bool = false,
                 captureDevice: String, playbackDevice: String,
                 rate: Int = BoardProfile.defaultRate, captureChannels: Int = 1, playbackChannels: Int = 1,
-                periodMilliseconds: Int = 10, alsaConfig: String? = nil,
+                periodMilliseconds: Int = BoardProfile.defaultPeriodMilliseconds, alsaConfig: String? = nil,
                 micPositions: [Point3] = [], gpio: BoardGPIO = BoardGPIO()) {
         self.name = name
         self.description = description
@@ -68,8 +68,14 @@ public struct BoardProfile: Sendable, Equatable {
     public static let defaultRate = 48000
     public static let captureChannelRange = 1...8
     public static let playbackChannelRange = 1...2
-    /// The APM works in 10 ms blocks; 20 ms is two blocks per period (lower CPU wake-up rate).
-    public static let supportedPeriods = [10, 20]
+    /// ALSA periods the engine runs. The APM works in 10 ms blocks, so a period divides one:
+    /// 5 ms gathers two periods per block and renders the speaker every 5 ms, which halves the
+    /// wait of a received packet for the next playback write (0-5 ms instead of 0-10, measured
+    /// in docs/benchmarks.md, "Where the mouth-to-ear time goes") for ~100 more wake-ups a
+    /// second. 20 ms (two blocks per period) was accepted here until 2026-11-24 but the engine
+    /// always refused it at start; it is refused here now, with the key named.
+    public static let supportedPeriods = [5, 10]
+    public static let defaultPeriodMilliseconds = 10
     public static let defaultPlaybackHeadroomMilliseconds = 5
     /// From one millisecond (a board that does nothing but roomd, with time to spare) to two
     /// periods (more is what a pre-fill of whole periods used to cost).

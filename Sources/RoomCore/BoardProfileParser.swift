@@ -18,7 +18,7 @@ extension BoardProfile {
         profile.rate = try values.int("audio.rate", oneOf: supportedRates) ?? defaultRate
         profile.captureChannels = try values.int("audio.capture_channels", in: captureChannelRange) ?? 1
         profile.playbackChannels = try values.int("audio.playback_channels", in: playbackChannelRange) ?? 1
-        profile.periodMilliseconds = try values.int("audio.period_ms", oneOf: supportedPeriods) ?? 10
+        profile.periodMilliseconds = try values.int("audio.period_ms", oneOf: supportedPeriods) ?? defaultPeriodMilliseconds
         profile.playbackHeadroomMilliseconds = try values.int("audio.playback_headroom_ms", in: playbackHeadroomRange)
             ?? defaultPlaybackHeadroomMilliseconds
         if let path = try values.string("audio.alsa_config") {

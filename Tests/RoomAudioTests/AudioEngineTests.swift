@@ -208,4 +208,101 @@ final class AudioEngineTests: XCTestCase {
         XCTAssertLessThanOrEqual(s.driftCorrections, 5)
         XCTAssertEqual(s.captureXruns + s.playbackXruns, 0)
     }
+
+    /// Tone bursts at the mics, loopback (APM → Opus → jitter buffer → decoder → speaker),
+    /// echo off; returns the median delay from each burst's onset at the mics to its onset at
+    /// the speaker, in ms, and the run's counters. Both files start with their stream, and the
+    /// engine starts capture and playback back to back.
+    private func loopbackDelay(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot) {
+        // An xrun re-primes playback and moves the speaker file against the mic file, so such a
+        // run measures nothing: a debug build on a shared 2-core machine gets one now and then.
+        var result = try loopbackDelayOnce(periodMilliseconds: periodMilliseconds, name: name)
+        for attempt in 1...2 where result.stats.captureXruns + result.stats.playbackXruns > 0 {
+            result = try loopbackDelayOnce(periodMilliseconds: periodMilliseconds, name: name + "-\(attempt)")
+        }
+        return result
+    }
+
+    private func loopbackDelayOnce(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot) {
+        let dir = SimCard.scratch(name)
+        let rate = 48000
+        var mic = [Float](repeating: 0, count: rate * 3)
+        var onsets: [Int] = []
+        var start = rate / 2
+        while start + rate / 10 < mic.count {
+            onsets.append(start)
+            for i in 0..<(rate / 25) { mic[start + i] = Float(0.3 * sin(2 * Double.pi * 1000 * Double(i) / Double(rate))) }
+            start += rate * 2 / 5
+        }
+        SimCard.writeWAV(dir + "/mic.wav", mic)
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "silence", "echo": "off", "output": dir + "/speaker.wav"])
+        var config = SimCard.simBoardConfiguration()
+        config.periodMilliseconds = periodMilliseconds
+        // 10 ms of headroom rather than the sim board's 5: a debug build's periods are slow,
+        // and the difference between the two periods does not depend on it.
+        config.playbackHeadroomMilliseconds = 10
+        config.loopback = true
+        // Every frame sent, nothing levelled: the bursts' onsets stay where they are. The
+        // beamformer off, as on both boards: it adds ~14 ms of its own.
+        config.opus.voiceGate = false
+        config.opus.dtx = false
+        config.processing.gainControl = false
+        config.processing.noiseSuppress = false
+        config.processing.beamform = false
+        let engine = try AudioEngine(configuration: config)
+        _ = try engine.run(seconds: 3.3)
+        let speaker = try SimCard.readWAV(dir + "/speaker.wav").samples
+        // The chain (high-pass, canceller, Opus) leaves the bursts at about a quarter of their
+        // level; an onset is the first sample above a third of the loudest one at the speaker.
+        let threshold = max(300, (speaker.map { abs(Int($0)) }.max() ?? 0) / 3)
+        var delays: [Double] = []
+        for onset in onsets {
+            let window = onset..<min(onset + rate / 10, speaker.count)
+            if let hit = window.first(where: { abs(Int(speaker[$0])) > threshold }) {
+                delays.append(Double(hit - onset) * 1000 / Double(rate))
+            }
+        }
+        XCTAssertGreaterThanOrEqual(delays.count, onsets.count - 1, "bursts heard at the speaker (\(periodMilliseconds) ms periods)")
+        delays.sort()
+        return (delays.isEmpty ? .infinity : delays[delays.count / 2], engine.stats.snapshot())
+    }
+
+    /// 5 ms periods: the engine still processes 10 ms blocks (100 a second, two periods each)
+    /// but renders the speaker every 5 ms. In loopback our own packet leaves at the block's end,
+    /// after that period's speaker write, and plays at the next write: 5 ms later with 5 ms
+    /// periods, 10 ms with 10 ms periods. That wait is what a received packet saves at the
+    /// listener (docs/benchmarks.md, "Where the mouth-to-ear time goes").
+    func testFiveMillisecondPeriodsPlayWhatTheyReceiveSooner() throws {
+        let ten = try loopbackDelay(periodMilliseconds: 10, name: "period10")
+        let five = try loopbackDelay(periodMilliseconds: 5, name: "period5")
+        XCTAssertEqual(five.stats.captureXruns + five.stats.playbackXruns, 0)
+        XCTAssertEqual(ten.stats.captureXruns + ten.stats.playbackXruns, 0)
+        // 3.3 s of 10 ms blocks either way; every block encoded (no voice gate, 10 ms frames).
+        XCTAssertEqual(Double(five.stats.periods), 330, accuracy: 15, "5 ms periods: 10 ms blocks counted")
+        XCTAssertEqual(Double(five.stats.packetsEncoded), Double(five.stats.periods), accuracy: 3)
+        // Release roomd --loopback on the sim board (2026-11-24, 5 ms headroom): 34.56 ms with
+        // 10 ms periods, 29.56 ms with 5 — block 10 + chain 3 + Opus 6.5 + the wait for the
+        // next write (a period) + the headroom. The timing is in the signal, so a debug build
+        // measures the same; here with 10 ms of headroom.
+        XCTAssertEqual(ten.ms - five.ms, 5, accuracy: 1, "5 ms periods save the wait for the next speaker write (5 ms: \(five.ms), 10 ms: \(ten.ms))")
+        XCTAssertEqual(five.ms, 34.6, accuracy: 1.5, "loopback delay with 5 ms periods and 10 ms of headroom")
+    }
+
+    /// A period the engine cannot build 10 ms blocks from is refused, naming the key.
+    func testUnsupportedPeriodNamesTheKey() {
+        for ms in [4, 20] {
+            var config = SimCard.simBoardConfiguration()
+            config.periodMilliseconds = ms
+            XCTAssertThrowsError(try AudioEngine(configuration: config)) {
+                XCTAssertTrue("\($0)".contains("audio.period_ms: \(ms) is not supported (5 or 10"), "\($0)")
+            }
+        }
+        var config = SimCard.simBoardConfiguration()
+        config.periodMilliseconds = 5
+        XCTAssertNoThrow(try AudioEngine(configuration: config))
+        config.playbackHeadroomMilliseconds = 50
+        XCTAssertThrowsError(try AudioEngine(configuration: config)) {
+            XCTAssertTrue("\($0)".contains("audio.playback_headroom_ms: 50 is not supported with 5 ms periods"), "\($0)")
+        }
+    }
 }

@@ -152,4 +152,44 @@ final class RemoteStreamsTests: XCTestCase {
         XCTAssertEqual(longestQuietRun(out, rate: 16_000, from: 3200, until: 32_000), 0)
         XCTAssertEqual(row?.received, packets.count)
     }
+
+    /// 5 ms periods (the sim board's since 2026-11-24): a clean stream's packet waits at most
+    /// one period plus the 1 ms delay histogram bin for the render that plays it, whatever the
+    /// phase of its arrival against the renders. The jitter buffer's margin is half a playout
+    /// step; left at the configuration's 5 ms (half a 10 ms step) it held every packet 2.5 ms
+    /// longer (waits of 3.5-8.5 ms instead of 1-6).
+    func testFiveMillisecondPeriodsPlayAPacketWithinAPeriodOfItsArrival() throws {
+        let rate = 48_000, period = 240
+        let packets = try encode(tone(seconds: 1, rate: rate), rate: rate, frameMs: [10])
+        var waits: [Double] = []
+        for phase in stride(from: 0, to: period, by: 24) {
+            let streams = try RemoteStreams(count: 1, rate: rate, periodFrames: period, frameMilliseconds: 10, minimumDelayMs: 0)
+            let stats = StreamStatistics(slots: 1)
+            let slotAudio = UnsafeMutablePointer<Float>.allocate(capacity: period)
+            let pointers = UnsafeMutablePointer<UnsafePointer<Float>?>.allocate(capacity: 1)
+            defer { slotAudio.deallocate(); pointers.deallocate() }
+            let start: Int64 = 1_000_000
+            var next = 0
+            var delays: [Double] = []
+            for k in 0..<(rate / period) {
+                let now = start + Int64(k * period)
+                // Packet i arrives when the sender has its last sample, `phase` after a render.
+                while next < packets.count, start + Int64(packets[next].ts + 480 + phase) <= now {
+                    var m = MediaPacket()
+                    m.ssrc = 9
+                    m.sequenceNumber = UInt16(next)
+                    m.timestamp = UInt32(packets[next].ts)
+                    m.arrivalSamples = start + Int64(packets[next].ts + 480 + phase)
+                    XCTAssertTrue(packets[next].bytes.withUnsafeBytes { m.setPayload($0) })
+                    streams.insert(m)
+                    next += 1
+                }
+                streams.render(into: slotAudio, pointers: pointers, now: now, publishing: stats)
+                if k > rate / period / 2, let row = stats.rows().first { delays.append(row.delayMs) }
+            }
+            waits.append(delays.max() ?? .infinity)
+        }
+        print("remote streams, 5 ms periods: longest wait per arrival phase \(waits) ms")
+        XCTAssertLessThanOrEqual(waits.max() ?? .infinity, 6.01, "a packet plays within a period and a histogram bin of its arrival: \(waits)")
+    }
 }

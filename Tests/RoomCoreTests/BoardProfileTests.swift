@@ -62,7 +62,7 @@ final class BoardProfileTests: XCTestCase {
         rate = 16000
         capture_channels = 2
         playback_channels = 2
-        period_ms = 20
+        period_ms = 5
         playback_headroom_ms = 3
         alsa_config = conf/asound.conf
         [array]
@@ -82,7 +82,8 @@ final class BoardProfileTests: XCTestCase {
         XCTAssertTrue(p.testedOnHardware)
         XCTAssertEqual(p.captureDevice, "plughw:CARD=x,DEV=0")
         XCTAssertEqual(p.rate, 16000)
-        XCTAssertEqual(p.periodFrames, 320)
+        XCTAssertEqual(p.periodMilliseconds, 5)
+        XCTAssertEqual(p.periodFrames, 80, "5 ms at 16 kHz")
         XCTAssertEqual(p.alsaConfig, "conf/asound.conf")
         XCTAssertEqual(p.micPositions, [Point3(x: 0.05, y: 0, z: 0.001), Point3(x: -0.05, y: 0, z: 0)], "channel order, not file order")
         XCTAssertTrue(p.hasArray)
@@ -116,7 +117,11 @@ final class BoardProfileTests: XCTestCase {
         assertRejected(Self.minimal + "\ncapture_channels = 0", key: "audio.capture_channels", contains: "0 is out of range (1..8)")
         assertRejected(Self.minimal + "\ncapture_channels = 9", key: "audio.capture_channels", contains: "9 is out of range")
         assertRejected(Self.minimal + "\nplayback_channels = 3", key: "audio.playback_channels", contains: "3 is out of range (1..2)")
-        assertRejected(Self.minimal + "\nperiod_ms = 5", key: "audio.period_ms", contains: "5 is not supported (10 or 20)")
+        // 5 and 10 ms divide the APM's 10 ms block; 20 (accepted here until 2026-11-24, refused by
+        // the engine at start) and anything else are refused when the file is read.
+        assertRejected(Self.minimal + "\nperiod_ms = 20", key: "audio.period_ms", contains: "20 is not supported (5 or 10)")
+        assertRejected(Self.minimal + "\nperiod_ms = 4", key: "audio.period_ms", contains: "4 is not supported (5 or 10)")
+        assertRejected(Self.minimal + "\nperiod_ms = 5ms", key: "audio.period_ms", contains: "\"5ms\" is not a whole number")
         assertRejected(Self.minimal + "\nplayback_headroom_ms = 0", key: "audio.playback_headroom_ms", contains: "0 is out of range (1..20)")
         assertRejected(Self.minimal + "\nplayback_headroom_ms = 2.5", key: "audio.playback_headroom_ms", contains: "\"2.5\" is not a whole number")
         assertRejected(Self.minimal + "\nalsa_config = /etc/asound.conf", key: "audio.alsa_config", contains: "must be relative")
