@@ -209,17 +209,16 @@ struct Params {
     // so more slowly: linear ERLE over 5-10 s, `scripts/bench aecdelay`, 25.7-37.0 dB at 2-22 ms
     // before, 32.5-38.8 dB with these (best of 6 settings tried; no delay got worse by > 0.2 dB).
     float newest_gain[2];
-    int fft_factor;       // filter FFT size: the power of two ≥ fft_factor · H
-    float step_gain;      // Kalman gain × this, every partition
-    float leak_gain;      // weight of the measured residual (error regressed on the echo estimate), 0 = off
-    float leak_smooth;    // smoothing of its statistics per block of far-end activity
-    float kappa_adapt;    // κ = this × (measured residual / R), within [kappa_min, kappa_max]; 0 = fixed κ
-    float kappa_min, kappa_max, kappa_smooth;
-    float grad_window;    // 0 = off; else the gradient of partitions ≥ grad_window_from is
-                          // tapered in time (a Hann of period N, zero at grad_window_t0·N) and
-                          // scaled by this: every tap then learns at the same speed
-    float grad_window_t0;
-    int grad_window_from;
+    // Tapered gradient (0 = off): the update of every partition from grad_window_from on is
+    // weighted in time by a Hann window of period N whose zero lies in the middle of the taps
+    // a partition cannot learn (N − H … N: the circular wrap), and scaled by grad_window.
+    // Partitions overlap (each spans N − H taps, they start H apart), so without it a tap is
+    // learned by as many partitions as cover it — 3 or 4 at 48 kHz, by where the echo's delay
+    // falls in a block — and so is the speed of learning. The Hann windows of all partitions,
+    // H apart, sum to N/(2H) within 1 %: every delay learns at the same speed, and the step
+    // per tap is grad_window/2 × the Kalman gain at any rate (docs/audio-engine.md, "Surprise").
+    float grad_window;    // 1.75 (1.5-2 measured alike; 1.25 and below learn too slowly)
+    int grad_window_from; // 2: the two newest partitions keep newest_gain instead
 };
 
 static Params default_params(int rate, int suppression) {
@@ -231,10 +230,7 @@ static Params default_params(int rate, int suppression) {
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
     p.ns_level = 1;
     p.newest_gain[0] = 2.0f; p.newest_gain[1] = 1.3f;
-    p.fft_factor = 4; p.step_gain = 1;
-    p.leak_gain = 0; p.leak_smooth = 0.9f;
-    p.grad_window = 0; p.grad_window_t0 = 0.883f; p.grad_window_from = 2;
-    p.kappa_adapt = 0; p.kappa_min = 0.05f; p.kappa_max = 0.4f; p.kappa_smooth = 0.98f;
+    p.grad_window = 1.75f; p.grad_window_from = 2;
     return p;
 }
 
@@ -256,15 +252,11 @@ struct Canceller {
                                  // the newest, accumulated during this block's update (one pass)
     float *Er, *Ei;              // K: error spectrum
     float *R, *Psi, *inv;        // Klin
-    float *Ytr, *Yti;            // K: spectrum of this block's echo estimate (its H samples)
-    float *Seyr, *Seyi, *Syy;    // Klin: smoothed cross-spectrum of error and echo estimate, and
-                                 // the estimate's power (far end active only)
-    float *Ur, *Ui;              // Klin + 2: one partition's gradient, bins −1 … Klin (windowed update)
-    float wc, ws_;               // e^{−2πi t0/N}: the window's phase
+    float *Ur, *Ui;              // Klin + 2: one partition's gradient, bins −1 … Klin (tapered update)
+    float wcr, wci;              // e^{−2πi t0/N}, t0 the tapering window's zero
     float *tbuf;                 // N: time-domain work
     float *err;                  // H: the linear filter's output
     float dtf;
-    float rho;                   // measured residual / R, smoothed (kappa_adapt)
     // suppressor
     float *rbuf, *ola, *wa, *ws, *G, *Fr, *Fi, *rt; // Nr, Nr, Nr, Nr, Kr, Kr, Kr, Nr
     float c, gmin, eps;
@@ -276,7 +268,7 @@ struct Canceller {
 };
 
 #define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->Wr, a->Wi, a->Pc, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
-    a->Er, a->Ei, a->R, a->Psi, a->inv, a->Ur, a->Ui, a->Ytr, a->Yti, a->Seyr, a->Seyi, a->Syy, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
+    a->Er, a->Ei, a->R, a->Psi, a->inv, a->Ur, a->Ui, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
 
 static void destroy(Canceller *a) {
     if (!a) return;
@@ -302,19 +294,16 @@ static Canceller *create(const Params &prm) {
     if (!a) return nullptr;
     a->prm = prm;
     a->H = prm.rate / 100;
-    a->N = next_pow2(prm.fft_factor * a->H);
+    a->N = next_pow2(4 * a->H);
     a->K = a->N / 2 + 1;
     int klin = (int)(prm.linear_hz * a->N / prm.rate) + 1;
     a->Klin = klin < a->K ? klin : a->K;
     int taps = (int)(prm.tail_ms * prm.rate / 1000);
     a->P = (taps + a->H - 1) / a->H;
     if (a->P < 1) a->P = 1;
-    a->Nr = next_pow2(4 * a->H) / 2;
+    a->Nr = a->N / 2;
     a->Kr = a->Nr / 2 + 1;
-    {
-        const int st = a->N >= a->Nr ? a->N / a->Nr : 1;
-        a->Klr = (a->Klin + st - 1) / st;
-    }
+    a->Klr = (a->Klin + 1) / 2;
     a->D = prm.rate / 500;
     int kdt = (int)(8000.0f * a->N / prm.rate) + 1;
     a->Kdt = kdt < a->Klin ? kdt : a->Klin;
@@ -327,8 +316,6 @@ static Canceller *create(const Params &prm) {
     a->Yr = zeros(a->K); a->Yi = zeros(a->K); a->Ynr = zeros(a->Klin); a->Yni = zeros(a->Klin); a->Rn = zeros(a->Klin);
     a->Er = zeros(a->K); a->Ei = zeros(a->K);
     a->Ur = zeros(a->Klin + 2); a->Ui = zeros(a->Klin + 2);
-    a->Ytr = zeros(a->K); a->Yti = zeros(a->K);
-    a->Seyr = zeros(a->Klin); a->Seyi = zeros(a->Klin); a->Syy = zeros(a->Klin);
     a->R = zeros(a->Klin); a->Psi = zeros(a->Klin); a->inv = zeros(a->Klin); a->tbuf = zeros(a->N); a->err = zeros(a->H);
     a->rbuf = zeros(a->Nr); a->ola = zeros(a->Nr); a->wa = zeros(a->Nr); a->ws = zeros(a->Nr);
     a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
@@ -338,8 +325,10 @@ static Canceller *create(const Params &prm) {
     if (!ok) { destroy(a); return nullptr; }
     for (size_t i = 0; i < pk; i++) a->Pc[i] = prm.p0;
     a->dtf = 1;
-    a->wc = (float)cos(2 * M_PI * prm.grad_window_t0); a->ws_ = (float)-sin(2 * M_PI * prm.grad_window_t0);
-    a->rho = prm.kappa_adapt > 0 ? prm.residual_scale / prm.kappa_adapt : 0;
+    {
+        const double t0 = 1 - 0.5 * a->H / a->N;   // in units of N: the middle of N − H … N
+        a->wcr = (float)cos(2 * M_PI * t0); a->wci = (float)-sin(2 * M_PI * t0);
+    }
     // Low-delay analysis/synthesis pair: the product wa·ws rises over D, is 1 over H−D and falls
     // over D at the end of the frame; consecutive frames (hop H) sum to 1, output delay D.
     int Nr = a->Nr, H = a->H, D = a->D, S = H + D, L = Nr - D;
@@ -395,24 +384,8 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     for (int i = 0; i < H; i++) e[i] = mic[i] - a->tbuf[N - H + i];
     // 3. Error spectrum.
     memset(a->tbuf, 0, sizeof(float) * (N - H));
-    const bool leak = a->prm.leak_gain > 0 || a->prm.kappa_adapt > 0;
-    if (leak) rfft(&a->fft, a->tbuf, a->Ytr, a->Yti);   // the echo estimate's H samples
     memcpy(a->tbuf + N - H, e, sizeof(float) * H);
     rfft(&a->fft, a->tbuf, a->Er, a->Ei);
-    if (leak && far_energy > H * 1e-6) {
-        const float ls = a->prm.leak_smooth, l1 = 1 - ls;
-        for (int k = 0; k < KL; k++) {
-            const float yr = a->Ytr[k], yi = a->Yti[k], er = a->Er[k], ei = a->Ei[k];
-            a->Seyr[k] = ls * a->Seyr[k] + l1 * (er * yr + ei * yi);   // E · conj(Ŷ)
-            a->Seyi[k] = ls * a->Seyi[k] + l1 * (ei * yr - er * yi);
-            a->Syy[k] = ls * a->Syy[k] + l1 * (yr * yr + yi * yi);
-        }
-    }
-    double leak_sum = 0;
-    if (leak) for (int k = 0; k < a->Kdt; k++) {
-        const float s2 = a->Syy[k] * a->Syy[k] + 1e-20f;
-        leak_sum += (a->Seyr[k] * a->Seyr[k] + a->Seyi[k] * a->Seyi[k]) / s2 * (a->Ytr[k] * a->Ytr[k] + a->Yti[k] * a->Yti[k]);
-    }
     // 4. Error power, double-talk factor, the gain's common factor.
     double sumR = 0, sumE = 0;
     const float al = a->prm.alpha;
@@ -420,10 +393,6 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         float e2 = a->Er[k] * a->Er[k] + a->Ei[k] * a->Ei[k];
         a->Psi[k] = al * a->Psi[k] + (1 - al) * e2;
         if (k < a->Kdt) { sumR += a->R[k]; sumE += e2; }
-    }
-    if (a->prm.kappa_adapt > 0 && far_energy > H * 1e-6 && a->dtf > 0.9f && sumR > 1e-12) {
-        const float ks = a->prm.kappa_smooth;
-        a->rho = ks * a->rho + (1 - ks) * (float)(leak_sum / sumR);
     }
     if (a->prm.dt_factor > 0) {
         float f = (float)(a->prm.dt_factor * (sumR + 1e-12) / (sumE + 1e-12));
@@ -442,7 +411,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         const float *er = a->Er, *ei = a->Ei, *inv = a->inv;
         float *wr = a->Wr + (size_t)p * KW, *wi = a->Wi + (size_t)p * KW, *pc = a->Pc + (size_t)p * KS;
         float *ynr = a->Ynr, *yni = a->Yni, *rn = a->Rn;
-        const float boost = a->prm.step_gain * (p < 2 ? a->prm.newest_gain[p] : 1.0f);
+        const float boost = p < 2 ? a->prm.newest_gain[p] : 1.0f;
         // One Kalman step of bin k: filter (its new value in nwr/nwi) and covariance (returned).
         auto step = [&](int k, float &nwr, float &nwi) __attribute__((always_inline)) {
             float mu = pc[k] * inv[k], g = boost * hn * mu;
@@ -457,8 +426,10 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         // The newest partition's echo is already in this block's estimate; every older one
         // (p ≥ 1) also accumulates the next block's: it is partition p + 1 then.
         if (a->prm.grad_window > 0 && p >= a->prm.grad_window_from && p > 0) {
-            // The gradient of every bin first, then tapered: a Hann in time is three taps in
-            // frequency, 0.5·U[k] − 0.25·c·U[k−1] − 0.25·c*·U[k+1], c = e^{−2πi t0/N}.
+            // Tapered: every bin's gradient first, then the window — a Hann in time is three taps
+            // in frequency, 0.5·U[k] − 0.25·c·U[k−1] − 0.25·c*·U[k+1], c = e^{−2πi t0/N}
+            // (bin −1 is bin 1's conjugate; bins ≥ Klin do not adapt). The covariance update
+            // is the untapered one.
             float *ur = a->Ur + 1, *ui = a->Ui + 1;
             for (int k = 0; k < KL; k++) {
                 const float g = boost * hn * pc[k] * inv[k];
@@ -466,7 +437,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
                 ui[k] = g * (xr[k] * ei[k] - xi[k] * er[k]);
             }
             ur[-1] = ur[1]; ui[-1] = -ui[1]; ur[KL] = 0; ui[KL] = 0;
-            const float cr = a->wc, ci = a->ws_, gw = a->prm.grad_window;
+            const float cr = a->wcr, ci = a->wci, gw = a->prm.grad_window;
             for (int k = 0; k < KL; k++) {
                 const float lr = ur[k - 1], li = ui[k - 1], hr = ur[k + 1], hi = ui[k + 1];
                 const float dr = 0.5f * ur[k] - 0.25f * (cr * lr - ci * li) - 0.25f * (cr * hr + ci * hi);
@@ -525,7 +496,6 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     // (pessimistic) estimate κ calibrates: suppress harder at first, like any canceller that
     // has not learned the room (measured: ERLE in the first second 6-14 dB → 12-33 dB).
     float kappa = a->prm.residual_scale;
-    if (a->prm.kappa_adapt > 0) kappa = fminf(fmaxf(a->prm.kappa_adapt * a->rho, a->prm.kappa_min), a->prm.kappa_max);
     if (a->prm.early_scale > kappa && a->prm.early_halving_s > 0) {
         float early = a->prm.early_scale * exp2f(-(float)a->far_blocks * H / a->prm.rate / a->prm.early_halving_s);
         if (early > kappa) kappa = early;
@@ -537,12 +507,6 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         int kk = k * step;
         float y2 = (a->Yr[kk] * a->Yr[kk] + a->Yi[kk] * a->Yi[kk]) * hn;
         float res = scale * (a->R[kk] + a->eps * y2);
-        if (leak) {
-            const float s2 = a->Syy[kk] * a->Syy[kk] + 1e-20f;
-            const float b2 = (a->Seyr[kk] * a->Seyr[kk] + a->Seyi[kk] * a->Seyi[kk]) / s2;
-            const float lres = a->prm.leak_gain * a->c * b2 * (a->Ytr[kk] * a->Ytr[kk] + a->Yti[kk] * a->Yti[kk]);
-            res = fmaxf(res, lres);
-        }
         float pe = a->Fr[k] * a->Fr[k] + a->Fi[k] * a->Fi[k];
         a->G[k] = fmaxf(1 - res / (pe + 1e-20f), a->gmin);
         echo_sum += y2;

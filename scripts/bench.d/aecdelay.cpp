@@ -35,7 +35,7 @@ static void set_params(roomaec::Params *p) {
         {"p_gain", &p->p_gain}, {"residual_scale", &p->residual_scale}, {"early_scale", &p->early_scale},
         {"early_halving_s", &p->early_halving_s}, {"min_gain_db", &p->min_gain_db}, {"leak_db", &p->leak_db},
         {"newest_gain0", &p->newest_gain[0]}, {"newest_gain1", &p->newest_gain[1]},
-        {"step_gain", &p->step_gain}, {"leak_gain", &p->leak_gain}, {"leak_smooth", &p->leak_smooth}, {"kappa_adapt", &p->kappa_adapt}, {"kappa_min", &p->kappa_min}, {"kappa_max", &p->kappa_max}, {"kappa_smooth", &p->kappa_smooth}, {"grad_window", &p->grad_window}, {"grad_window_t0", &p->grad_window_t0},
+        {"grad_window", &p->grad_window},
     };
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", env);
@@ -44,7 +44,6 @@ static void set_params(roomaec::Params *p) {
         if (!eq) continue;
         *eq = 0;
         bool found = false;
-        if (!strcmp(tok, "fft_factor")) { p->fft_factor = atoi(eq + 1); continue; }
         if (!strcmp(tok, "grad_window_from")) { p->grad_window_from = atoi(eq + 1); continue; }
         for (auto &f : fields) if (!strcmp(f.name, tok)) { *f.field = (float)atof(eq + 1); found = true; }
         if (!found) { fprintf(stderr, "AECDT_PARAMS: unknown %s\n", tok); exit(2); }
@@ -53,7 +52,7 @@ static void set_params(roomaec::Params *p) {
 
 static int run_main(int argc, char **argv) {
     if (argc != 5) { fprintf(stderr, "usage: aecdelay run FAR.f32 MIC.f32 OUT.f32\n"); return 2; }
-    const int rate = 48000, H = rate / 100;
+    const int rate = getenv("AECDT_RATE") ? atoi(getenv("AECDT_RATE")) : 48000, H = rate / 100;
     std::vector<float> far = read_f32(argv[2]), mic = read_f32(argv[3]);
     const size_t n = mic.size() / H * H;
     far.resize(n, 0.0f);
@@ -64,13 +63,7 @@ static int run_main(int argc, char **argv) {
     roomaec::Canceller *a = roomaec::create(prm);
     if (!a) return 1;
     a->ns.on = getenv("AECDT_NS_OFF") == nullptr;
-    const char *sw = getenv("AECDT_STEP_AT");   // experiment: "SECONDS:GAIN", step_gain from then on
-    const size_t sw_at = sw ? (size_t)(atof(sw) * rate) : n;
-    const float sw_gain = sw && strchr(sw, ':') ? (float)atof(strchr(sw, ':') + 1) : 0.0f;
-    for (size_t b = 0; b + H <= n; b += H) {
-        if (b >= sw_at) a->prm.step_gain = sw_gain;
-        roomaec::process(a, &far[b], &mic[b], &out[b]);
-    }
+    for (size_t b = 0; b + H <= n; b += H) roomaec::process(a, &far[b], &mic[b], &out[b]);
     roomaec::destroy(a);
     FILE *f = fopen(argv[4], "wb");
     if (!f) { perror(argv[4]); return 1; }

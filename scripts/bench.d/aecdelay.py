@@ -72,11 +72,20 @@ def read_f32(path):
 
 
 def run(aecdelay, work, tag, far, mic):
+    """The canceller on far/mic (48 kHz); AECDT_RATE=16000|32000 runs it at that rate (the
+    signals resampled down, the output back up to 48 kHz for the analysis)."""
     fp, mp, op = (os.path.join(work, f"{tag}.{x}.f32") for x in ("far", "mic", "out"))
+    rate = int(os.environ.get("AECDT_RATE", RATE))
+    if rate != RATE:
+        from scipy.signal import resample_poly
+        far, mic = (resample_poly(x, rate // 1000, RATE // 1000) for x in (far, mic))
     far.astype("<f4").tofile(fp)
     mic.astype("<f4").tofile(mp)
     subprocess.run([aecdelay, "run", fp, mp, op], check=True)
-    return read_f32(op)
+    out = read_f32(op)
+    if rate != RATE:
+        out = resample_poly(out, RATE // 1000, rate // 1000)
+    return out
 
 
 def room(aecdelay, speech, work, name, delay_ms=None):
