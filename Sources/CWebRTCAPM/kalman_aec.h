@@ -193,7 +193,7 @@ struct Params {
     float transition;     // A: per-block echo path change model, 0.9999
     float p0;             // initial error covariance, 0.1
     float alpha;          // smoothing of the error power, 0.5
-    float dt_factor;      // double-talk step reduction, 1 (0 = off)
+    float dt_factor;      // double-talk step reduction, 0.6 (0 = off; was 1 before the tapered gradient)
     float p_gain;         // covariance update gain, 1.5
     float residual_scale; // κ: calibration of the residual estimate (suppression level)
     float early_scale;    // κ at the start, while the filter has heard little far end: 2
@@ -224,7 +224,7 @@ struct Params {
 static Params default_params(int rate, int suppression) {
     Params p;
     p.rate = rate; p.tail_ms = 300; p.transition = 0.9999f; p.p0 = 0.1f; p.alpha = 0.5f;
-    p.dt_factor = 1; p.p_gain = 1.5f;
+    p.dt_factor = 0.6f; p.p_gain = 1.5f;
     p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
     p.early_scale = 2; p.early_halving_s = 0.7f;
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
