@@ -8,9 +8,10 @@ canceller, kalman_aec.h, NS on, 48 kHz); SPEECH_DIR holds the bench's espeak voi
 raw (dt_far_en_m.f32, …). Per room (optionally with its echo delay moved): the mic is built like
 the sim card builds it (the same generated impulse response, echo gain, near-end gain, noise),
 the canceller's delay is the room's + 15 ms (10 ms block + 5 ms playback headroom, as in roomd),
-the talker starts at 6 s. Prints one JSON line per room: PESQ-WB of the output in double talk
-against the clean talker (doubletalk.py's alignment and segment), and the loudest 100 ms of the
-echo-only output after 5 s. No webrtc HPF/AGC after the canceller, so the numbers track the bench
+the talker starts at 6 s. Prints one bench line per room (aec.offline_doubletalk_pesq): PESQ-WB
+of the output in double talk against the clean talker (doubletalk.py's alignment and segment),
+and the loudest 100 ms of the echo-only output after 5 s. AECDT_PARAMS (aecdelay.cpp) changes the
+canceller's parameters for a run, AECDT_JOBS the parallel runs (2), AECDT_RATE its sample rate. No webrtc HPF/AGC after the canceller, so the numbers track the bench
 but are not the bench's (they rank changes; the bench confirms them).
 """
 import json
@@ -119,7 +120,9 @@ def room(aecdelay, speech, work, name, delay_ms=None):
     tail = out_echo[5 * RATE:]
     w = len(tail) // (10 * dtb.FRAME)
     loudest = dtb.dbfs(float((tail[: w * 10 * dtb.FRAME].reshape(w, 10 * dtb.FRAME) ** 2).mean(axis=1).max()))
-    return {"room": name, "echo_delay_ms": k["echo_delay_ms"], "pesq": round(pesq, 3), "loudest_100ms_dbfs": round(loudest, 1)}
+    return {"bench": "aecdelay", "metric": "aec.offline_doubletalk_pesq", "value": round(pesq, 3), "unit": "MOS-LQO",
+            "room": name, "echo_delay_ms": k["echo_delay_ms"], "loudest_echo_only_100ms_dbfs": round(loudest, 1),
+            "measure": "offline (kalman_aec.h alone, no sound card, no HPF/AGC): PESQ-WB of the talker in double talk"}
 
 
 def main():
