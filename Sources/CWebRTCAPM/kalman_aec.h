@@ -12,7 +12,9 @@
 //   Ψ = α Ψ + (1−α) |E|²                        error power (near end + noise + residual)
 //   μ_p = d · P_p / (R + Ψ)                     Kalman gain; d < 1 when the block's error is far
 //                                               above what the filter's error explains (double talk)
-//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps
+//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps; for p ≥ 2
+//                                the update is tapered in time (Params.grad_window: a Hann of
+//                                period N, 3 taps in frequency), so every tap learns alike
 //   P_p = A² max(0, 1 − g (H/N)² μ_p |X_p|²) P_p + (1−A²) |W_p|²
 // Residual echo suppression on the error, in a low-delay weighted overlap-add (analysis window of
 // N/2 samples, synthesis over the last H+D: D samples of delay, 2 ms): per bin
