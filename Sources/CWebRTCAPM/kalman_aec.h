@@ -12,7 +12,7 @@
 //   Ψ = α Ψ + (1−α) |E|²                        error power (near end + noise + residual)
 //   μ_p = d · P_p / (R + Ψ)                     Kalman gain; d < 1 when the block's error is far
 //                                               above what the filter's error explains (double talk)
-//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps; for p ≥ 2
+//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps; for p ≥ 1
 //                                the update is tapered in time (Params.grad_window: a Hann of
 //                                period N, 3 taps in frequency), so every tap learns alike
 //   P_p = A² max(0, 1 − g (H/N)² μ_p |X_p|²) P_p + (1−A²) |W_p|²
@@ -220,7 +220,7 @@ struct Params {
     // H apart, sum to N/(2H) within 1 %: every delay learns at the same speed, and the step
     // per tap is grad_window/2 × the Kalman gain at any rate (docs/audio-engine.md, "Surprise").
     float grad_window;    // 1.75 (1.5-2 measured alike; 1.25 and below learn too slowly)
-    int grad_window_from; // 2: the two newest partitions keep newest_gain instead
+    int grad_window_from; // 1: partition 0 (alone below 10 ms) keeps its untapered update and newest_gain
 };
 
 static Params default_params(int rate, int suppression) {
@@ -232,7 +232,7 @@ static Params default_params(int rate, int suppression) {
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
     p.ns_level = 1;
     p.newest_gain[0] = 2.0f; p.newest_gain[1] = 1.3f;
-    p.grad_window = 1.75f; p.grad_window_from = 2;
+    p.grad_window = 1.75f; p.grad_window_from = 1;
     return p;
 }
 
