@@ -12,7 +12,9 @@
 //   Ψ = α Ψ + (1−α) |E|²                        error power (near end + noise + residual)
 //   μ_p = d · P_p / (R + Ψ)                     Kalman gain; d < 1 when the block's error is far
 //                                               above what the filter's error explains (double talk)
-//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps
+//   W_p += (H/N) μ_p X_p* E;  one partition per block is constrained to N−H+1 taps; for p ≥ 1
+//                                the update is tapered in time (Params.grad_window: a Hann of
+//                                period N, 3 taps in frequency), so every tap learns alike
 //   P_p = A² max(0, 1 − g (H/N)² μ_p |X_p|²) P_p + (1−A²) |W_p|²
 // Residual echo suppression on the error, in a low-delay weighted overlap-add (analysis window of
 // N/2 samples, synthesis over the last H+D: D samples of delay, 2 ms): per bin
@@ -193,7 +195,7 @@ struct Params {
     float transition;     // A: per-block echo path change model, 0.9999
     float p0;             // initial error covariance, 0.1
     float alpha;          // smoothing of the error power, 0.5
-    float dt_factor;      // double-talk step reduction, 1 (0 = off)
+    float dt_factor;      // double-talk step reduction, 0.6 (0 = off; was 1 before the tapered gradient)
     float p_gain;         // covariance update gain, 1.5
     float residual_scale; // κ: calibration of the residual estimate (suppression level)
     float early_scale;    // κ at the start, while the filter has heard little far end: 2
@@ -209,17 +211,28 @@ struct Params {
     // so more slowly: linear ERLE over 5-10 s, `scripts/bench aecdelay`, 25.7-37.0 dB at 2-22 ms
     // before, 32.5-38.8 dB with these (best of 6 settings tried; no delay got worse by > 0.2 dB).
     float newest_gain[2];
+    // Tapered gradient (0 = off): the update of every partition from grad_window_from on is
+    // weighted in time by a Hann window of period N whose zero lies in the middle of the taps
+    // a partition cannot learn (N − H … N: the circular wrap), and scaled by grad_window.
+    // Partitions overlap (each spans N − H taps, they start H apart), so without it a tap is
+    // learned by as many partitions as cover it — 3 or 4 at 48 kHz, by where the echo's delay
+    // falls in a block — and so is the speed of learning. The Hann windows of all partitions,
+    // H apart, sum to N/(2H) within 1 %: every delay learns at the same speed, and the step
+    // per tap is grad_window/2 × the Kalman gain at any rate (docs/audio-engine.md, "Surprise").
+    float grad_window;    // 1.75 (1.5-2 measured alike; 1.25 and below learn too slowly)
+    int grad_window_from; // 1: partition 0 (alone below 10 ms) keeps its untapered update and newest_gain
 };
 
 static Params default_params(int rate, int suppression) {
     Params p;
     p.rate = rate; p.tail_ms = 300; p.transition = 0.9999f; p.p0 = 0.1f; p.alpha = 0.5f;
-    p.dt_factor = 1; p.p_gain = 1.5f;
+    p.dt_factor = 0.6f; p.p_gain = 1.5f;
     p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
     p.early_scale = 2; p.early_halving_s = 0.7f;
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
     p.ns_level = 1;
     p.newest_gain[0] = 2.0f; p.newest_gain[1] = 1.3f;
+    p.grad_window = 1.75f; p.grad_window_from = 1;
     return p;
 }
 
@@ -241,6 +254,8 @@ struct Canceller {
                                  // the newest, accumulated during this block's update (one pass)
     float *Er, *Ei;              // K: error spectrum
     float *R, *Psi, *inv;        // Klin
+    float *Ur, *Ui;              // Klin + 2: one partition's gradient, bins −1 … Klin (tapered update)
+    float wcr, wci;              // e^{−2πi t0/N}, t0 the tapering window's zero
     float *tbuf;                 // N: time-domain work
     float *err;                  // H: the linear filter's output
     float dtf;
@@ -255,7 +270,7 @@ struct Canceller {
 };
 
 #define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->Wr, a->Wi, a->Pc, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
-    a->Er, a->Ei, a->R, a->Psi, a->inv, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
+    a->Er, a->Ei, a->R, a->Psi, a->inv, a->Ur, a->Ui, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
 
 static void destroy(Canceller *a) {
     if (!a) return;
@@ -302,6 +317,7 @@ static Canceller *create(const Params &prm) {
     a->Wr = zeros(pK); a->Wi = zeros(pK); a->Pc = zeros(pk);
     a->Yr = zeros(a->K); a->Yi = zeros(a->K); a->Ynr = zeros(a->Klin); a->Yni = zeros(a->Klin); a->Rn = zeros(a->Klin);
     a->Er = zeros(a->K); a->Ei = zeros(a->K);
+    a->Ur = zeros(a->Klin + 2); a->Ui = zeros(a->Klin + 2);
     a->R = zeros(a->Klin); a->Psi = zeros(a->Klin); a->inv = zeros(a->Klin); a->tbuf = zeros(a->N); a->err = zeros(a->H);
     a->rbuf = zeros(a->Nr); a->ola = zeros(a->Nr); a->wa = zeros(a->Nr); a->ws = zeros(a->Nr);
     a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
@@ -311,6 +327,10 @@ static Canceller *create(const Params &prm) {
     if (!ok) { destroy(a); return nullptr; }
     for (size_t i = 0; i < pk; i++) a->Pc[i] = prm.p0;
     a->dtf = 1;
+    {
+        const double t0 = 1 - 0.5 * a->H / a->N;   // in units of N: the middle of N − H … N
+        a->wcr = (float)cos(2 * M_PI * t0); a->wci = (float)-sin(2 * M_PI * t0);
+    }
     // Low-delay analysis/synthesis pair: the product wa·ws rises over D, is 1 over H−D and falls
     // over D at the end of the frame; consecutive frames (hop H) sum to 1, output delay D.
     int Nr = a->Nr, H = a->H, D = a->D, S = H + D, L = Nr - D;
@@ -407,7 +427,34 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         };
         // The newest partition's echo is already in this block's estimate; every older one
         // (p ≥ 1) also accumulates the next block's: it is partition p + 1 then.
-        if (p == 0) {
+        if (a->prm.grad_window > 0 && p >= a->prm.grad_window_from && p > 0) {
+            // Tapered: every bin's gradient first, then the window — a Hann in time is three taps
+            // in frequency, 0.5·U[k] − 0.25·c·U[k−1] − 0.25·c*·U[k+1], c = e^{−2πi t0/N}
+            // (bin −1 is bin 1's conjugate; bins ≥ Klin do not adapt). The covariance update
+            // is the untapered one.
+            float *ur = a->Ur + 1, *ui = a->Ui + 1;
+            for (int k = 0; k < KL; k++) {
+                const float g = boost * hn * pc[k] * inv[k];
+                ur[k] = g * (xr[k] * er[k] + xi[k] * ei[k]);
+                ui[k] = g * (xr[k] * ei[k] - xi[k] * er[k]);
+            }
+            ur[-1] = ur[1]; ui[-1] = -ui[1]; ur[KL] = 0; ui[KL] = 0;
+            const float cr = a->wcr, ci = a->wci, gw = a->prm.grad_window;
+            for (int k = 0; k < KL; k++) {
+                const float lr = ur[k - 1], li = ui[k - 1], hr = ur[k + 1], hi = ui[k + 1];
+                const float dr = 0.5f * ur[k] - 0.25f * (cr * lr - ci * li) - 0.25f * (cr * hr + ci * hi);
+                const float di = 0.5f * ui[k] - 0.25f * (cr * li + ci * lr) - 0.25f * (cr * hi - ci * hr);
+                const float nwr = wr[k] + gw * dr, nwi = wi[k] + gw * di;
+                const float mu = pc[k] * inv[k];
+                const float x2 = xr[k] * xr[k] + xi[k] * xi[k];
+                const float keep = fmaxf(1 - g2 * mu * x2, 0.0f);
+                const float npc = A2 * keep * pc[k] + q * (nwr * nwr + nwi * nwi);
+                wr[k] = nwr; wi[k] = nwi; pc[k] = npc;
+                ynr[k] += nwr * pr[k] - nwi * pi[k];
+                yni[k] += nwr * pi[k] + nwi * pr[k];
+                rn[k] += (pr[k] * pr[k] + pi[k] * pi[k]) * npc;
+            }
+        } else if (p == 0) {
             for (int k = 0; k < KL; k++) { float nwr, nwi; step(k, nwr, nwi); }
         } else {
             for (int k = 0; k < KL; k++) {

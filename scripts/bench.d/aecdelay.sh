@@ -6,7 +6,11 @@
 # compiles Sources/CWebRTCAPM/kalman_aec.h with g++ and runs it on a pure delay (echo 6 dB below
 # the far end, −70 dBFS noise) for delays 2 … 52 ms; the far end is an espeak sentence (15 s),
 # played three times. aec.linear_erle_db per delay, over 5-10 s (`window: early`: what the
-# double-talk bench sees) and over the last 10 s (`late`, converged). About a minute.
+# double-talk bench sees) and over the last 10 s (`late`, converged). Then the double-talk bench's
+# rev120-loud room offline (scripts/bench.d/aecdelay.py: the room built like the sim card builds
+# it, canceller alone) with its echo delay at 40-49 ms: aec.offline_doubletalk_pesq per delay —
+# the figure that moved with the delay before the tapered gradient (docs/audio-engine.md,
+# "Surprise"). AECDELAY_DT=0 skips it. About two minutes.
 speech aecdelay_far "$FAR_TEXT" en-us
 sox "$WORK/aecdelay_far.wav" -e floating-point -b 32 -t raw "$WORK/aecdelay_far1.f32" norm -3
 cat "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" > "$WORK/aecdelay_far.f32"
@@ -19,3 +23,15 @@ for d in $(seq 2 2 52); do
   printf '{"bench": "aecdelay", "metric": "aec.linear_erle_db", "value": %s, "unit": "dB", "delay_ms": %s, "window": "early", "from_s": 5, "to_s": 10}\n' "$early" "$d"
   printf '{"bench": "aecdelay", "metric": "aec.linear_erle_db", "value": %s, "unit": "dB", "delay_ms": %s, "window": "late", "from_s": %s}\n' "$late" "$d" "$late_from"
 done
+
+if [ "${AECDELAY_DT:-1}" != 0 ]; then
+  # The bench doubletalk voices of rev120-loud (doubletalk.sh's texts), as float32 raw.
+  speech dt_far_en_f "Good morning everyone, thanks for joining the weekly planning meeting. Today we review the \
+release schedule, the open hardware issues, and the results of the field trial in the Berlin office. \
+The trial went well overall; the rooms with the new ceiling microphones sounded much clearer." en-gb+f3
+  speech dt_near_de_m "Entschuldigung, dass ich unterbreche, aber im zweiten Raum gab es noch ein Echo. \
+Wir sollten zuerst die Lautsprecher prüfen." de
+  for v in dt_far_en_f dt_near_de_m; do sox "$WORK/$v.wav" -e floating-point -b 32 -t raw "$WORK/$v.f32"; done
+  python3 "$ROOT/scripts/bench.d/aecdelay.py" dt "$WORK/aecdelay" "$WORK" "$WORK/aecdelay-dt" \
+    $(for d in $(seq 40 49); do printf 'rev120-loud@%s ' "$d"; done)
+fi
