@@ -210,7 +210,11 @@ final class RoomdConfigurationTests: ProcessTestCase {
         p = try start(config: dir + "/roomd.conf", log: "roomd2.log")
         XCTAssertEqual(try asUser(gid: audio, ["volume", "-10"]).status, 0)
         XCTAssertEqual(try status()["volume_db"] as? Double, -10)
-        XCTAssertEqual(try asUser(gid: 0, ["status"]).status, Roomctl.Exit.unavailable, "not in the group: cannot even open the socket")
+        // Not in the group: cannot even open the socket — and roomctl says which group to join
+        // (exit 77, EX_NOPERM; it said "not reachable", 69, as if roomd were down).
+        let outsider = try asUser(gid: 0, ["status"])
+        XCTAssertEqual(outsider.status, Roomctl.Exit.noPermission, "not in the group: cannot even open the socket")
+        XCTAssertTrue(outsider.stderr.contains("add yourself to group audio"), outsider.stderr)
         stop(p)
     }
 
