@@ -228,10 +228,9 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertEqual(mics.count, 4)
         for m in mics {
             let delay = try XCTUnwrap(m["delay_ms"] as? Double, "\(m)")
-            // 10 ms playback pre-fill (a 5 ms period + 5 ms headroom; 15 ms with the 10 ms periods
-            // the sim board had until 2026-11-24) + the sim room's 2 ms echo path (+ up to 9
-            // samples per mic).
-            XCTAssertEqual(delay, 12.1, accuracy: 1.5, "\(m)")
+            // 15 ms playback pre-fill (a 10 ms period + 5 ms headroom; 10 ms with 5 ms periods)
+            // + the sim room's 2 ms echo path (+ up to 9 samples per mic).
+            XCTAssertEqual(delay, 17.1, accuracy: 1.5, "\(m)")
             XCTAssertEqual(m["noise_floor_dbfs"] as? Double ?? 0, -70, accuracy: 2, "sim room noise_dbfs = -70: \(m)")
             XCTAssertGreaterThan(m["snr_db"] as? Double ?? 0, 25, "\(m)")
             XCTAssertEqual(m["clipped"] as? Int, 0)
