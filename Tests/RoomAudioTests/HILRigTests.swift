@@ -49,7 +49,11 @@ final class HILRigTests: ProcessTestCase {
         let r = try runRig([dir + "/hears-an-audience-member.sh", dir + "/silent-while-on-stage.sh"])
         XCTAssertEqual(r.status, 1, r.stdout)
         XCTAssertTrue(r.stdout.contains("FAIL hears-an-audience-member: the peer does not hear the dut"), r.stdout)
-        XCTAssertTrue(r.stdout.contains("FAIL silent-while-on-stage: the peer still hears something"), r.stdout)
+        // Either check of expect_silent may be the one that fails: the level never drops below
+        // the line within the settle time, or it dips in a pause of the dut's talk and rises
+        // again (or packets arrive) within the window — all three are the rig reporting sound.
+        let silentFailures = ["the peer still hears something", "the peer hears something", "the peer received"]
+        XCTAssertTrue(silentFailures.contains { r.stdout.contains("FAIL silent-while-on-stage: \($0)") }, r.stdout)
         XCTAssertFalse(r.stdout.contains("PASS "), r.stdout)
     }
 }
