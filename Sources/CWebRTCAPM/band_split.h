@@ -76,8 +76,6 @@ struct Channel {
     float acc[kFactor][kLowMax];
 };
 
-inline void reset(Channel *c) { std::memset(c, 0, sizeof *c); }
-
 // x (n samples, n a multiple of kFactor) in; low-rate d (n / kFactor samples) out:
 // d[m] = sum_j h[j] x[kFactor m + kFactor-1 - j] — the block's last input makes its last
 // output, so nothing waits for the next block.

@@ -11,7 +11,6 @@ public final class WAVRecorder {
     public let path: String
     private let partial: String
     private var fd: Int32
-    private let channels: Int
     private var dataBytes = 0
     private var chunk: [UInt8] = []
 
@@ -20,7 +19,6 @@ public final class WAVRecorder {
         self.path = path
         let partial = path + ".partial"
         self.partial = partial
-        self.channels = channels
         fd = retryingEINTR { open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         if fd < 0 { throw .errno(partial) }
         do {
