@@ -181,8 +181,6 @@ public final class ControlServer {
         var pending = 0
         var inputEnded = false
         var closing = false
-        /// After `too_long`: input is read and dropped until the client is closed.
-        var discarding = false
         /// Inside `processLines` (a handler may reply synchronously: no re-entry).
         var processing = false
         init(id: Int, connection: StreamConnection, credentials: PeerCredentials?, now: UInt64) {
@@ -265,15 +263,13 @@ public final class ControlServer {
     /// Closes clients that hold a slot without using it, and ends a refusal burst's log.
     private func sweep() {
         let now = monotonicNanoseconds()
-        if refusedSinceLog > 1, now - lastRefusalNs > 10_000_000_000 {
-            Log.warning("control: refused \(refusedSinceLog - 1) more clients in that burst")
-            refusedSinceLog = 0
-        } else if refusedSinceLog == 1, now - lastRefusalNs > 10_000_000_000 {
+        if refusedSinceLog > 0, now - lastRefusalNs > 10_000_000_000 {
+            if refusedSinceLog > 1 { Log.warning("control: refused \(refusedSinceLog - 1) more clients in that burst") }
             refusedSinceLog = 0
         }
         let lineLimit = UInt64(configuration.lineTimeout.monotonicNanosecondCount)
         let idleLimit = UInt64(configuration.idleTimeout.monotonicNanosecondCount)
-        for client in Array(clients.values) where !client.closing && !client.discarding {
+        for client in Array(clients.values) where !client.closing {
             if client.pending > 0 { continue }   // waiting for roomd's answer: not the client's doing
             if !client.buffer.isEmpty {
                 if now - client.lineStartNs >= lineLimit { timeOut(client, "request line not completed within \(configuration.lineTimeout)") }
@@ -289,12 +285,15 @@ public final class ControlServer {
         statistics.timeouts += 1
         statistics.errors += 1
         Log.info("control: closing \(client.who): \(why)")
-        client.buffer = []
-        client.scanned = 0
-        client.discarding = true
+        drop(client, ControlError(.timeout, "\(why); closing the connection"))
+    }
+
+    /// Ends a client with an error line (`too_long`, `timeout`): it is gone from `clients` at
+    /// once and its connection closes as `closeAfterError` does.
+    private func drop(_ client: Client, _ error: ControlError) {
         clients[client.id] = nil
         client.closing = true
-        closeAfterError(client.connection, ControlError(.timeout, "\(why); closing the connection"))
+        closeAfterError(client.connection, error)
     }
 
     private func remove(_ client: Client) {
@@ -326,10 +325,6 @@ public final class ControlServer {
         } catch {
             Log.debug("control: \(client.who): \(error)")
             remove(client)
-            return
-        }
-        if client.discarding {
-            if result == .endOfStream { remove(client) }
             return
         }
         switch result {
@@ -364,7 +359,7 @@ public final class ControlServer {
                 }
             }
         }
-        while clients[client.id] === client, !client.closing, !client.discarding {
+        while clients[client.id] === client, !client.closing {
             // Search only what has not been searched: a line dripped a byte at a time costs
             // its length once, not its length squared.
             let from = max(start, client.scanned)
@@ -390,7 +385,7 @@ public final class ControlServer {
                 break
             }
         }
-        if clients[client.id] === client, !client.closing, !client.discarding, client.buffer.count - start > configuration.maxLineBytes {
+        if clients[client.id] === client, !client.closing, client.buffer.count - start > configuration.maxLineBytes {
             tooLong(client)
         }
     }
@@ -401,18 +396,7 @@ public final class ControlServer {
         Log.warning("control: \(client.who): request line over \(configuration.maxLineBytes) bytes; closing")
         let error = ControlError(.tooLong, "request line longer than \(configuration.maxLineBytes) bytes; closing the connection",
                                  details: ["limit": .int(configuration.maxLineBytes)])
-        client.buffer = []
-        client.scanned = 0
-        client.discarding = true
-        client.connection.write(ControlResponse.failure(id: nil, error: error))
-        // Closing with unread input would reset the connection and could destroy the error
-        // before the client reads it. Instead: end our side once the error is out, drop what
-        // the client still sends, and close for good after a second.
-        if client.connection.bufferedByteCount == 0 { shutdown(client.connection.fileDescriptor, Int32(SHUT_WR)) }
-        loop.schedule(after: .seconds(1)) { [weak self, weak client] in
-            guard let self, let client, self.clients[client.id] === client else { return }
-            self.remove(client)
-        }
+        drop(client, error)
     }
 
     private func handleLine(_ line: [UInt8], _ client: Client) {

@@ -1,4 +1,5 @@
 import Glibc
+import RoomCore
 
 /// 16-bit PCM written to a WAV file as it arrives (`roomd --record`), so a recording costs a
 /// few kilobytes of memory instead of the whole session, and a path that cannot be written is
@@ -22,7 +23,8 @@ public final class WAVRecorder {
         fd = retryingEINTR { open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
         if fd < 0 { throw .errno(partial) }
         do {
-            try writeAll(Self.header(sampleRate: sampleRate, channels: channels, dataBytes: 0))
+            // RoomCore's encoder with no samples is the header alone; `finish` fills in the sizes.
+            try writeAll(WAVFile.encode(WAVAudio(sampleRate: sampleRate, channels: channels, samples: [])))
         } catch {
             close(fd)
             unlink(partial)
@@ -78,17 +80,5 @@ public final class WAVRecorder {
     private func pwriteAll(_ bytes: [UInt8], at position: Int) -> Bool {
         let n = retryingEINTR { bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, off_t(position)) } }
         return n == bytes.count
-    }
-
-    /// The canonical 44-byte header of 16-bit PCM.
-    static func header(sampleRate: Int, channels: Int, dataBytes: Int) -> [UInt8] {
-        var out: [UInt8] = []
-        func tag(_ s: String) { out.append(contentsOf: Array(s.utf8)) }
-        func u16(_ v: Int) { out.append(UInt8(truncatingIfNeeded: v)); out.append(UInt8(truncatingIfNeeded: v >> 8)) }
-        func u32(_ v: Int) { u16(v & 0xFFFF); u16((v >> 16) & 0xFFFF) }
-        tag("RIFF"); u32(36 + dataBytes); tag("WAVE")
-        tag("fmt "); u32(16); u16(1); u16(channels); u32(sampleRate); u32(sampleRate * channels * 2); u16(channels * 2); u16(16)
-        tag("data"); u32(dataBytes)
-        return out
     }
 }
