@@ -17,6 +17,9 @@ final class RemoteStreams {
         var lastArrival: Int64 = 0
         var decodedRead = 0
         var decodedAvailable = 0
+        /// Concealment already made past `decodedAvailable` (decodeNext keeps the rest of a
+        /// whole concealed frame for the next concealment decision; anything else drops it).
+        var concealedEnd = 0
     }
 
     let count: Int
@@ -26,6 +29,12 @@ final class RemoteStreams {
     private let decodeCapacity: Int
     /// 2.5 ms at the engine rate: concealment and FEC lengths must be multiples of it.
     private let granule: Int
+    /// 10 ms at the engine rate: the shortest frame libopus' SILK layer conceals. Asked for
+    /// less, it conceals a whole 10 ms frame and returns only its start, so two 5 ms requests
+    /// in a row splice two unconnected frame starts (audible: issue 9's 5 ms periods fell
+    /// from PESQ 2.7 to 2.0 at 20 % loss in `PlayoutUnderLossTests`). Concealment is made in
+    /// whole frames of this length and handed out as the jitter buffer asks.
+    private let concealFrame: Int
     /// The RTP clock of Opus (RFC 7587), whatever the engine rate.
     private static let clock = 48_000
     private var streams: [Stream]          // fixed size, mutated in place (no reallocation)
@@ -50,6 +59,7 @@ final class RemoteStreams {
         self.rate = rate
         decodeCapacity = rate * 120 / 1000
         granule = rate / 400
+        concealFrame = rate / 100
         streams = Array(repeating: Stream(), count: count)
         var jb = JitterBufferConfiguration(frameDurationMs: frameMilliseconds, minimumDelayMs: minimumDelayMs)
         jb.maxPayloadBytes = MediaPacket.maxPayload
@@ -166,7 +176,20 @@ final class RemoteStreams {
         case .decodeFEC(let next, _):
             produced = decoder(i) { $0.decodeFEC(from: next.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: next.payload.count, into: out, frames: concealable(wanted)) }
         case .conceal:
-            produced = decoder(i) { $0.conceal(into: out, frames: concealable(wanted)) }
+            let end = streams[i].decodedAvailable + concealable(wanted)
+            if streams[i].concealedEnd >= end {
+                // The rest of the frame concealed last time continues where playout stopped.
+                streams[i].decodedAvailable = end
+                return
+            }
+            let whole = min((concealable(wanted) + concealFrame - 1) / concealFrame * concealFrame, capacity)
+            produced = decoder(i) { $0.conceal(into: out, frames: whole) }
+            if produced > concealable(wanted), produced <= capacity {
+                streams[i].decodedRead = 0
+                streams[i].decodedAvailable = concealable(wanted)
+                streams[i].concealedEnd = produced
+                return
+            }
         case .silence:
             produced = 0
         }
@@ -176,6 +199,7 @@ final class RemoteStreams {
         }
         streams[i].decodedRead = 0
         streams[i].decodedAvailable = produced
+        streams[i].concealedEnd = 0
     }
 
     /// Concealment and FEC lengths must be whole multiples of 2.5 ms (libopus).
