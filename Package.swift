@@ -111,7 +111,7 @@ let package = Package(
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
-        .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem"]),
+        .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem", "RoomCore"]),
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
         .testTarget(name: "RoomGPIOTests", dependencies: ["RoomGPIO", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),

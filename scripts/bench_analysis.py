@@ -131,7 +131,7 @@ def engine(work):
     last = running[-1]
     emit("engine", "roomd.rss_mb", last["rss_mb"], "MB", board="sim", t=last["t"],
          measure="VmRSS from the last status line of the 20 s run (engine running), not after it stopped; "
-                 "includes the far-end file, held twice in this run (2 x 4.3 MB of Float for its 23.6 s), and the sim card's mapped input WAV")
+                 "includes the far-end feed ring (128 KiB: the file is read as it plays) and the sim card's mapped input WAV")
     if "rss_file_mb" in last:
         emit("engine", "roomd.rss_file_mb", last["rss_file_mb"], "MB", board="sim",
              measure="RssFile: clean pages of mapped files (roomd's code, libraries, the sim card's input WAV)")

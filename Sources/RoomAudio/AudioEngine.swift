@@ -54,6 +54,10 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// The far-end samples until `start` hands them to the loop (which keeps the only copy).
     private var farEndPending: [Int16]
+    /// The streamed far end (`EngineConfiguration.farEndStreamed`): the caller writes, the
+    /// audio thread reads a period at a time. 1.4 s at 48 kHz (128 KiB), so a feeder on a
+    /// 50 ms timer has a second of slack.
+    public let farEndFeed: SPSCRing<Int16>?
 
     public init(configuration: EngineConfiguration) throws(EngineError) {
         try configuration.validate()
@@ -64,11 +68,12 @@ public final class AudioEngine: @unchecked Sendable {
         self.configuration = kept
         stats = EngineStats(periodFrames: configuration.blockFrames)
         processedAudio = configuration.recordProcessed ? SPSCRing<Int16>(capacity: 1 << 17) : nil
+        farEndFeed = configuration.farEndStreamed ? SPSCRing<Int16>(capacity: 1 << 16) : nil
         selfTest = SelfTestCapture(micCount: configuration.micChannels, periodFrames: configuration.blockFrames,
                                    rate: configuration.rate)
         control.setProfile(configuration.profile)
         mixer = StreamMixer(slots: MixerSlot.count, sampleRate: configuration.rate)
-        mixer.setActive(!farEndPending.isEmpty, slot: MixerSlot.farEnd)
+        mixer.setActive(!farEndPending.isEmpty || farEndFeed != nil, slot: MixerSlot.farEnd)
         for i in 0..<MixerSlot.remoteCount { mixer.setActive(true, slot: MixerSlot.firstRemote + i) }
     }
 
@@ -78,7 +83,7 @@ public final class AudioEngine: @unchecked Sendable {
         guard thread == nil else { return }
         let loop: AudioLoop
         do {
-            loop = try AudioLoop(configuration: configuration, farEnd: farEndPending, stats: stats, events: events,
+            loop = try AudioLoop(configuration: configuration, farEnd: farEndPending, farEndFeed: farEndFeed, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
                                  outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
                                  streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest,
@@ -223,6 +228,9 @@ final class AudioLoop: @unchecked Sendable {
     private var encodeFill = 0
     private let farEnd: UnsafeMutableBufferPointer<Int16>
     private var farEndPosition = 0
+    private let farEndFeed: SPSCRing<Int16>?
+    /// One period of the streamed far end, as read from the feed.
+    private let farEndPeriod: UnsafeMutableBufferPointer<Int16>
 
     private var inputMeter: LevelMeter
     private var outputMeter: LevelMeter
@@ -235,7 +243,8 @@ final class AudioLoop: @unchecked Sendable {
     private var calmPeriods = 0
     private let warmupPeriods = 100
 
-    init(configuration c: EngineConfiguration, farEnd farEndSamples: [Int16], stats: EngineStats, events: SPSCRing<EngineEvent>,
+    init(configuration c: EngineConfiguration, farEnd farEndSamples: [Int16], farEndFeed: SPSCRing<Int16>?,
+         stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
          outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
          streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture,
@@ -297,6 +306,9 @@ final class AudioLoop: @unchecked Sendable {
         slotPointers.initialize(repeating: nil, count: MixerSlot.count)
         farEnd = .allocate(capacity: farEndSamples.count)
         _ = farEnd.initialize(from: farEndSamples)
+        self.farEndFeed = farEndFeed
+        farEndPeriod = .allocate(capacity: c.periodFrames)
+        farEndPeriod.initialize(repeating: 0)
         captureInterleaved.initialize(repeating: 0, count: period * micCount)
         mics.initialize(repeating: 0, count: block * micCount)
         cleaned.initialize(repeating: 0, count: block * micCount)
@@ -318,7 +330,7 @@ final class AudioLoop: @unchecked Sendable {
         captureInterleaved.deallocate(); mics.deallocate(); micPointers.deallocate()
         cleaned.deallocate(); cleanedPointers.deallocate(); speaker.deallocate(); testBlock.deallocate()
         speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
-        encodeFrame.deallocate(); farEnd.deallocate()
+        encodeFrame.deallocate(); farEnd.deallocate(); farEndPeriod.deallocate()
         slotAudio.deallocate(); slotPointers.deallocate(); gainSSRCs.deallocate()
     }
 
@@ -636,7 +648,13 @@ final class AudioLoop: @unchecked Sendable {
     /// decoders), the mixer applies gains and the limiter. The same samples are the APM's
     /// far-end reference.
     private func renderSpeakerPeriod(into speaker: UnsafeMutablePointer<Float>) {
-        if farEnd.count > 0 {
+        if let feed = farEndFeed {
+            let slot = slotAudio + MixerSlot.farEnd * period
+            let got = feed.read(into: farEndPeriod)
+            for i in 0..<got { slot[i] = SampleConversion.float(fromInt16: farEndPeriod[i]) }
+            for i in got..<period { slot[i] = 0 }
+            slotPointers[MixerSlot.farEnd] = UnsafePointer(slot)
+        } else if farEnd.count > 0 {
             let slot = slotAudio + MixerSlot.farEnd * period
             for i in 0..<period {
                 if farEndPosition >= farEnd.count {

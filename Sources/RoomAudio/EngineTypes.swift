@@ -50,6 +50,10 @@ public struct EngineConfiguration: Sendable {
     /// floats, 8.7 MB of the engine bench's RSS).
     public var farEnd: [Int16] = []
     public var farEndLoops = true
+    /// The far end comes through `AudioEngine.farEndFeed` instead, which the caller keeps
+    /// topped up from a file (`roomd --far-end`: `WAVStreamReader` on the event loop), so a
+    /// long file is never held in memory. The speaker plays silence where the feed runs dry.
+    public var farEndStreamed = false
     /// Keep the cleaned capture for a recorder (roomd --record, the benches).
     public var recordProcessed = false
     public var realtimePriority: Int32 = 70

@@ -40,6 +40,21 @@ public enum WAVFile {
 
     // MARK: - Decoding
 
+    /// Where a file's audio is and how it is stored: what a reader needs to stream the data
+    /// chunk from disk instead of holding the whole file (`WAVStreamReader` in RoomSystem).
+    public struct Layout: Sendable, Equatable {
+        public var sampleRate: Int
+        public var channels: Int
+        /// 32-bit IEEE float samples; otherwise 16-bit PCM.
+        public var isFloat: Bool
+        /// Byte offset of the first sample in the file, and the data chunk's length in bytes
+        /// (a whole number of frames).
+        public var dataOffset: Int
+        public var dataBytes: Int
+        public var bytesPerFrame: Int { channels * (isFloat ? 4 : 2) }
+        public var frames: Int { dataBytes / bytesPerFrame }
+    }
+
     private struct Format {
         var code: Int
         var channels: Int
@@ -53,60 +68,94 @@ public enum WAVFile {
     private static let formatExtensible = 0xFFFE
 
     private static func decode(_ b: LittleEndianBytes) throws(WAVError) -> WAVAudio {
-        guard b.count >= 12 else {
-            throw WAVError("too short: \(b.count) bytes, a WAV file starts with a 12-byte RIFF header")
+        let layout = try layout(size: b.count) { offset, count in
+            (offset..<min(offset + count, b.count)).map { b.byte($0) }
         }
-        guard b.tag(at: 0) == "RIFF" else {
-            throw WAVError("not a WAV file: no RIFF header (starts with \(b.printableTag(at: 0)))")
+        let count = layout.dataBytes / (layout.isFloat ? 4 : 2)
+        var samples = [Int16](repeating: 0, count: count)
+        samples.withUnsafeMutableBufferPointer { out in
+            convert(b, from: layout.dataOffset, isFloat: layout.isFloat, count: count, stride: 1, into: out.baseAddress!)
         }
-        guard b.tag(at: 8) == "WAVE" else {
-            throw WAVError("not a WAV file: RIFF type is \(b.printableTag(at: 8)), expected \"WAVE\"")
+        return WAVAudio(sampleRate: layout.sampleRate, channels: layout.channels, samples: samples)
+    }
+
+    /// Walks the RIFF chunks of a file of `size` bytes, reading only chunk headers and the fmt
+    /// chunk through `read(offset, count)` (which returns fewer bytes only at the end), so a
+    /// caller can stream the audio from disk. Throws what `decode` throws for the same bytes.
+    public static func layout(size: Int, read: (_ offset: Int, _ count: Int) -> [UInt8]) throws(WAVError) -> Layout {
+        func bytes(_ offset: Int, _ count: Int) -> [UInt8] { read(offset, count) }
+        func tags(_ b: [UInt8], at i: Int) -> (tag: String, printable: String) {
+            b.withUnsafeBufferPointer { p in (LittleEndianBytes(p).tag(at: i), LittleEndianBytes(p).printableTag(at: i)) }
         }
+        let head = bytes(0, 12)
+        guard size >= 12, head.count == 12 else {
+            throw WAVError("too short: \(size) bytes, a WAV file starts with a 12-byte RIFF header")
+        }
+        let riff = tags(head, at: 0), type = tags(head, at: 8)
+        guard riff.tag == "RIFF" else { throw WAVError("not a WAV file: no RIFF header (starts with \(riff.printable))") }
+        guard type.tag == "WAVE" else { throw WAVError("not a WAV file: RIFF type is \(type.printable), expected \"WAVE\"") }
         var format: Format?
         var data: Range<Int>?
         var offset = 12
-        while offset < b.count {
-            guard b.count - offset >= 8 else {
+        while offset < size {
+            guard size - offset >= 8 else {
                 // A few stray bytes after the last chunk: tolerated once the audio is found.
                 if format != nil && data != nil { break }
-                throw WAVError("truncated chunk header at byte \(offset): \(b.count - offset) bytes left, a chunk header needs 8")
+                throw WAVError("truncated chunk header at byte \(offset): \(size - offset) bytes left, a chunk header needs 8")
             }
-            let id = b.tag(at: offset)
-            let size = b.u32(at: offset + 4)
+            let header = bytes(offset, 8)
+            let (id, printable, size32) = header.withUnsafeBufferPointer { p in
+                let c = LittleEndianBytes(p)
+                return (c.tag(at: 0), c.printableTag(at: 0), c.u32(at: 4))
+            }
             let body = offset + 8
-            guard size <= b.count - body else {
-                throw WAVError("\(b.printableTag(at: offset)) chunk at byte \(offset): header says \(size) bytes but only \(b.count - body) remain (file truncated?)")
+            guard size32 <= size - body else {
+                throw WAVError("\(printable) chunk at byte \(offset): header says \(size32) bytes but only \(size - body) remain (file truncated?)")
             }
             switch id {
             case "fmt ":
                 guard format == nil else { throw WAVError("fmt chunk: appears twice (second at byte \(offset))") }
-                format = try parseFormat(b, at: body, size: size)
+                let chunk = bytes(body, min(size32, 64))
+                format = try chunk.withUnsafeBufferPointer { (p) throws(WAVError) -> Format in
+                    try parseFormat(LittleEndianBytes(p), at: 0, size: size32)
+                }
             case "data":
                 guard data == nil else { throw WAVError("data chunk: appears twice (second at byte \(offset))") }
-                data = body..<(body + size)
+                data = body..<(body + size32)
             default:
                 break   // LIST, fact, cue, bext, …: metadata roomd does not need.
             }
-            offset = body + size + (size & 1)   // RIFF pads odd-sized chunks to an even length.
+            offset = body + size32 + (size32 & 1)   // RIFF pads odd-sized chunks to an even length.
         }
         guard let format else { throw WAVError("no fmt chunk: the file does not say how its samples are stored") }
         guard let data else { throw WAVError("no data chunk: the file holds no audio") }
         guard data.count % format.blockAlign == 0 else {
             throw WAVError("data chunk: \(data.count) bytes is not a whole number of \(format.blockAlign)-byte frames (\(format.channels) channels × \(format.bitsPerSample / 8) bytes)")
         }
-        let count = data.count / (format.bitsPerSample / 8)
-        var samples = [Int16](repeating: 0, count: count)
-        samples.withUnsafeMutableBufferPointer { out in
-            if format.code == formatPCM {
-                for i in 0..<count { out[i] = Int16(truncatingIfNeeded: b.u16(at: data.lowerBound + 2 * i)) }
-            } else {
-                for i in 0..<count {
-                    let x = Float(bitPattern: b.u32bits(at: data.lowerBound + 4 * i))
-                    out[i] = SampleConversion.int16(fromFloat: x)
-                }
+        return Layout(sampleRate: format.sampleRate, channels: format.channels, isFloat: format.code == formatFloat,
+                      dataOffset: data.lowerBound, dataBytes: data.count)
+    }
+
+    /// One channel of whole frames of a data chunk, as 16-bit samples: `bytes` holds
+    /// `out.count` frames laid out as `layout` says; channel 0 is taken (the far end of a
+    /// multichannel file is its first channel).
+    public static func firstChannel(_ bytes: UnsafeRawBufferPointer, layout: Layout, into out: UnsafeMutableBufferPointer<Int16>) {
+        let frames = min(out.count, bytes.count / layout.bytesPerFrame)
+        guard frames > 0 else { return }
+        convert(LittleEndianBytes(UnsafeBufferPointer(start: bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), count: bytes.count)),
+                from: 0, isFloat: layout.isFloat, count: frames, stride: layout.channels, into: out.baseAddress!)
+    }
+
+    /// `count` samples, one every `stride` samples from byte `start`, converted to Int16.
+    private static func convert(_ b: LittleEndianBytes, from start: Int, isFloat: Bool, count: Int, stride: Int,
+                                into out: UnsafeMutablePointer<Int16>) {
+        if !isFloat {
+            for i in 0..<count { out[i] = Int16(truncatingIfNeeded: b.u16(at: start + 2 * i * stride)) }
+        } else {
+            for i in 0..<count {
+                out[i] = SampleConversion.int16(fromFloat: Float(bitPattern: b.u32bits(at: start + 4 * i * stride)))
             }
         }
-        return WAVAudio(sampleRate: format.sampleRate, channels: format.channels, samples: samples)
     }
 
     private static func parseFormat(_ b: LittleEndianBytes, at p: Int, size: Int) throws(WAVError) -> Format {

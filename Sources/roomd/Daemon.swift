@@ -54,7 +54,10 @@ struct Daemon {
                 throw StartFailure(73, "--record: \(error)")   // EX_CANTCREAT
             }
         }
+        let farEnd = try openFarEnd(rate: board.rate)
         let engine = try makeEngine(board: board, boardFile: boardFile, settings: initial)
+        let farEndFeeder = farEnd.flatMap { FarEndFeeder(reader: $0, engine: engine) }
+        farEndFeeder?.topUp()   // a full ring before the first period plays
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
         let room: RoomLink
         do { room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback) } catch { throw .os("\(error)") }
@@ -76,7 +79,7 @@ struct Daemon {
                 throw .config("room: \(error)")
             }
         }
-        return serve(appliance, recorder: recorder, joining: !initial.servers.isEmpty)
+        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: !initial.servers.isEmpty)
     }
 
     /// The event loop and the signals. Before any thread starts, so every thread inherits the
@@ -112,6 +115,19 @@ struct Daemon {
         Log.info("roomd \(roomdVersion): board \(board.name) (\(boardFile))\(env.isEmpty ? "" : "; " + env)"
                  + "; configuration \(settings.configPath ?? "none"); run-time settings \(settings.statePath ?? "not kept")")
         return (board, boardFile)
+    }
+
+    /// `--far-end FILE`, opened and checked before anything starts; read as it plays.
+    private func openFarEnd(rate: Int) throws(StartFailure) -> WAVStreamReader? {
+        guard let path = options.farEnd else { return nil }
+        let reader: WAVStreamReader
+        do { reader = try WAVStreamReader(path: path, loops: !options.farEndOnce) } catch {
+            throw StartFailure(66, "--far-end \(error)")  // EX_NOINPUT
+        }
+        guard reader.layout.sampleRate == rate else {
+            throw StartFailure(66, "--far-end \(path): sample rate \(reader.layout.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
+        }
+        return reader
     }
 
     private func makeEngine(board: BoardProfile, boardFile: String, settings: EffectiveSettings) throws(StartFailure) -> AudioEngine {
@@ -162,18 +178,19 @@ struct Daemon {
 
     /// Runs the loop until SIGINT/SIGTERM or `--duration`, then leaves the room, stops the
     /// audio and prints the summary. Returns the exit code.
-    private func serve(_ appliance: Appliance, recorder: WAVRecorder?, joining: Bool) -> Int32 {
+    private func serve(_ appliance: Appliance, recorder: WAVRecorder?, farEnd: FarEndFeeder?, joining: Bool) -> Int32 {
         let loop = appliance.loop, engine = appliance.engine, room = appliance.room
         let reporter = StatusReporter(json: options.json, engine: engine, room: room)
         var recordingFailed = false
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
         // The event loop owns everything but the audio: engine events and the recorder are
-        // drained every 50 ms, levels for subscribers every 100 ms, status lines on their own
-        // timer, signals through a signalfd.
+        // drained and the far end topped up every 50 ms, levels for subscribers every 100 ms,
+        // status lines on their own timer, signals through a signalfd.
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: recorder, failed: &recordingFailed)
+            farEnd?.topUp()
         }
         _ = loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { appliance.control?.publishLevels() }
         if options.statsInterval > 0 {
@@ -246,13 +263,7 @@ struct Daemon {
         config.farEndLoops = !options.farEndOnce
         for feature in options.disabled { feature.switchOff(in: &config.processing) }
         if let level = e.aecSuppression { config.processing.echoSuppression = level }
-        if let path = options.farEnd {
-            do {
-                config.farEnd = try loadFarEnd(path, rate: board.rate)
-            } catch {
-                return .failure("--far-end \(path): \(error)")
-            }
-        }
+        config.farEndStreamed = options.farEnd != nil
         return .success(config)
     }
 
@@ -269,16 +280,6 @@ struct Daemon {
         let file = path.hasSuffix(".conf") ? path : path + "/board.conf"
         let text = try Files.readText(file)
         return (try BoardProfile.parse(text: text, file: file), file)
-    }
-
-    private func loadFarEnd(_ path: String, rate: Int) throws -> [Int16] {
-        let audio = try WAVFile.decode(bytes: Files.read(path))
-        guard audio.sampleRate == rate else {
-            throw EngineError("sample rate \(audio.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
-        }
-        if audio.channels == 1 { return audio.samples }
-        let samples = audio.samples
-        return (0..<audio.frames).map { samples[$0 * audio.channels] }   // the first channel
     }
 
     private func drainEvents(_ engine: AudioEngine, control: ControlBridge? = nil) {
@@ -318,6 +319,22 @@ struct Daemon {
             }
         }
     }
+}
+
+/// `--far-end FILE` streamed: the reader's samples into the engine's feed ring, on the event loop.
+final class FarEndFeeder {
+    private let reader: WAVStreamReader
+    private let ring: SPSCRing<Int16>
+    private var scratch = [Int16](repeating: 0, count: 4800)
+
+    /// nil when the engine was not configured for a streamed far end (`farEndStreamed`).
+    init?(reader: WAVStreamReader, engine: AudioEngine) {
+        guard let ring = engine.farEndFeed else { return nil }
+        self.reader = reader
+        self.ring = ring
+    }
+
+    func topUp() { reader.feed(ring, scratch: &scratch) }
 }
 
 /// strerror for negative ALSA-style codes without linking ALSA into the executable.
