@@ -173,6 +173,12 @@ public final class AlsaPCM {
 
     public func drop() { if let pcm { snd_pcm_drop(pcm) } }
 
+    /// After `drop`: ready to be written (playback pre-fill) and started again.
+    public func prepare() -> Int32 {
+        guard let pcm else { return -EBADFD }
+        return snd_pcm_prepare(pcm)
+    }
+
     public var stateName: String {
         guard let pcm else { return "closed" }
         return String(cString: snd_pcm_state_name(snd_pcm_state(pcm)))

@@ -139,6 +139,34 @@ final class AudioEngineTests: XCTestCase {
         XCTAssertGreaterThan(s.periods, 200, "the stream keeps running after the xrun")
     }
 
+    /// After an xrun in either direction the canceller still cancels: both directions restart
+    /// together, at the offset the canceller learnt. (Restarting only the direction that ran
+    /// over left capture at another offset against playback: ERLE went from ~43 dB to below
+    /// 0 — the output louder than the mic — for the rest of the session.)
+    func testEchoIsStillCancelledAfterAnXrun() throws {
+        for direction in ["capture", "playback"] {
+            let dir = SimCard.scratch("xrun-aec-\(direction)")
+            SimCard.useRoom(dir, ["echo_delay_ms": "2", "\(direction)_xrun_at_ms": "4000"])
+            var config = SimCard.simBoardConfiguration()
+            config.farEnd = SimCard.speechLike(seconds: 12, seed: 0.7).map(SampleConversion.int16(fromFloat:))
+            config.processing.gainControl = false
+            config.processing.noiseSuppress = false
+            config.processing.beamform = false
+            let engine = try AudioEngine(configuration: config)
+            try engine.start()
+            Thread.sleep(forTimeInterval: 6)   // the xrun at 4 s, then 2 s to settle
+            let base = engine.stats.snapshot()
+            Thread.sleep(forTimeInterval: 3)
+            let value = erle(engine, from: base)
+            let s = engine.stats.snapshot()
+            engine.stop()
+            XCTAssertGreaterThanOrEqual(s.captureXruns + s.playbackXruns, 1, "\(direction): the injected xrun happened")
+            XCTAssertEqual(s.deviceLosses, 0, direction)
+            let after = try XCTUnwrap(value, "far-end activity expected")
+            XCTAssertGreaterThan(after, 20, "\(direction) xrun: echo reduction 2-5 s after it (dB)")
+        }
+    }
+
     /// A lost device is reported, reopened with back-off, and the stream resumes.
     func testLostDeviceComesBack() throws {
         let dir = SimCard.scratch("loss")
