@@ -587,7 +587,7 @@ public enum Roomctl {
         var tables: [(String, [[String: JSONValue]])] = []
         func flatten(_ prefix: String, _ o: [String: JSONValue]) {
             for key in o.keys.sorted() {
-                let name = prefix.isEmpty ? key : "\(prefix).\(key)"
+                let name = inertText(prefix.isEmpty ? key : "\(prefix).\(key)")
                 switch o[key]! {
                 case .object(let inner) where !inner.isEmpty: flatten(name, inner)
                 case .array(let items) where !items.isEmpty && items.allSatisfy({ $0.objectValue != nil }):
@@ -616,13 +616,13 @@ public enum Roomctl {
         for r in rows { keys.formUnion(r.keys) }
         let columns = preferredColumns.filter(keys.contains) + keys.subtracting(preferredColumns).sorted()
         let cells = rows.map { r in columns.map { r[$0].map(cell) ?? "-" } }
-        let widths = columns.indices.map { i in max(columns[i].count, cells.map { $0[i].count }.max() ?? 0) }
+        let widths = columns.indices.map { i in max(inertText(columns[i]).count, cells.map { $0[i].count }.max() ?? 0) }
         func line(_ items: [String]) -> String {
             var text = zip(items, widths).map { $0.padded(to: $1) }.joined(separator: "  ")
             while text.hasSuffix(" ") { text.removeLast() }
             return text
         }
-        return ([line(columns.map { $0.uppercased() })] + cells.map(line)).joined(separator: "\n")
+        return ([line(columns.map { inertText($0.uppercased()) })] + cells.map(line)).joined(separator: "\n")
     }
 
     static func cell(_ value: JSONValue) -> String {
@@ -631,7 +631,7 @@ public enum Roomctl {
         case .bool(let b): b ? "yes" : "no"
         case .int(let i): "\(i)"
         case .double(let d): formatNumber(d)
-        case .string(let s): s
+        case .string(let s): inertText(s)   // names from tokens: no escape sequences on the terminal
         case .array(let a) where a.allSatisfy({ $0.objectValue == nil && $0.arrayValue == nil }): a.map(cell).joined(separator: ",")
         default: value.jsonText
         }
@@ -639,9 +639,9 @@ public enum Roomctl {
 
     /// "event_name key=value key=value"
     public static func formatEvent(_ event: ControlEvent) -> String {
-        ([event.name] + event.fields.keys.sorted().map { key in
+        ([inertText(event.name)] + event.fields.keys.sorted().map { key in
             let v = cell(event.fields[key]!)
-            return "\(key)=\(v.contains(" ") ? "\"\(v)\"" : v)"
+            return "\(inertText(key))=\(v.contains(" ") ? "\"\(v)\"" : v)"
         }).joined(separator: " ")
     }
 

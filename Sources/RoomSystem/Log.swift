@@ -1,4 +1,5 @@
 import Glibc
+import RoomCore
 import Synchronization
 
 /// Log levels use syslog priorities so journald keeps them (`<3>` error … `<7>` debug) when
@@ -32,7 +33,9 @@ public enum Log {
 
     public static func write(_ level: LogLevel, _ message: String) {
         guard level.rawValue <= threshold.load(ordering: .relaxed) else { return }
-        writeLine("<\(level.rawValue)>\(message)", to: 2)
+        // One message, one line: names and ids from tokens and peers go into messages, and a
+        // newline or escape sequence in them must not forge a line or reach a terminal raw.
+        writeLine("<\(level.rawValue)>\(inertText(message))", to: 2)
     }
 
     public static func error(_ m: String) { write(.error, m) }

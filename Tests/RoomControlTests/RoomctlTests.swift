@@ -163,6 +163,17 @@ final class RoomctlTests: XCTestCase {
         XCTAssertEqual(Roomctl.formatEvent(ControlEvent("mute", ["muted": true, "by": "the button"])), "mute by=\"the button\" muted=yes")
     }
 
+    /// Names come from tokens: on the terminal their control characters are shown, not obeyed
+    /// (`--json` keeps the raw value).
+    func testHumanOutputShowsControlCharactersInsteadOfObeyingThem() {
+        let evil = "Eve\n\u{1B}[2J\u{1B}[31mroot"
+        let table = Roomctl.formatHuman(["participants": [["id": 3, "name": .string(evil)]]])
+        XCTAssertEqual(table, "participants:\nID  NAME\n3   Eve\\n\\x1B[2J\\x1B[31mroot")
+        XCTAssertEqual(Roomctl.formatHuman(["room": .string("a\rb")]), "room  a\\rb")
+        let event = Roomctl.formatEvent(ControlEvent("participant_joined", ["name": .string(evil)]))
+        XCTAssertFalse(event.contains("\n") || event.contains("\u{1B}"), event)
+    }
+
     // MARK: Against a fake daemon
 
     final class Captured: @unchecked Sendable {
