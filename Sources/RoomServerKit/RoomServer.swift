@@ -61,6 +61,9 @@ public final class RoomServer {
     private var lostQueue: [RoomParticipantID] = []
     private var tickTimer: EventLoop.TimerID?
     private var isShuttingDown = false
+    /// `limits.max_connections`, lowered at start to fit the file descriptor limit.
+    private var connectionCapacity: Int
+    private var lastRefusalLogMs: Int64 = -1_000_000
 
     private let readBuffer: UnsafeMutableRawBufferPointer
     private let datagramBuffer: UnsafeMutableRawBufferPointer
@@ -70,6 +73,7 @@ public final class RoomServer {
         self.configuration = configuration
         self.options = options
         self.loop = loop
+        connectionCapacity = configuration.limits.maxConnections
         verifier = RoomTokenVerifier(
             keys: configuration.keys.mapValues(\.secret), leeway: configuration.tokenLeeway, clock: options.wallClock)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
@@ -89,6 +93,13 @@ public final class RoomServer {
 
     /// Binds the signalling listeners and the media socket and starts the room tick.
     public func start() throws(SystemError) {
+        // Each connection is a file descriptor: take the hard limit (the usual soft 1024 let
+        // 1100 idle connections block every join), and keep a reserve below it for the
+        // listeners, the media socket, the event loop and log output.
+        let descriptors = FileDescriptorLimit.raiseToHard()
+        let reserve = 32
+        connectionCapacity = max(1, min(configuration.limits.maxConnections, descriptors.soft - reserve))
+        Log.info("roomserver: file descriptor limit \(descriptors.soft) (hard \(descriptors.hard)); up to \(connectionCapacity) connections")
         for address in configuration.listen {
             let listener = try TCPListener(address: address, loop: loop, outgoingLimit: options.outgoingLimit) {
                 [unowned self] connection in self.accept(connection)
@@ -163,12 +174,15 @@ public final class RoomServer {
         var windowStartMs: Int64
         var windowCount = 0
         var closing = false
+        /// When it was accepted: the `hello` deadline counts from here.
+        let acceptedMs: Int64
 
         init(connection: StreamConnection, maxFrameSize: Int, now: Int64) {
             self.connection = connection
             decoder = FrameDecoder(maxFrameSize: maxFrameSize)
             lastHeardMs = now
             windowStartMs = now
+            acceptedMs = now
         }
     }
 
@@ -182,6 +196,8 @@ public final class RoomServer {
         var replayGuard = BindingReplayGuard()
         var mediaAddress: SocketAddress?
         var lastMediaMs: Int64 = 0
+        /// What this publisher may still have forwarded (`limits.media_*_per_second`).
+        var mediaAllowance = MediaAllowance()
         /// Last RFC 6464 level received, for `active_speakers`.
         var level: UInt8 = 127
         /// The reason text of a kick in progress, for `removed.message`.
@@ -217,6 +233,17 @@ public final class RoomServer {
 
     private func accept(_ connection: StreamConnection) {
         if isShuttingDown { connection.close(); return }
+        if let refusal = refusal(of: connection) {
+            statistics.connectionsRefused += 1
+            // Once per burst: a flood must not turn into a flood of log lines.
+            let now = nowMs()
+            if now - lastRefusalLogMs > 10_000 {
+                lastRefusalLogMs = now
+                Log.warning("roomserver: refusing connections (\(refusal)); \(statistics.connectionsRefused) refused so far")
+            }
+            connection.close()
+            return
+        }
         statistics.connectionsAccepted += 1
         let session = Session(connection: connection, maxFrameSize: options.maxFrameSize, now: nowMs())
         sessions[ObjectIdentifier(connection)] = session
@@ -229,6 +256,23 @@ public final class RoomServer {
             }
             self.drainLost()
         }
+    }
+
+    /// Why a new connection is turned away, if it is: the server is full (or near its file
+    /// descriptor limit), or the peer's address already has as many connections waiting to
+    /// join as one host may.
+    private func refusal(of connection: StreamConnection) -> String? {
+        let open = sessions.count
+        if open >= connectionCapacity { return "\(open) connections open, the most this server takes" }
+        let host = connection.peerAddress.host
+        var waiting = 0
+        for s in sessions.values where s.participant == nil && !s.closing && s.connection.peerAddress.host == host {
+            waiting += 1
+        }
+        if waiting >= configuration.limits.maxUnjoinedPerAddress {
+            return "\(host) has \(waiting) connections that have not joined"
+        }
+        return nil
     }
 
     private func readAvailable(_ s: Session) {
@@ -682,6 +726,12 @@ public final class RoomServer {
 
     private func tick() {
         let now = nowMs()
+        for s in Array(sessions.values) where !s.closing && s.participant == nil
+            && now - s.acceptedMs > configuration.limits.helloTimeoutMs {
+            statistics.helloTimeouts += 1
+            Log.info("roomserver: \(s.connection.peerAddress): no hello within \(configuration.limits.helloTimeoutMs) ms; closing")
+            refuse(s, .notJoined, "no hello within \(configuration.limits.helloTimeoutMs) ms", requestID: nil, close: true)
+        }
         for s in Array(sessions.values) where !s.closing && now - s.lastHeardMs > options.keepaliveTimeoutMs {
             statistics.keepaliveTimeouts += 1
             Log.info("roomserver: \(s.connection.peerAddress): silent for \(options.keepaliveTimeoutMs) ms; closing")
@@ -781,6 +831,10 @@ public final class RoomServer {
             return
         }
         let now = nowMs()
+        guard p.mediaAllowance.take(bytes: bytes.count, now: now, limits: configuration.limits) else {
+            statistics.dropped.rateLimited += 1
+            return
+        }
         p.lastMediaMs = now
         let state = p.room
         if let level = packet.audioLevel {
@@ -825,5 +879,32 @@ public final class RoomServer {
         } catch {
             statistics.sendFailures += 1
         }
+    }
+}
+
+
+/// A publisher's media budget: a token bucket per packets and per bytes, each holding one
+/// second of its limit, refilled with the time since the last packet.
+struct MediaAllowance {
+    private var packets: Double = -1
+    private var bytes: Double = 0
+    private var lastMs: Int64 = 0
+
+    /// Takes one packet of `count` bytes; false (and nothing taken) when either budget is out.
+    mutating func take(bytes count: Int, now: Int64, limits: RoomServerLimits) -> Bool {
+        let packetRate = Double(limits.mediaPacketsPerSecond), byteRate = Double(limits.mediaBytesPerSecond)
+        if packets < 0 {
+            packets = packetRate
+            bytes = byteRate
+        } else {
+            let seconds = Double(max(0, now - lastMs)) / 1000
+            packets = min(packetRate, packets + seconds * packetRate)
+            bytes = min(byteRate, bytes + seconds * byteRate)
+        }
+        lastMs = now
+        guard packets >= 1, bytes >= Double(count) else { return false }
+        packets -= 1
+        bytes -= Double(count)
+        return true
     }
 }

@@ -19,6 +19,30 @@ public struct RoomServerKey: Sendable, Equatable {
     public static let minimumSecretBytes = 32
 }
 
+/// `[limits]`: what one peer may take from the server, so a hostile or broken one on the network
+/// cannot lock the others out (issue 11; docs/roomserver.md, "Limits").
+public struct RoomServerLimits: Sendable, Equatable {
+    /// A connection that has not sent a valid `hello` this long after it was accepted is closed
+    /// (anything else it sends, a `ping` answered `not_joined` included, does not extend it).
+    public var helloTimeoutMs: Int64 = 5_000
+    /// Signalling connections held at once; also kept below the process's file descriptor
+    /// limit (raised to its hard limit at start) minus a reserve for the media socket and logs.
+    public var maxConnections = 4_096
+    /// Connections from one IP address that have not joined yet: a flood from one host is
+    /// refused at accept while other hosts still get in. Generous, because a whole office of
+    /// appliances behind one NAT address reconnects at once after a server restart (and
+    /// roomload connects 32 per worker at a time); each waits at most `helloTimeoutMs`.
+    public var maxUnjoinedPerAddress = 128
+    /// Media one publisher may have forwarded, per second (a token bucket holding one second):
+    /// 800 packets is twice what Opus' shortest frames (2.5 ms) send, 8× roomd's 10 ms; 160 kB
+    /// is 2.5× Opus' highest bitrate (510 kb/s) with RTP headers. Beyond, packets are dropped
+    /// and counted (`dropped.rateLimited`) before they cost every listener a copy.
+    public var mediaPacketsPerSecond = 800
+    public var mediaBytesPerSecond = 160_000
+
+    public init() {}
+}
+
 /// `roomserver`'s configuration file (docs/roomserver.md), an INI file read with RoomCore's
 /// `INIParser` / `ConfigValues`, so every error reads `file:line: section.key: problem`.
 public struct RoomServerConfiguration: Sendable, Equatable {
@@ -36,6 +60,8 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     public var maxParticipants: Int
     /// Seconds of clock difference tolerated on a token's `nbf`/`exp` (`server.token_leeway`).
     public var tokenLeeway = 30
+    /// What one peer may take from the server (`[limits]`).
+    public var limits = RoomServerLimits()
 
     public static let defaultListen = "127.0.0.1:7700"
     public static let defaultMedia = "127.0.0.1:7701"
@@ -56,6 +82,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         ("server", ["listen", "media", "log_level", "token_leeway"]),
         ("keys", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants"]),
+        ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second"]),
     ]
 
     /// Reads and validates a configuration file.
@@ -122,6 +149,13 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         var configuration = RoomServerConfiguration(
             listen: listen, media: media, logLevel: logLevel, keys: keys, room: room, maxParticipants: maxParticipants)
         configuration.tokenLeeway = try values.int("server.token_leeway", in: 0 ... 300) ?? 30
+        var limits = RoomServerLimits()
+        limits.helloTimeoutMs = Int64(try values.int("limits.hello_timeout_ms", in: 100 ... 60_000) ?? Int(limits.helloTimeoutMs))
+        limits.maxConnections = try values.int("limits.max_connections", in: 1 ... 1_000_000) ?? limits.maxConnections
+        limits.maxUnjoinedPerAddress = try values.int("limits.max_unjoined_per_address", in: 1 ... 100_000) ?? limits.maxUnjoinedPerAddress
+        limits.mediaPacketsPerSecond = try values.int("limits.media_packets_per_second", in: 50 ... 100_000) ?? limits.mediaPacketsPerSecond
+        limits.mediaBytesPerSecond = try values.int("limits.media_bytes_per_second", in: 10_000 ... 100_000_000) ?? limits.mediaBytesPerSecond
+        configuration.limits = limits
         return configuration
     }
 

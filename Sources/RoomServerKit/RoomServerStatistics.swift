@@ -21,6 +21,11 @@ public struct RoomServerStatistics: Sendable, Equatable {
     public var requestsRefused = 0
     /// `receiver_loss` messages sent to senders (from the participants' `loss_report`s).
     public var receiverLossSent = 0
+    /// Connections closed for sending no valid `hello` within `limits.hello_timeout_ms`.
+    public var helloTimeouts = 0
+    /// Connections refused at accept: the server is at `max_connections` (or near its file
+    /// descriptor limit), or the peer's address has `max_unjoined_per_address` not joined yet.
+    public var connectionsRefused = 0
 
     // Media.
     public var datagramsReceived = 0
@@ -53,10 +58,12 @@ public struct RoomServerStatistics: Sendable, Equatable {
         public var notPublishing = 0
         /// RTP from a publisher outside the forwarded top-N.
         public var notForwarded = 0
+        /// RTP beyond the publisher's `limits.media_packets_per_second` / `_bytes_per_second`.
+        public var rateLimited = 0
 
         public var total: Int {
             garbage + truncated + badBinding + bindingReplay + unknownAddress + malformedRTP + wrongSSRC
-                + notPublishing + notForwarded
+                + notPublishing + notForwarded + rateLimited
         }
     }
 

@@ -15,15 +15,17 @@ final class ServerHarness {
     var clients: [TestClient] = []
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
+         limits: RoomServerLimits = RoomServerLimits(),
          configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
-        let configuration = RoomServerConfiguration(
+        var configuration = RoomServerConfiguration(
             listen: [.ipv4Loopback(port: 0)], media: .ipv4Loopback(port: 0),
             keys: [
                 "k1": RoomServerKey(keyID: "k1", appID: Self.app, secret: Self.secret),
                 "other": RoomServerKey(keyID: "other", appID: "another-app", secret: [UInt8](repeating: 9, count: 32)),
             ],
             room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3), maxParticipants: maxParticipants)
+        configuration.limits = limits
         var options = RoomServer.Options()
         configure(&options)
         server = RoomServer(configuration: configuration, loop: loop, options: options)

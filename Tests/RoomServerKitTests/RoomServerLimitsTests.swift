@@ -1,0 +1,91 @@
+import RoomCore
+import RoomProtocol
+import RoomServerKit
+import RoomSystem
+import XCTest
+
+/// What one peer may take from the server (issue 11): connections that never say hello are
+/// closed at a deadline whatever else they send, one address cannot hold every slot, and one
+/// publisher's flood is cut before every listener pays a copy.
+final class RoomServerLimitsTests: XCTestCase {
+    /// A connection that keeps sending pings (each answered `not_joined`, which used to reset
+    /// its silence timer forever) is closed at the hello deadline; one that joins in time stays.
+    func testNoHelloWithinTheDeadlineIsClosedWhateverElseArrives() throws {
+        var limits = RoomServerLimits()
+        limits.helloTimeoutMs = 400
+        let h = try ServerHarness(limits: limits) { $0.tickIntervalMs = 50 }
+        let idle = try h.connect()
+        let member = try h.join("alice")
+        var sent = 0
+        let closed = h.run(seconds: 3) {
+            if sent < 40 { idle.send(.ping(t: Int64(sent))); sent += 1 }
+            return idle.closed
+        }
+        XCTAssertTrue(closed, "closed at the deadline despite \(sent) pings")
+        XCTAssertEqual(idle.lastError()?.code, .notJoined)
+        XCTAssertTrue(idle.lastError()?.message.contains("no hello") == true, "\(String(describing: idle.lastError()))")
+        XCTAssertEqual(h.server.statistics.helloTimeouts, 1)
+        h.settle(seconds: 0.6)
+        XCTAssertFalse(member.closed, "a joined participant is not touched")
+    }
+
+    /// One address may hold only so many connections that have not joined: the next is closed
+    /// at once and counted; once they join, room is made again.
+    func testOneAddressCannotHoldEveryUnjoinedSlot() throws {
+        var limits = RoomServerLimits()
+        limits.maxUnjoinedPerAddress = 3
+        let h = try ServerHarness(limits: limits)
+        let waiting = try (0 ..< 3).map { _ in try h.connect() }
+        h.settle(seconds: 0.2)
+        let fourth = try h.connect()
+        XCTAssertTrue(h.run(seconds: 2) { fourth.closed }, "the fourth unjoined connection from one address is refused")
+        XCTAssertEqual(h.server.statistics.connectionsRefused, 1)
+        XCTAssertFalse(waiting.contains { $0.closed })
+        // Joining frees the slot: a join from the same address goes through.
+        waiting[0].send(.hello(.init(client: "test/1", token: h.token(user: "bob"), role: .audience)))
+        XCTAssertTrue(h.run { waiting[0].welcome != nil })
+        _ = try h.join("carol")
+    }
+
+    /// A publisher sending far beyond any codec's rate is forwarded only up to its budget; the
+    /// rest is dropped and counted. A normal stream stays untouched.
+    func testAFloodingPublisherIsForwardedOnlyUpToItsBudget() throws {
+        var limits = RoomServerLimits()
+        limits.mediaPacketsPerSecond = 100
+        let h = try ServerHarness(limits: limits)
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        // A normal stream (10 ms packets for 0.3 s) is all forwarded.
+        for _ in 0 ..< 30 {
+            _ = try a.sendRTP()
+            h.settle(seconds: 0.01)
+        }
+        h.settle(seconds: 0.1)
+        XCTAssertEqual(h.server.statistics.dropped.rateLimited, 0)
+        let before = h.server.statistics.packetsForwarded
+        // A flood: 2000 packets at once.
+        for _ in 0 ..< 2000 { _ = try a.sendRTP() }
+        h.settle(seconds: 0.5)
+        let forwarded = h.server.statistics.packetsForwarded - before
+        XCTAssertLessThanOrEqual(forwarded, 170, "at most the bucket (100) plus its refill while the flood is read")
+        XCTAssertGreaterThan(forwarded, 50, "the budget itself still goes through")
+        XCTAssertGreaterThan(h.server.statistics.dropped.rateLimited, 1000, "the rest is dropped and counted")
+        XCTAssertLessThanOrEqual(b.datagrams.count, 30 + 170 + 2)
+    }
+
+    func testLimitsAreReadFromTheConfigurationAndCheckedNamingTheKey() throws {
+        let base = "[keys]\ndev = app:hex:" + String(repeating: "ab", count: 32) + "\n"
+        let c = try RoomServerConfiguration.parse(text: base + "[limits]\nhello_timeout_ms = 2500\nmax_unjoined_per_address = 8\n"
+                                                  + "media_packets_per_second = 300\n", file: "s.conf")
+        XCTAssertEqual(c.limits.helloTimeoutMs, 2500)
+        XCTAssertEqual(c.limits.maxUnjoinedPerAddress, 8)
+        XCTAssertEqual(c.limits.mediaPacketsPerSecond, 300)
+        XCTAssertEqual(c.limits.maxConnections, RoomServerLimits().maxConnections)
+        XCTAssertThrowsError(try RoomServerConfiguration.parse(text: base + "[limits]\nhello_timeout_ms = 0\n", file: "s.conf")) {
+            XCTAssertTrue("\($0)".contains("limits.hello_timeout_ms") && "\($0)".contains("s.conf:"), "\($0)")
+        }
+        XCTAssertThrowsError(try RoomServerConfiguration.parse(text: base + "[limits]\nmax_conections = 5\n", file: "s.conf")) {
+            XCTAssertTrue("\($0)".contains("max_conections"), "\($0)")
+        }
+    }
+}
