@@ -226,11 +226,14 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertEqual(result["passed"] as? Bool, true, "\(result)")
         let mics = try XCTUnwrap(result["mics"] as? [[String: Any]])
         XCTAssertEqual(mics.count, 4)
+        // The playback pre-fill (a period + 5 ms headroom) + the sim room's 2 ms echo path (+ up
+        // to 9 samples per mic): 12.1 ms with the sim board's 5 ms periods, 17.1 with 10 ms.
+        let board = try String(contentsOfFile: SimCard.repoRoot + "/board/sim/board.conf", encoding: .utf8)
+        let periodLine = try XCTUnwrap(board.split(separator: "\n").first { $0.hasPrefix("period_ms") }, "board/sim: period_ms")
+        let period = try XCTUnwrap(Double(periodLine.split(separator: "=").last!.trimmingCharacters(in: .whitespaces)))
         for m in mics {
             let delay = try XCTUnwrap(m["delay_ms"] as? Double, "\(m)")
-            // 15 ms playback pre-fill (a 10 ms period + 5 ms headroom; 10 ms with 5 ms periods)
-            // + the sim room's 2 ms echo path (+ up to 9 samples per mic).
-            XCTAssertEqual(delay, 17.1, accuracy: 1.5, "\(m)")
+            XCTAssertEqual(delay, period + 5 + 2.1, accuracy: 1.5, "\(m)")
             XCTAssertEqual(m["noise_floor_dbfs"] as? Double ?? 0, -70, accuracy: 2, "sim room noise_dbfs = -70: \(m)")
             XCTAssertGreaterThan(m["snr_db"] as? Double ?? 0, 25, "\(m)")
             XCTAssertEqual(m["clipped"] as? Int, 0)
