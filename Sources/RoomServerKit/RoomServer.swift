@@ -19,8 +19,9 @@ import RoomSystem
 public final class RoomServer {
     /// Timing and limits; the defaults are protocol 1's numbers. Tests shorten them.
     public struct Options {
-        /// A connection from which nothing arrived for this long is closed and its
-        /// participant removed with reason `timeout` (protocol: 15 s).
+        /// A connection from which nothing arrived for this long is closed; its participant
+        /// keeps its seat for the reconnect grace and is then removed with reason `timeout`
+        /// (protocol: 15 s).
         public var keepaliveTimeoutMs: Int64 = 15_000
         /// How often rooms are ticked (active speakers, token warnings and expiry).
         public var tickIntervalMs: Int64 = 250
@@ -58,6 +59,8 @@ public final class RoomServer {
     private var byAddress: [SocketAddress: Participant] = [:]
     private var usedSSRCs: Set<UInt32> = []
     private var nextParticipantID: RoomParticipantID = 1
+    /// Participants to remove at once with reason `timeout` (cut off by the server), drained
+    /// outside any effect loop.
     private var lostQueue: [RoomParticipantID] = []
     private var tickTimer: EventLoop.TimerID?
     private var isShuttingDown = false
@@ -176,9 +179,13 @@ public final class RoomServer {
         let id: RoomParticipantID
         let room: RoomState
         let ssrc: UInt32
-        let mediaKey: MediaKey
+        /// Replaced when a new connection resumes the seat: the old connection's key dies with it.
+        var mediaKey: MediaKey
         var claims: RoomTokenClaims
         weak var session: Session?
+        /// When its connection was lost (monotonic ms), while it waits out the reconnect grace
+        /// with its seat kept and nothing said to the room; nil while connected.
+        var lostAtMs: Int64?
         var replayGuard = BindingReplayGuard()
         var mediaAddress: SocketAddress?
         var lastMediaMs: Int64 = 0
@@ -269,18 +276,29 @@ public final class RoomServer {
     /// The peer closed or reset the connection.
     private func connectionEnded(_ s: Session, why: String) {
         if let p = s.participant { Log.info("roomserver: participant \(p.id) connection lost: \(why)") }
-        closeSession(s, flush: false)
+        closeSession(s, flush: false, grace: true)
     }
 
-    /// Closes a connection (after flushing what is queued, when `flush`). A participant
-    /// still attached is removed from its room with reason `timeout` (connection lost).
-    private func closeSession(_ s: Session, flush: Bool) {
+    /// Closes a connection (after flushing what is queued, when `flush`). A participant still
+    /// attached loses its connection: with `grace` (the network lost it: reset, end of stream,
+    /// silence) it keeps its seat, unannounced, for the reconnect grace
+    /// (`RoomConfig.reconnectGraceMs`; docs/protocol.md, "Keepalive and dead peers"): a blip
+    /// must not flash "left" on every screen. Without it (the server cut the peer off for
+    /// what it sent or failed to read) it is removed at once with reason `timeout`.
+    private func closeSession(_ s: Session, flush: Bool, grace: Bool = false) {
         guard !s.closing else { return }
         s.closing = true
         if let p = s.participant {
             s.participant = nil
             p.session = nil
-            lostQueue.append(p.id)
+            if grace && p.room.room.config.reconnectGraceMs > 0 && !isShuttingDown {
+                p.lostAtMs = nowMs()
+                // Nothing is sent to the dead address meanwhile; a resume binds a new one.
+                if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
+                p.mediaAddress = nil
+            } else {
+                lostQueue.append(p.id)
+            }
         }
         if flush {
             s.connection.closeAfterFlush()
@@ -311,6 +329,17 @@ public final class RoomServer {
                 continue
             }
             execute(effects, in: p.room)
+        }
+    }
+
+    /// Seats whose reconnect grace ran out (checked on the tick): now the room hears of it,
+    /// `participant_left {reason: "timeout"}`. In id order, so the effects are deterministic.
+    private func expireGrace(now: Int64) {
+        for p in participants.values.sorted(by: { $0.id < $1.id }) where p.session == nil {
+            guard let lost = p.lostAtMs, now - lost >= p.room.room.config.reconnectGraceMs else { continue }
+            p.lostAtMs = nil
+            Log.info("roomserver: participant \(p.id) did not come back within \(p.room.room.config.reconnectGraceMs) ms")
+            lostQueue.append(p.id)
         }
     }
 
@@ -384,7 +413,7 @@ public final class RoomServer {
             Log.warning("roomserver: \(s.connection.peerAddress) does not read (\(s.connection.bufferedByteCount) bytes queued); cut off")
             closeSession(s, flush: false)
         case .closed:
-            closeSession(s, flush: false)
+            closeSession(s, flush: false, grace: true)
         }
     }
 
@@ -440,6 +469,10 @@ public final class RoomServer {
             rooms[claims.room] = state
             Log.info("roomserver: room \"\(claims.room)\" opened")
         }
+        if let seat = resumableSeat(in: state, claims: claims, hello: hello) {
+            resume(seat, session: s, claims: claims, requestID: requestID)
+            return
+        }
         if state.room.count >= configuration.maxParticipants, state.room.participant(userID: claims.sub) == nil {
             refuseJoin(.roomFull, "room \"\(claims.room)\" has \(configuration.maxParticipants) participants")
             return
@@ -468,6 +501,50 @@ public final class RoomServer {
         state.emptySinceMs = nil
         statistics.joins += 1
         Log.info("roomserver: \(claims.sub) (\"\(claims.name)\") joined room \"\(claims.room)\" as participant \(id) from \(s.connection.peerAddress)")
+        execute(effects, in: state)
+    }
+
+    /// A seat waiting out its reconnect grace that this `hello` may take back silently: the
+    /// same user of the same application, with the same name and grants (anything else
+    /// changes what the others see, so it joins the ordinary way: the old seat is `replaced`
+    /// and announced). A `previous_participant_id`, when given, must name the seat; none is
+    /// fine, so a restarted appliance (which has forgotten its id) also gets its seat back.
+    private func resumableSeat(in state: RoomState, claims: RoomTokenClaims, hello: SignalMessage.Hello) -> Participant? {
+        guard let p = state.members.first(where: { $0.session == nil && $0.lostAtMs != nil && $0.claims.sub == claims.sub })
+        else { return nil }
+        guard p.claims.app == claims.app, p.claims.name == claims.name, p.claims.grants == claims.grants,
+              hello.previousParticipantID == nil || hello.previousParticipantID == p.id
+        else { return nil }
+        return p
+    }
+
+    /// Gives a seat in its reconnect grace to a new connection: the same participant id, SSRC,
+    /// stage, hand (and its place in the queue) and mute, a fresh media key; a `welcome` to the
+    /// newcomer and nothing to anyone else (no `participant_left` / `participant_joined`
+    /// pair). The hello's role is not applied: the seat is resumed as it was, and the
+    /// `welcome` says what that is. The new token's expiry replaces the old one.
+    private func resume(_ p: Participant, session s: Session, claims: RoomTokenClaims, requestID: Int?) {
+        let state = p.room
+        let now = nowMs()
+        let effects: [RoomEffect]
+        do {
+            effects = try state.room.handle(.refreshToken(p.id, expiresAt: roomInstant(forExpiry: claims.exp, now: now)), now: now)
+        } catch {
+            statistics.joinsRefused += 1
+            refuse(s, ErrorCode(error.code), error.message, requestID: requestID, close: true)
+            return
+        }
+        let away = now - (p.lostAtMs ?? now)
+        p.lostAtMs = nil
+        p.claims = claims
+        p.mediaKey = .random()
+        p.replayGuard = BindingReplayGuard()
+        p.session = s
+        s.participant = p
+        statistics.joins += 1
+        statistics.resumes += 1
+        Log.info("roomserver: \(claims.sub) resumed participant \(p.id) in room \"\(state.name)\" after \(away) ms from \(s.connection.peerAddress)")
+        send(.stateSync(state.room.snapshot(for: p.id)), to: [p.id], in: state)
         execute(effects, in: state)
     }
 
@@ -685,9 +762,10 @@ public final class RoomServer {
         for s in Array(sessions.values) where !s.closing && now - s.lastHeardMs > options.keepaliveTimeoutMs {
             statistics.keepaliveTimeouts += 1
             Log.info("roomserver: \(s.connection.peerAddress): silent for \(options.keepaliveTimeoutMs) ms; closing")
-            closeSession(s, flush: false)
+            closeSession(s, flush: false, grace: true)
         }
         reapSessions()
+        expireGrace(now: now)
         drainLost()
         for name in rooms.keys.sorted() {
             guard let state = rooms[name] else { continue }
@@ -783,6 +861,12 @@ public final class RoomServer {
         let now = nowMs()
         p.lastMediaMs = now
         let state = p.room
+        guard p.session != nil else {
+            // Its signalling is gone (reconnect grace): it cannot be told about the room, so
+            // the room does not hear it either until it is back.
+            statistics.dropped.disconnected += 1
+            return
+        }
         if let level = packet.audioLevel {
             p.level = level.level
             state.room.updateAudioLevel(p.id, level: level.level, voice: level.voiceActivity, now: now)
@@ -798,7 +882,7 @@ public final class RoomServer {
         statistics.packetsForwarded += 1
         let idle = options.mediaIdleTimeoutMs
         for other in state.members where other !== p {
-            guard let address = other.mediaAddress, now - other.lastMediaMs <= idle else { continue }
+            guard let address = other.mediaAddress, other.session != nil, now - other.lastMediaMs <= idle else { continue }
             sendDatagram(bytes, to: address, socket: socket)
         }
     }

@@ -55,7 +55,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     static let sections: [(name: String, keys: [String])] = [
         ("server", ["listen", "media", "log_level", "token_leeway"]),
         ("keys", []),
-        ("rooms", ["policy", "speaker_limit", "top_n", "max_participants"]),
+        ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
     ]
 
     /// Reads and validates a configuration file.
@@ -117,6 +117,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         room.policy = try values.value("rooms.policy", as: RoomStagePolicy.self) ?? room.policy
         room.speakerLimit = try values.int("rooms.speaker_limit", in: 0 ... 64) ?? room.speakerLimit
         room.topN = try values.int("rooms.top_n", in: 1 ... 16) ?? room.topN
+        // How long a lost connection's seat waits, unannounced, for its participant to come
+        // back (docs/roomserver.md). Up to 10 minutes: longer keeps ghosts on every screen.
+        if let grace = try values.int("rooms.reconnect_grace_ms", in: 0 ... 600_000) { room.reconnectGraceMs = Int64(grace) }
         let maxParticipants = try values.int("rooms.max_participants", in: 1 ... 10_000) ?? 50
 
         var configuration = RoomServerConfiguration(

@@ -15,7 +15,7 @@ final class ServerHarness {
     var clients: [TestClient] = []
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
-         configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
+         reconnectGraceMs: Int64 = 20_000, configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
         let configuration = RoomServerConfiguration(
             listen: [.ipv4Loopback(port: 0)], media: .ipv4Loopback(port: 0),
@@ -23,7 +23,8 @@ final class ServerHarness {
                 "k1": RoomServerKey(keyID: "k1", appID: Self.app, secret: Self.secret),
                 "other": RoomServerKey(keyID: "other", appID: "another-app", secret: [UInt8](repeating: 9, count: 32)),
             ],
-            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3), maxParticipants: maxParticipants)
+            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3, reconnectGraceMs: reconnectGraceMs),
+            maxParticipants: maxParticipants)
         var options = RoomServer.Options()
         configure(&options)
         server = RoomServer(configuration: configuration, loop: loop, options: options)
