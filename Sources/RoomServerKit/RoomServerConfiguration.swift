@@ -98,12 +98,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         }
         let media = try address(try values.string("server.media") ?? defaultMedia, key: "server.media")
 
-        // LogLevel's own names (it also takes "warn", "err" and any case), not a fixed list.
+        // The one set of names every log-level option and key accepts (LogLevelNames).
         var logLevel = LogLevel.info
-        if let text = try values.string("server.log_level") {
-            guard let level = LogLevel(name: text) else {
-                throw values.error("server.log_level", "\"\(text)\" is not error, warning, notice, info or debug")
-            }
+        if let text = try values.string("server.log_level", oneOf: LogLevelNames.all), let level = LogLevel(name: text) {
             logLevel = level
         }
 

@@ -115,7 +115,7 @@ if options.minting {
 }
 
 if let logLevelOverride = options.logLevel {
-    guard let level = LogLevel(name: logLevelOverride) else { fail("--log-level: unknown level \"\(logLevelOverride)\"") }
+    guard let level = LogLevel(name: logLevelOverride) else { fail(LogLevelNames.refusal("--log-level", logLevelOverride)) }
     Log.level = level
 } else {
     Log.level = configuration.logLevel

@@ -46,6 +46,7 @@ final class RoomServerConfigurationTests: XCTestCase {
             ("[server]\nlisten = nowhere\n", 2, "server.listen", "not an address"),
             ("[server]\nmedia = 1.2.3.4\n", 2, "server.media", "not an address"),
             ("[server]\nlog_level = loud\n", 2, "server.log_level", "loud"),
+            ("[server]\nlog_level = warn\n", 2, "server.log_level", "\"warn\" is not error, warning, notice, info or debug"),
             ("[server]\nlisten = 127.0.0.1:1,,127.0.0.1:2\n", 2, "server.listen", "empty"),
             ("[server]\nlisen = 127.0.0.1:1\n", 2, "server.lisen", "did you mean \"listen\""),
             ("\n[rooms]\npolicy = anarchy\n", 3, "rooms.policy", "open or moderated"),
