@@ -45,12 +45,13 @@ public final class RoomServer {
         public init() {}
     }
 
-    public let configuration: RoomServerConfiguration
+    /// The configuration in effect: the one given at init, then each `reload`'s.
+    public private(set) var configuration: RoomServerConfiguration
     public let options: Options
     public private(set) var statistics = RoomServerStatistics()
 
     let loop: EventLoop
-    let verifier: RoomTokenVerifier
+    private(set) var verifier: RoomTokenVerifier
     private var listeners: [TCPListener] = []
     private var media: UDPSocket?
     private var sessions: [ObjectIdentifier: Session] = [:]
@@ -154,6 +155,46 @@ public final class RoomServer {
             }
         }
         poll()
+    }
+
+    /// What `reload` did with a new configuration: the keys now in effect, and those that
+    /// need a restart (the sockets are bound once).
+    public struct ReloadReport: Sendable, Equatable {
+        public var applied: [String] = []
+        public var restartNeeded: [String] = []
+    }
+
+    /// Takes a new configuration (SIGHUP; docs/roomserver.md, "Reload") without closing a room:
+    /// signing keys and `server.token_leeway` apply to the next `hello` and `refresh_token`
+    /// (participants already in keep their seats: their tokens were checked when they came);
+    /// `rooms.max_participants` to the next join; the other `[rooms]` settings to rooms
+    /// opened from now on (a room keeps the settings it was opened with: changing the
+    /// speaker limit or the policy under a running call would reshuffle its stage).
+    /// `server.listen` and `server.media` are reported as needing a restart and stay as they
+    /// were. `server.log_level` is the caller's (the command line may override it). The
+    /// configuration was validated by whoever parsed it; this cannot fail half-way.
+    @discardableResult
+    public func reload(_ new: RoomServerConfiguration) -> ReloadReport {
+        let old = configuration
+        var report = ReloadReport()
+        if new.listen != old.listen { report.restartNeeded.append("server.listen") }
+        if new.media != old.media { report.restartNeeded.append("server.media") }
+        if new.logLevel != old.logLevel { report.applied.append("server.log_level") }
+        if new.keys != old.keys { report.applied.append("keys") }
+        if new.tokenLeeway != old.tokenLeeway { report.applied.append("server.token_leeway") }
+        if new.room.policy != old.room.policy { report.applied.append("rooms.policy") }
+        if new.room.speakerLimit != old.room.speakerLimit { report.applied.append("rooms.speaker_limit") }
+        if new.room.topN != old.room.topN { report.applied.append("rooms.top_n") }
+        if new.room.reconnectGraceMs != old.room.reconnectGraceMs { report.applied.append("rooms.reconnect_grace_ms") }
+        if new.maxParticipants != old.maxParticipants { report.applied.append("rooms.max_participants") }
+        var kept = new
+        kept.listen = old.listen
+        kept.media = old.media
+        configuration = kept
+        if new.keys != old.keys || new.tokenLeeway != old.tokenLeeway {
+            verifier = RoomTokenVerifier(keys: kept.keys.mapValues(\.secret), leeway: kept.tokenLeeway, clock: options.wallClock)
+        }
+        return report
     }
 
     // MARK: - Connections
