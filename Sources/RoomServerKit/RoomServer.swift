@@ -545,17 +545,24 @@ public final class RoomServer {
         execute(effects, in: state)
     }
 
-    /// A seat waiting out its reconnect grace that this `hello` may take back silently: the
-    /// same user of the same application, with the same name and grants (anything else
-    /// changes what the others see, so it joins the ordinary way: the old seat is `replaced`
-    /// and announced). A `previous_participant_id`, when given, must name the seat; none is
-    /// fine, so a restarted appliance (which has forgotten its id) also gets its seat back.
+    /// A seat this `hello` may take back silently: the same user of the same application, with
+    /// the same name and grants (anything else changes what the others see, so it joins the
+    /// ordinary way: the old seat is `replaced` and announced), and either
+    /// - the seat is waiting out its reconnect grace; a `previous_participant_id`, when given,
+    ///   must name it, none is fine (a restarted appliance has forgotten its id), or
+    /// - the seat's connection still looks alive but the hello names it in
+    ///   `previous_participant_id`: the client saw the connection die before the server did
+    ///   (a network change leaves no FIN; both sides wait 15 s of silence, the client then
+    ///   retries within 0.5 s). That is the same blip, not a second device.
     private func resumableSeat(in state: RoomState, claims: RoomTokenClaims, hello: SignalMessage.Hello) -> Participant? {
-        guard let p = state.members.first(where: { $0.session == nil && $0.lostAtMs != nil && $0.claims.sub == claims.sub })
+        guard let p = state.members.first(where: { $0.claims.sub == claims.sub }),
+              p.claims.app == claims.app, p.claims.name == claims.name, p.claims.grants == claims.grants
         else { return nil }
-        guard p.claims.app == claims.app, p.claims.name == claims.name, p.claims.grants == claims.grants,
-              hello.previousParticipantID == nil || hello.previousParticipantID == p.id
-        else { return nil }
+        if p.session == nil {
+            guard p.lostAtMs != nil, hello.previousParticipantID == nil || hello.previousParticipantID == p.id else { return nil }
+        } else {
+            guard hello.previousParticipantID == p.id else { return nil }
+        }
         return p
     }
 
@@ -574,6 +581,13 @@ public final class RoomServer {
             statistics.joinsRefused += 1
             refuse(s, ErrorCode(error.code), error.message, requestID: requestID, close: true)
             return
+        }
+        if let old = p.session {
+            // The connection the client gave up on: closed quietly, the seat moves on.
+            Log.info("roomserver: participant \(p.id) reconnected before its old connection was seen to die; closing that one")
+            old.participant = nil
+            p.session = nil
+            closeSession(old, flush: false)
         }
         let away = now - (p.lostAtMs ?? now)
         p.lostAtMs = nil

@@ -143,3 +143,29 @@ extension RoomServerGraceTests {
         XCTAssertEqual(h.server.room(named: "lobby")?.participants.map(\.id), [a.id, again.id])
     }
 }
+
+extension RoomServerGraceTests {
+    /// The client saw its connection die before the server did (no FIN after a network
+    /// change): its reconnect naming the seat takes it over silently, and the stale connection
+    /// is closed. Another device of the same user (no previous id) still replaces, announced.
+    func testReconnectBeforeTheServerNoticedTheLossResumesToo() throws {
+        let h = try ServerHarness(reconnectGraceMs: 60_000) { $0.tickIntervalMs = 50 }
+        let a = try h.join("alice", bind: false)
+        let b = try h.join("bob", bind: false)
+        let oldID = b.id
+        let seen = a.messages.count
+        let back = try h.connect()
+        back.send(.hello(.init(client: "test/1", token: h.token(user: "bob"), role: .audience, previousParticipantID: oldID)))
+        XCTAssertTrue(h.run { back.welcome != nil })
+        XCTAssertEqual(back.welcome?.participantID, oldID)
+        XCTAssertTrue(h.run { b.closed }, "the stale connection is closed")
+        h.settle(seconds: 0.2)
+        XCTAssertEqual(leftOrJoined(a, after: seen), [])
+        XCTAssertEqual(h.server.connectionCount, 2)
+
+        let other = try h.join("bob", bind: false)
+        XCTAssertNotEqual(other.id, oldID)
+        XCTAssertTrue(h.run { a.left(oldID) == .replaced })
+        XCTAssertTrue(h.run { back.removed()?.0 == .replaced })
+    }
+}
