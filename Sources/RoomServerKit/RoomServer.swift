@@ -594,6 +594,9 @@ public final class RoomServer {
         p.claims = claims
         p.mediaKey = .random()
         p.replayGuard = BindingReplayGuard()
+        // Media starts afresh: nothing is sent until the new connection's binding arrives.
+        if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
+        p.mediaAddress = nil
         p.session = s
         s.participant = p
         statistics.joins += 1
