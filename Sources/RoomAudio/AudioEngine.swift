@@ -280,7 +280,8 @@ final class AudioLoop: @unchecked Sendable {
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
-                                    frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs)
+                                    frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs,
+                                    statistics: streamStatistics)
         self.outgoing = outgoing
         self.incoming = incoming
         self.releases = releases

@@ -48,12 +48,17 @@ final class RemoteStreams {
     private let releasedSSRCs: UnsafeMutablePointer<UInt32>
     private let releasedAt: UnsafeMutablePointer<Int64>
     private var releasedNext = 0
+    /// Where an ending stream's counters go (`StreamStatistics.retire`), unretained like the
+    /// buffers: the engine's statistics outlive the audio thread. Nil in tests that do not ask.
+    private let retiredInto: Unmanaged<StreamStatistics>?
 
 
     /// `frameMilliseconds` is only the duration assumed for a packet the decoder cannot size
     /// (it never decides how a packet plays); `minimumDelayMs` is the jitter buffers' floor.
-    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int) throws(OpusError) {
+    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int,
+         statistics: StreamStatistics? = nil) throws(OpusError) {
         self.count = count
+        retiredInto = statistics.map { Unmanaged.passUnretained($0) }
         period = periodFrames
         self.rate = rate
         decodeCapacity = rate * 120 / 1000
@@ -129,6 +134,7 @@ final class RemoteStreams {
             releasedSSRCs[k] = 0
         }
         guard let chosen = free ?? oldest else { return nil }
+        if streams[chosen].inUse { retire(chosen) }   // an idle stream's slot taken over
         buffer(chosen) { $0.reset() }
         _ = decoder(chosen) { $0.reset() }
         streams[chosen] = Stream(ssrc: ssrc, inUse: true, lastArrival: now)
@@ -142,6 +148,7 @@ final class RemoteStreams {
     func release(_ ssrc: UInt32, at now: Int64) {
         guard ssrc != 0 else { return }
         for i in 0..<count where streams[i].inUse && streams[i].ssrc == ssrc {
+            retire(i)
             buffer(i) { $0.reset() }
             _ = decoder(i) { $0.reset() }
             streams[i] = Stream()
@@ -149,6 +156,14 @@ final class RemoteStreams {
         releasedSSRCs[releasedNext] = ssrc
         releasedAt[releasedNext] = now
         releasedNext = (releasedNext + 1) % Self.releasedCount
+    }
+
+    /// Adds slot `i`'s counters to the retired totals before its buffer is reset.
+    @inline(__always)
+    private func retire(_ i: Int) {
+        guard let retiredInto else { return }
+        let s = buffer(i) { $0.statistics }
+        retiredInto._withUnsafeGuaranteedRef { $0.retire(s) }
     }
 
     /// SSRC of the stream in slot `i`, 0 when the slot is free.

@@ -41,15 +41,47 @@ public final class StreamStatistics: @unchecked Sendable {
     public let slots: Int
     private let cells: UnsafeMutablePointer<Atomic<UInt64>>
 
+    /// What the streams that ended (released, or their slot taken by a new stream) had lost,
+    /// received late, rebuilt from FEC and concealed: the top-level totals add these to the
+    /// streams still listed, so they never go down when a participant leaves.
+    public struct Retired: Sendable, Equatable {
+        public var lost = 0, late = 0, fecRecovered = 0, concealed = 0
+        public init() {}
+    }
+    private let retiredCells: UnsafeMutablePointer<Atomic<UInt64>>
+
     public init(slots: Int) {
         self.slots = slots
         cells = .allocate(capacity: slots * Self.fields)
         for i in 0..<(slots * Self.fields) { (cells + i).initialize(to: Atomic(0)) }
+        retiredCells = .allocate(capacity: 4)
+        for i in 0..<4 { (retiredCells + i).initialize(to: Atomic(0)) }
     }
 
     deinit {
         cells.deinitialize(count: slots * Self.fields)
         cells.deallocate()
+        retiredCells.deinitialize(count: 4)
+        retiredCells.deallocate()
+    }
+
+    /// Audio thread: a stream ended with these counters (added to the retired totals).
+    @inline(__always)
+    func retire(_ s: JitterBufferStatistics) {
+        retiredCells[0].wrappingAdd(UInt64(max(0, s.lost)), ordering: .relaxed)
+        retiredCells[1].wrappingAdd(UInt64(max(0, s.late)), ordering: .relaxed)
+        retiredCells[2].wrappingAdd(UInt64(max(0, s.fecRecovered)), ordering: .relaxed)
+        retiredCells[3].wrappingAdd(UInt64(max(0, s.concealed)), ordering: .relaxed)
+    }
+
+    /// The totals of the streams that ended.
+    public var retired: Retired {
+        var r = Retired()
+        r.lost = Int(retiredCells[0].load(ordering: .relaxed))
+        r.late = Int(retiredCells[1].load(ordering: .relaxed))
+        r.fecRecovered = Int(retiredCells[2].load(ordering: .relaxed))
+        r.concealed = Int(retiredCells[3].load(ordering: .relaxed))
+        return r
     }
 
     /// Audio thread: the slot's stream and its jitter buffer's counters (ssrc 0: slot unused).

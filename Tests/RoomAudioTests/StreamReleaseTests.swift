@@ -20,10 +20,11 @@ final class StreamReleaseTests: XCTestCase {
         var sequence: [UInt32: UInt16] = [:]
         let payload: [UInt8]
 
-        init(slots: Int, period: Int) throws {
+        init(slots: Int, period: Int, statistics: StreamStatistics? = nil) throws {
             self.period = period
-            streams = try RemoteStreams(count: slots, rate: 48_000, periodFrames: period, frameMilliseconds: 10, minimumDelayMs: 0)
-            stats = StreamStatistics(slots: slots)
+            stats = statistics ?? StreamStatistics(slots: slots)
+            streams = try RemoteStreams(count: slots, rate: 48_000, periodFrames: period, frameMilliseconds: 10, minimumDelayMs: 0,
+                                        statistics: stats)
             slotAudio = .allocate(capacity: slots * period)
             slotAudio.initialize(repeating: 0, count: slots * period)
             pointers = .allocate(capacity: slots)
@@ -97,6 +98,31 @@ final class StreamReleaseTests: XCTestCase {
         XCTAssertEqual(rig.listed, [11])
     }
 
+    /// The top-level totals (received_lost, late, fec, plc) count every stream heard: a
+    /// departure must not make them go down (scripts take rates from them; the exit summary
+    /// reports them after the room was left and every stream released).
+    func testTotalsKeepWhatReleasedStreamsCounted() throws {
+        let engine = EngineStats(periodFrames: period, streamSlots: 2)
+        let rig = try Rig(slots: 2, period: period, statistics: engine.streams)
+        var now: Int64 = 1_000_000
+        for k in 0 ..< 40 {
+            if k % 4 != 3 { rig.send(11, at: now) } else { _ = rig.packet(11, at: now) }   // every 4th lost
+            rig.render(at: now)
+            now += 480
+        }
+        let before = try XCTUnwrap(rig.stats.rows().first)
+        XCTAssertGreaterThan(before.lost + before.concealed, 0, "the stream lost something: \(before)")
+        rig.streams.release(11, at: now)
+        rig.render(at: now)
+        XCTAssertEqual(rig.listed, [])
+        let retired = rig.stats.retired
+        XCTAssertEqual(retired.lost, before.lost)
+        XCTAssertGreaterThanOrEqual(retired.concealed, before.concealed)
+        let totals = engine.snapshot(now: now)
+        XCTAssertEqual(totals.receivedLost, before.lost, "received_lost after the stream left")
+        XCTAssertGreaterThanOrEqual(totals.concealedFrames, before.concealed, "plc after the stream left")
+    }
+
     func testTopLevelDelayIsTheLargestAmongStreamsStillPlaying() {
         let stats = EngineStats(periodFrames: period, streamSlots: 2)
         let now: Int64 = 48_000 * 1000
@@ -123,12 +149,13 @@ final class StreamReleaseTests: XCTestCase {
             throw XCTSkip("libroomallocprobe.so not preloaded")
         }
         let count = unsafeBitCast(symbol, to: CountFn.self)
+        let retains = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "roomallocprobe_thread_retains").map { unsafeBitCast($0, to: CountFn.self) }
         let rig = try Rig(slots: 4, period: period)
         var now: Int64 = 1_000_000
         let packets = (0 ..< 400).map { rig.packet(UInt32(1 + $0 % 8), at: 0) }
         // Warm up once through every path, then count.
         for round in 0 ..< 2 {
-            var a: UInt = 0, b: UInt = 0, c: UInt = 0
+            var a: UInt = 0, b: UInt = 0, c: UInt = 0, releaseRetains: UInt = 0, renderRetains: UInt = 0
             for (i, p) in packets.enumerated() {
                 var q = p
                 q.arrivalSamples = now
@@ -136,15 +163,22 @@ final class StreamReleaseTests: XCTestCase {
                 rig.streams.insert(q)
                 a += count() - t
                 t = count()
+                let r0 = retains?() ?? 0
                 if i % 10 == 9 { rig.streams.release(q.ssrc, at: now) }
                 b += count() - t
+                releaseRetains += (retains?() ?? 0) - r0
                 t = count()
+                let r1 = retains?() ?? 0
                 rig.render(at: now)
                 c += count() - t
+                renderRetains += (retains?() ?? 0) - r1
                 now += 480
             }
             // Only the engine's calls are counted (the test's own loop may allocate).
-            if round == 1 { XCTAssertEqual(a + b + c, 0, "heap allocations: insert \(a), release \(b), render \(c)") }
+            if round == 1 {
+                XCTAssertEqual(a + b + c, 0, "heap allocations: insert \(a), release \(b), render \(c)")
+                print("stream release: retains in 40 releases: \(releaseRetains), in 400 renders: \(renderRetains)")
+            }
         }
     }
 }
