@@ -10,7 +10,8 @@ final class DepartureEndToEndTests: ProcessTestCase {
     func testKilledPublisherIsAnnouncedAfterTheGraceAndLeavesTheListenersStats() throws {
         let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("departure")
-        let graceSeconds = 6.0
+        // Long enough for a killed roomd to be started again and join on a loaded machine.
+        let graceSeconds = 8.0
         let (tcp, _, _) = try startServer(server, dir: dir,
                                           replacing: ["reconnect_grace_ms = 20000": "reconnect_grace_ms = \(Int(graceSeconds * 1000))"])
         SimCard.writeWAV(dir + "/a-mic.wav", SimCard.speechLike(seconds: 3, seed: 0.4, level: 0.25))
