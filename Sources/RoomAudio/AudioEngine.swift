@@ -33,6 +33,10 @@ public final class AudioEngine: @unchecked Sendable {
     public var outgoingSignal: EventSignal?
     /// Received frames (network thread → audio thread), drained every period.
     public let incomingMedia = SPSCRing<MediaPacket>(capacity: 256)
+    /// SSRCs whose senders left the room (event loop → audio thread), drained every period
+    /// after `incomingMedia`: their jitter-buffer slots are freed and their statistics rows go.
+    /// Push with `releaseStream(ssrc:)` from the thread that feeds `incomingMedia`.
+    public let streamReleases = SPSCRing<UInt32>(capacity: 64)
     /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
     public let processedAudio: SPSCRing<Int16>?
     /// Flags the daemon flips while the loop runs.
@@ -85,7 +89,8 @@ public final class AudioEngine: @unchecked Sendable {
         do {
             loop = try AudioLoop(configuration: configuration, farEnd: farEndPending, farEndFeed: farEndFeed, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
-                                 outgoing: outgoingMedia, incoming: incomingMedia, outgoingSignal: outgoingSignal,
+                                 outgoing: outgoingMedia, incoming: incomingMedia, releases: streamReleases,
+                                 outgoingSignal: outgoingSignal,
                                  streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest,
                                  lossFeedback: lossFeedback)
         } catch let error as AudioDeviceError {
@@ -118,6 +123,17 @@ public final class AudioEngine: @unchecked Sendable {
     }
 
     public var isRunning: Bool { control.running.load(ordering: .acquiring) }
+
+    /// Asks the audio thread to free the stream of `ssrc` (its participant left, or it is no
+    /// longer in the room): the slot is reused by the next new stream at once instead of after
+    /// its 2 s idle time, and `stats.streams` stops listing it. Non-blocking (a push on an
+    /// SPSC ring; the single producer is the event-loop thread); false if the ring is full
+    /// (the stream is then dropped from the top-level figures by idleness alone).
+    @discardableResult
+    public func releaseStream(ssrc: UInt32) -> Bool {
+        guard ssrc != 0 else { return false }
+        return streamReleases.push(ssrc)
+    }
 }
 
 /// Flags shared between the daemon and the audio thread.
@@ -176,6 +192,7 @@ final class AudioLoop: @unchecked Sendable {
     private let streamStatistics: StreamStatistics
     private let selfTest: SelfTestCapture
     private let incoming: SPSCRing<MediaPacket>
+    private let releases: SPSCRing<UInt32>
     /// The frame being built for sending; its header fields advance frame by frame.
     private var packet = MediaPacket()
     private let rtpTicksPerFrame: UInt32
@@ -246,7 +263,8 @@ final class AudioLoop: @unchecked Sendable {
     init(configuration c: EngineConfiguration, farEnd farEndSamples: [Int16], farEndFeed: SPSCRing<Int16>?,
          stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
-         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, outgoingSignal: EventSignal?,
+         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, releases: SPSCRing<UInt32>,
+         outgoingSignal: EventSignal?,
          streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture,
          lossFeedback: LossFeedback) throws {
         config = c
@@ -271,9 +289,11 @@ final class AudioLoop: @unchecked Sendable {
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
-                                    frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs)
+                                    frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs,
+                                    statistics: streamStatistics)
         self.outgoing = outgoing
         self.incoming = incoming
+        self.releases = releases
         self.outgoingSignal = outgoingSignal
         self.streamGains = streamGains
         self.streamStatistics = streamStatistics
@@ -668,6 +688,8 @@ final class AudioLoop: @unchecked Sendable {
         }
         let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         while let received = incoming.pop() { remotes.insert(received) }
+        // After the packets: those that came before the release are filed, then freed with it.
+        while let departed = releases.pop() { remotes.release(departed, at: now) }
         remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now,
                        publishing: streamStatistics)
         applyStreamGains()

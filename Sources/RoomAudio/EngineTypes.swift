@@ -1,5 +1,6 @@
 import Glibc
 import RoomCore
+import RoomSystem
 import Synchronization
 
 /// Everything the engine needs to run, resolved from the board profile and the command line.
@@ -195,7 +196,14 @@ public final class EngineStats: Sendable {
     public var playbackLevel: Float { Float(bitPattern: playbackLevelBits.load(ordering: .relaxed)) }
 
     public func snapshot() -> EngineSnapshot {
+        snapshot(now: mediaClockSamples(nanoseconds: monotonicNanoseconds()))
+    }
+
+    /// The counters, with the streams judged active or idle at `now` (media clock).
+    public func snapshot(now: Int64) -> EngineSnapshot {
         let rows = streams.rows()
+        // Totals over every stream heard, the ended ones included: they only grow.
+        let retired = streams.retired
         return EngineSnapshot(
             periods: periods.load(ordering: .relaxed),
             captureXruns: captureXruns.load(ordering: .relaxed),
@@ -207,11 +215,14 @@ public final class EngineStats: Sendable {
             packetsEncoded: packetsEncoded.load(ordering: .relaxed),
             packetsSuppressedByDTX: packetsSuppressedByDTX.load(ordering: .relaxed),
             packetsLost: packetsLost.load(ordering: .relaxed),
-            receivedLost: rows.reduce(0) { $0 + $1.lost },
-            receivedLate: rows.reduce(0) { $0 + $1.late },
-            jitterBufferDelayMs: Int(rows.map(\.delayMs).max() ?? 0),
-            fecRecovered: rows.reduce(0) { $0 + $1.fecRecovered },
-            concealedFrames: rows.reduce(0) { $0 + $1.concealed },
+            receivedLost: rows.reduce(retired.lost) { $0 + $1.lost },
+            receivedLate: rows.reduce(retired.late) { $0 + $1.late },
+            // What a listener waits now: the largest delay among the streams playing. An idle
+            // stream's last delay is history (issue 10: 203-209 ms shown for minutes after a
+            // malformed publisher had left, while the real stream's was 13 ms).
+            jitterBufferDelayMs: Int(rows.filter { $0.isActive(now: now) }.map(\.delayMs).max() ?? 0),
+            fecRecovered: rows.reduce(retired.fecRecovered) { $0 + $1.fecRecovered },
+            concealedFrames: rows.reduce(retired.concealed) { $0 + $1.concealed },
             encodedBytes: encodedBytes.load(ordering: .relaxed),
             steadyAllocations: steadyAllocations.load(ordering: .relaxed),
             steadyPeriodsMeasured: steadyPeriodsMeasured.load(ordering: .relaxed),

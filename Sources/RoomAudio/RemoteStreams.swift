@@ -49,12 +49,25 @@ final class RemoteStreams {
     private let decoded: UnsafeMutablePointer<Float>   // count × decodeCapacity
     /// A slot unused this long may be taken by a new SSRC.
     private let idleSamples: Int64 = 48_000 * 2
+    /// SSRCs released lately (`release`) and when: a packet of theirs still on its way (the
+    /// server forwarded it before it heard the sender leave; UDP and the signalling take
+    /// different paths) must not take a slot again and bring the departed stream back. A
+    /// small ring, written in place; an SSRC returning after `idleSamples` is a new stream.
+    private static let releasedCount = 8
+    private let releasedSSRCs: UnsafeMutablePointer<UInt32>
+    private let releasedAt: UnsafeMutablePointer<Int64>
+    private var releasedNext = 0
+    /// Where an ending stream's counters go (`StreamStatistics.retire`), unretained like the
+    /// buffers: the engine's statistics outlive the audio thread. Nil in tests that do not ask.
+    private let retiredInto: Unmanaged<StreamStatistics>?
 
 
     /// `frameMilliseconds` is only the duration assumed for a packet the decoder cannot size
     /// (it never decides how a packet plays); `minimumDelayMs` is the jitter buffers' floor.
-    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int) throws(OpusError) {
+    init(count: Int, rate: Int, periodFrames: Int, frameMilliseconds: Int, minimumDelayMs: Int,
+         statistics: StreamStatistics? = nil) throws(OpusError) {
         self.count = count
+        retiredInto = statistics.map { Unmanaged.passUnretained($0) }
         period = periodFrames
         self.rate = rate
         decodeCapacity = rate * 120 / 1000
@@ -80,9 +93,16 @@ final class RemoteStreams {
         }
         decoded = .allocate(capacity: count * decodeCapacity)
         decoded.initialize(repeating: 0, count: count * decodeCapacity)
+        releasedSSRCs = .allocate(capacity: Self.releasedCount)
+        releasedSSRCs.initialize(repeating: 0, count: Self.releasedCount)
+        releasedAt = .allocate(capacity: Self.releasedCount)
+        releasedAt.initialize(repeating: 0, count: Self.releasedCount)
     }
 
-    deinit { decoded.deallocate(); bufferRefs.deallocate(); decoderRefs.deallocate() }
+    deinit {
+        decoded.deallocate(); bufferRefs.deallocate(); decoderRefs.deallocate()
+        releasedSSRCs.deallocate(); releasedAt.deallocate()
+    }
 
     @inline(__always)
     private func buffer<R>(_ i: Int, _ body: (JitterBuffer) -> R) -> R { bufferRefs[i]._withUnsafeGuaranteedRef(body) }
@@ -119,11 +139,41 @@ final class RemoteStreams {
                 free = i
             }
         }
+        for k in 0..<Self.releasedCount where releasedSSRCs[k] == ssrc && ssrc != 0 {
+            if now - releasedAt[k] <= idleSamples { return nil }   // a straggler of a departed stream
+            releasedSSRCs[k] = 0
+        }
         guard let chosen = free ?? oldest else { return nil }
+        if streams[chosen].inUse { retire(chosen) }   // an idle stream's slot taken over
         buffer(chosen) { $0.reset() }
         _ = decoder(chosen) { $0.reset() }
         streams[chosen] = Stream(ssrc: ssrc, inUse: true, lastArrival: now)
         return chosen
+    }
+
+    /// Frees the slot of `ssrc` (its sender left the room): the jitter buffer and decoder are
+    /// reset for the next stream, the slot's statistics row goes (published as unused at the
+    /// next `render`), and late packets of it are dropped for a while. Audio thread, from the
+    /// engine's release ring; allocates nothing. An SSRC with no slot is only remembered.
+    func release(_ ssrc: UInt32, at now: Int64) {
+        guard ssrc != 0 else { return }
+        for i in 0..<count where streams[i].inUse && streams[i].ssrc == ssrc {
+            retire(i)
+            buffer(i) { $0.reset() }
+            _ = decoder(i) { $0.reset() }
+            streams[i] = Stream()
+        }
+        releasedSSRCs[releasedNext] = ssrc
+        releasedAt[releasedNext] = now
+        releasedNext = (releasedNext + 1) % Self.releasedCount
+    }
+
+    /// Adds slot `i`'s counters to the retired totals before its buffer is reset.
+    @inline(__always)
+    private func retire(_ i: Int) {
+        guard let retiredInto else { return }
+        let s = buffer(i) { $0.statistics }
+        retiredInto._withUnsafeGuaranteedRef { $0.retire(s) }
     }
 
     /// SSRC of the stream in slot `i`, 0 when the slot is free.
@@ -136,7 +186,7 @@ final class RemoteStreams {
         for i in 0..<count {
             guard streams[i].inUse else {
                 pointers[i] = nil
-                perStream.publish(slot: i, ssrc: 0, JitterBufferStatistics())
+                perStream.publish(slot: i, ssrc: 0, JitterBufferStatistics(), lastArrival: 0)
                 continue
             }
             let out = slotAudio + i * period
@@ -155,7 +205,7 @@ final class RemoteStreams {
             }
             pointers[i] = UnsafePointer(out)
             let stats = buffer(i) { $0.statistics }
-            perStream.publish(slot: i, ssrc: streams[i].ssrc, stats)
+            perStream.publish(slot: i, ssrc: streams[i].ssrc, stats, lastArrival: streams[i].lastArrival)
         }
     }
 

@@ -19,26 +19,74 @@ public final class StreamStatistics: @unchecked Sendable {
         public var stretched: Int
         /// Packets recognised as a backlog burst (after an outage or stall): not jitter.
         public var backlog: Int
+        /// When its last packet arrived, on the 48 kHz media clock (`mediaClockSamples`).
+        public var lastArrivalSamples: Int64 = 0
+
+        /// Milliseconds since its last packet, at `now` on the media clock (0 if in the future).
+        public func idleMilliseconds(now: Int64) -> Int { Int(max(0, now - lastArrivalSamples) / 48) }
+
+        /// Whether the stream is playing now: a packet within `activeWindowMs`. A stream that
+        /// stopped (a silent speaker's voice gate, a sender that went away) keeps the delay it
+        /// last had, which no listener hears.
+        public func isActive(now: Int64) -> Bool { idleMilliseconds(now: now) <= StreamStatistics.activeWindowMs }
     }
 
-    private static let fields = 13
+    /// A stream with no packet for longer than this is idle: it does not count in the
+    /// top-level `jitter_delay_ms` (docs/control-api.md). 2 s: longer than any gap inside
+    /// speech (DTX sends a packet every 400 ms), and the time after which its slot may be
+    /// taken by a new stream.
+    public static let activeWindowMs = 2_000
+
+    private static let fields = 14
     public let slots: Int
     private let cells: UnsafeMutablePointer<Atomic<UInt64>>
+
+    /// What the streams that ended (released, or their slot taken by a new stream) had lost,
+    /// received late, rebuilt from FEC and concealed: the top-level totals add these to the
+    /// streams still listed, so they never go down when a participant leaves.
+    public struct Retired: Sendable, Equatable {
+        public var lost = 0, late = 0, fecRecovered = 0, concealed = 0
+        public init() {}
+    }
+    private let retiredCells: UnsafeMutablePointer<Atomic<UInt64>>
 
     public init(slots: Int) {
         self.slots = slots
         cells = .allocate(capacity: slots * Self.fields)
         for i in 0..<(slots * Self.fields) { (cells + i).initialize(to: Atomic(0)) }
+        retiredCells = .allocate(capacity: 4)
+        for i in 0..<4 { (retiredCells + i).initialize(to: Atomic(0)) }
     }
 
     deinit {
         cells.deinitialize(count: slots * Self.fields)
         cells.deallocate()
+        retiredCells.deinitialize(count: 4)
+        retiredCells.deallocate()
+    }
+
+    /// Audio thread: a stream ended with these counters (added to the retired totals).
+    @inline(__always)
+    func retire(_ s: JitterBufferStatistics) {
+        retiredCells[0].wrappingAdd(UInt64(max(0, s.lost)), ordering: .relaxed)
+        retiredCells[1].wrappingAdd(UInt64(max(0, s.late)), ordering: .relaxed)
+        retiredCells[2].wrappingAdd(UInt64(max(0, s.fecRecovered)), ordering: .relaxed)
+        retiredCells[3].wrappingAdd(UInt64(max(0, s.concealed)), ordering: .relaxed)
+    }
+
+    /// The totals of the streams that ended.
+    public var retired: Retired {
+        var r = Retired()
+        r.lost = Int(retiredCells[0].load(ordering: .relaxed))
+        r.late = Int(retiredCells[1].load(ordering: .relaxed))
+        r.fecRecovered = Int(retiredCells[2].load(ordering: .relaxed))
+        r.concealed = Int(retiredCells[3].load(ordering: .relaxed))
+        return r
     }
 
     /// Audio thread: the slot's stream and its jitter buffer's counters (ssrc 0: slot unused).
     @inline(__always)
-    func publish(slot: Int, ssrc: UInt32, _ s: JitterBufferStatistics) {
+    func publish(slot: Int, ssrc: UInt32, _ s: JitterBufferStatistics, lastArrival: Int64) {
         let base = cells + slot * Self.fields
         base[0].store(UInt64(ssrc), ordering: .relaxed)
         base[1].store(UInt64(max(0, s.received)), ordering: .relaxed)
@@ -53,6 +101,7 @@ public final class StreamStatistics: @unchecked Sendable {
         base[10].store(s.shedMs.bitPattern, ordering: .relaxed)
         base[11].store(UInt64(max(0, s.stretched)), ordering: .relaxed)
         base[12].store(UInt64(max(0, s.backlog)), ordering: .relaxed)
+        base[13].store(UInt64(bitPattern: lastArrival), ordering: .relaxed)
     }
 
     /// The streams in use now.
@@ -65,7 +114,7 @@ public final class StreamStatistics: @unchecked Sendable {
             func d(_ i: Int) -> Double { Double(bitPattern: base[i].load(ordering: .relaxed)) }
             return Row(ssrc: ssrc, received: n(1), lost: n(2), late: n(3), fecRecovered: n(4), concealed: n(5),
                        jitterMs: d(6), delayMs: d(7), targetMs: d(8), skipped: n(9), shedMs: d(10), stretched: n(11),
-                       backlog: n(12))
+                       backlog: n(12), lastArrivalSamples: Int64(bitPattern: base[13].load(ordering: .relaxed)))
         }
     }
 }

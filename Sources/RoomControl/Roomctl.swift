@@ -346,21 +346,36 @@ public enum Roomctl {
         return s
     }
 
+    /// `--flag=value` as (`--flag`, `value`); anything else as itself with no inline value. Every
+    /// subcommand's options take both spellings (`--timeout 3` and `--timeout=3`), as the
+    /// request commands and the global `--socket` always did.
+    private static func splitInline(_ arg: String) -> (flag: String, inline: String?) {
+        guard arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") else { return (arg, nil) }
+        return (String(arg[..<eq]), String(arg[arg.index(after: eq)...]))
+    }
+
     private static func parseEvents(_ args: [String]) throws(UsageError) -> Action {
         var names: [String] = []
         var levels = false
         var count: Int?
         var timeout: Double?
         var index = 0
+        var inline: String?
+        var flag = ""
         func value() throws(UsageError) -> String {
-            guard index < args.count else { throw UsageError(message: "events: \(args[index - 1]) needs a value", subcommand: "events") }
+            if let inline { return inline }
+            guard index < args.count else { throw UsageError(message: "events: \(flag) needs a value", subcommand: "events") }
             index += 1
             return args[index - 1]
         }
         while index < args.count {
             let arg = args[index]
             index += 1
-            switch arg {
+            (flag, inline) = splitInline(arg)
+            if flag == "--levels", inline != nil {
+                throw UsageError(message: "events: --levels takes no value", subcommand: "events")
+            }
+            switch flag {
             case "--event", "-e":
                 for name in try value().split(separator: ",").map(String.init) {
                     guard ControlEventName.all.contains(name) else {
@@ -386,9 +401,10 @@ public enum Roomctl {
         while index < args.count {
             let arg = args[index]
             index += 1
-            if arg == "--timeout" || arg.hasPrefix("--timeout=") {
-                var text: String?
-                if arg.hasPrefix("--timeout=") { text = String(arg.dropFirst("--timeout=".count)) } else if index < args.count {
+            let (flag, inline) = splitInline(arg)
+            if flag == "--timeout" {
+                var text = inline
+                if text == nil, index < args.count {
                     text = args[index]
                     index += 1
                 }

@@ -19,8 +19,9 @@ import RoomSystem
 public final class RoomServer {
     /// Timing and limits; the defaults are protocol 1's numbers. Tests shorten them.
     public struct Options {
-        /// A connection from which nothing arrived for this long is closed and its
-        /// participant removed with reason `timeout` (protocol: 15 s).
+        /// A connection from which nothing arrived for this long is closed; its participant
+        /// keeps its seat for the reconnect grace and is then removed with reason `timeout`
+        /// (protocol: 15 s).
         public var keepaliveTimeoutMs: Int64 = 15_000
         /// How often rooms are ticked (active speakers, token warnings and expiry).
         public var tickIntervalMs: Int64 = 250
@@ -44,12 +45,13 @@ public final class RoomServer {
         public init() {}
     }
 
-    public let configuration: RoomServerConfiguration
+    /// The configuration in effect: the one given at init, then each `reload`'s.
+    public private(set) var configuration: RoomServerConfiguration
     public let options: Options
     public private(set) var statistics = RoomServerStatistics()
 
     let loop: EventLoop
-    let verifier: RoomTokenVerifier
+    private(set) var verifier: RoomTokenVerifier
     private var listeners: [TCPListener] = []
     private var media: UDPSocket?
     private var sessions: [ObjectIdentifier: Session] = [:]
@@ -58,6 +60,8 @@ public final class RoomServer {
     private var byAddress: [SocketAddress: Participant] = [:]
     private var usedSSRCs: Set<UInt32> = []
     private var nextParticipantID: RoomParticipantID = 1
+    /// Participants to remove at once with reason `timeout` (cut off by the server), drained
+    /// outside any effect loop.
     private var lostQueue: [RoomParticipantID] = []
     private var tickTimer: EventLoop.TimerID?
     private var isShuttingDown = false
@@ -164,6 +168,46 @@ public final class RoomServer {
         poll()
     }
 
+    /// What `reload` did with a new configuration: the keys now in effect, and those that
+    /// need a restart (the sockets are bound once).
+    public struct ReloadReport: Sendable, Equatable {
+        public var applied: [String] = []
+        public var restartNeeded: [String] = []
+    }
+
+    /// Takes a new configuration (SIGHUP; docs/roomserver.md, "Reload") without closing a room:
+    /// signing keys and `server.token_leeway` apply to the next `hello` and `refresh_token`
+    /// (participants already in keep their seats: their tokens were checked when they came);
+    /// `rooms.max_participants` to the next join; the other `[rooms]` settings to rooms
+    /// opened from now on (a room keeps the settings it was opened with: changing the
+    /// speaker limit or the policy under a running call would reshuffle its stage).
+    /// `server.listen` and `server.media` are reported as needing a restart and stay as they
+    /// were. `server.log_level` is the caller's (the command line may override it). The
+    /// configuration was validated by whoever parsed it; this cannot fail half-way.
+    @discardableResult
+    public func reload(_ new: RoomServerConfiguration) -> ReloadReport {
+        let old = configuration
+        var report = ReloadReport()
+        if new.listen != old.listen { report.restartNeeded.append("server.listen") }
+        if new.media != old.media { report.restartNeeded.append("server.media") }
+        if new.logLevel != old.logLevel { report.applied.append("server.log_level") }
+        if new.keys != old.keys { report.applied.append("keys") }
+        if new.tokenLeeway != old.tokenLeeway { report.applied.append("server.token_leeway") }
+        if new.room.policy != old.room.policy { report.applied.append("rooms.policy") }
+        if new.room.speakerLimit != old.room.speakerLimit { report.applied.append("rooms.speaker_limit") }
+        if new.room.topN != old.room.topN { report.applied.append("rooms.top_n") }
+        if new.room.reconnectGraceMs != old.room.reconnectGraceMs { report.applied.append("rooms.reconnect_grace_ms") }
+        if new.maxParticipants != old.maxParticipants { report.applied.append("rooms.max_participants") }
+        var kept = new
+        kept.listen = old.listen
+        kept.media = old.media
+        configuration = kept
+        if new.keys != old.keys || new.tokenLeeway != old.tokenLeeway {
+            verifier = RoomTokenVerifier(keys: kept.keys.mapValues(\.secret), leeway: kept.tokenLeeway, clock: options.wallClock)
+        }
+        return report
+    }
+
     // MARK: - Connections
 
     final class Session {
@@ -190,9 +234,13 @@ public final class RoomServer {
         let id: RoomParticipantID
         let room: RoomState
         let ssrc: UInt32
-        let mediaKey: MediaKey
+        /// Replaced when a new connection resumes the seat: the old connection's key dies with it.
+        var mediaKey: MediaKey
         var claims: RoomTokenClaims
         weak var session: Session?
+        /// When its connection was lost (monotonic ms), while it waits out the reconnect grace
+        /// with its seat kept and nothing said to the room; nil while connected.
+        var lostAtMs: Int64?
         var replayGuard = BindingReplayGuard()
         var mediaAddress: SocketAddress?
         var lastMediaMs: Int64 = 0
@@ -313,18 +361,29 @@ public final class RoomServer {
     /// The peer closed or reset the connection.
     private func connectionEnded(_ s: Session, why: String) {
         if let p = s.participant { Log.info("roomserver: participant \(p.id) connection lost: \(why)") }
-        closeSession(s, flush: false)
+        closeSession(s, flush: false, grace: true)
     }
 
-    /// Closes a connection (after flushing what is queued, when `flush`). A participant
-    /// still attached is removed from its room with reason `timeout` (connection lost).
-    private func closeSession(_ s: Session, flush: Bool) {
+    /// Closes a connection (after flushing what is queued, when `flush`). A participant still
+    /// attached loses its connection: with `grace` (the network lost it: reset, end of stream,
+    /// silence) it keeps its seat, unannounced, for the reconnect grace
+    /// (`RoomConfig.reconnectGraceMs`; docs/protocol.md, "Keepalive and dead peers"): a blip
+    /// must not flash "left" on every screen. Without it (the server cut the peer off for
+    /// what it sent or failed to read) it is removed at once with reason `timeout`.
+    private func closeSession(_ s: Session, flush: Bool, grace: Bool = false) {
         guard !s.closing else { return }
         s.closing = true
         if let p = s.participant {
             s.participant = nil
             p.session = nil
-            lostQueue.append(p.id)
+            if grace && p.room.room.config.reconnectGraceMs > 0 && !isShuttingDown {
+                p.lostAtMs = nowMs()
+                // Nothing is sent to the dead address meanwhile; a resume binds a new one.
+                if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
+                p.mediaAddress = nil
+            } else {
+                lostQueue.append(p.id)
+            }
         }
         if flush {
             s.connection.closeAfterFlush()
@@ -355,6 +414,17 @@ public final class RoomServer {
                 continue
             }
             execute(effects, in: p.room)
+        }
+    }
+
+    /// Seats whose reconnect grace ran out (checked on the tick): now the room hears of it,
+    /// `participant_left {reason: "timeout"}`. In id order, so the effects are deterministic.
+    private func expireGrace(now: Int64) {
+        for p in participants.values.sorted(by: { $0.id < $1.id }) where p.session == nil {
+            guard let lost = p.lostAtMs, now - lost >= p.room.room.config.reconnectGraceMs else { continue }
+            p.lostAtMs = nil
+            Log.info("roomserver: participant \(p.id) did not come back within \(p.room.room.config.reconnectGraceMs) ms")
+            lostQueue.append(p.id)
         }
     }
 
@@ -428,7 +498,7 @@ public final class RoomServer {
             Log.warning("roomserver: \(s.connection.peerAddress) does not read (\(s.connection.bufferedByteCount) bytes queued); cut off")
             closeSession(s, flush: false)
         case .closed:
-            closeSession(s, flush: false)
+            closeSession(s, flush: false, grace: true)
         }
     }
 
@@ -484,6 +554,10 @@ public final class RoomServer {
             rooms[claims.room] = state
             Log.info("roomserver: room \"\(claims.room)\" opened")
         }
+        if let seat = resumableSeat(in: state, claims: claims, hello: hello) {
+            resume(seat, session: s, claims: claims, requestID: requestID)
+            return
+        }
         if state.room.count >= configuration.maxParticipants, state.room.participant(userID: claims.sub) == nil {
             refuseJoin(.roomFull, "room \"\(claims.room)\" has \(configuration.maxParticipants) participants")
             return
@@ -512,6 +586,67 @@ public final class RoomServer {
         state.emptySinceMs = nil
         statistics.joins += 1
         Log.info("roomserver: \(claims.sub) (\"\(claims.name)\") joined room \"\(claims.room)\" as participant \(id) from \(s.connection.peerAddress)")
+        execute(effects, in: state)
+    }
+
+    /// A seat this `hello` may take back silently: the same user of the same application, with
+    /// the same name and grants (anything else changes what the others see, so it joins the
+    /// ordinary way: the old seat is `replaced` and announced), and either
+    /// - the seat is waiting out its reconnect grace; a `previous_participant_id`, when given,
+    ///   must name it, none is fine (a restarted appliance has forgotten its id), or
+    /// - the seat's connection still looks alive but the hello names it in
+    ///   `previous_participant_id`: the client saw the connection die before the server did
+    ///   (a network change leaves no FIN; both sides wait 15 s of silence, the client then
+    ///   retries within 0.5 s). That is the same blip, not a second device.
+    private func resumableSeat(in state: RoomState, claims: RoomTokenClaims, hello: SignalMessage.Hello) -> Participant? {
+        guard let p = state.members.first(where: { $0.claims.sub == claims.sub }),
+              p.claims.app == claims.app, p.claims.name == claims.name, p.claims.grants == claims.grants
+        else { return nil }
+        if p.session == nil {
+            guard p.lostAtMs != nil, hello.previousParticipantID == nil || hello.previousParticipantID == p.id else { return nil }
+        } else {
+            guard hello.previousParticipantID == p.id else { return nil }
+        }
+        return p
+    }
+
+    /// Gives a seat in its reconnect grace to a new connection: the same participant id, SSRC,
+    /// stage, hand (and its place in the queue) and mute, a fresh media key; a `welcome` to the
+    /// newcomer and nothing to anyone else (no `participant_left` / `participant_joined`
+    /// pair). The hello's role is not applied: the seat is resumed as it was, and the
+    /// `welcome` says what that is. The new token's expiry replaces the old one.
+    private func resume(_ p: Participant, session s: Session, claims: RoomTokenClaims, requestID: Int?) {
+        let state = p.room
+        let now = nowMs()
+        let effects: [RoomEffect]
+        do {
+            effects = try state.room.handle(.refreshToken(p.id, expiresAt: roomInstant(forExpiry: claims.exp, now: now)), now: now)
+        } catch {
+            statistics.joinsRefused += 1
+            refuse(s, ErrorCode(error.code), error.message, requestID: requestID, close: true)
+            return
+        }
+        if let old = p.session {
+            // The connection the client gave up on: closed quietly, the seat moves on.
+            Log.info("roomserver: participant \(p.id) reconnected before its old connection was seen to die; closing that one")
+            old.participant = nil
+            p.session = nil
+            closeSession(old, flush: false)
+        }
+        let away = now - (p.lostAtMs ?? now)
+        p.lostAtMs = nil
+        p.claims = claims
+        p.mediaKey = .random()
+        p.replayGuard = BindingReplayGuard()
+        // Media starts afresh: nothing is sent until the new connection's binding arrives.
+        if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
+        p.mediaAddress = nil
+        p.session = s
+        s.participant = p
+        statistics.joins += 1
+        statistics.resumes += 1
+        Log.info("roomserver: \(claims.sub) resumed participant \(p.id) in room \"\(state.name)\" after \(away) ms from \(s.connection.peerAddress)")
+        send(.stateSync(state.room.snapshot(for: p.id)), to: [p.id], in: state)
         execute(effects, in: state)
     }
 
@@ -735,9 +870,10 @@ public final class RoomServer {
         for s in Array(sessions.values) where !s.closing && now - s.lastHeardMs > options.keepaliveTimeoutMs {
             statistics.keepaliveTimeouts += 1
             Log.info("roomserver: \(s.connection.peerAddress): silent for \(options.keepaliveTimeoutMs) ms; closing")
-            closeSession(s, flush: false)
+            closeSession(s, flush: false, grace: true)
         }
         reapSessions()
+        expireGrace(now: now)
         drainLost()
         for name in rooms.keys.sorted() {
             guard let state = rooms[name] else { continue }
@@ -837,6 +973,12 @@ public final class RoomServer {
         }
         p.lastMediaMs = now
         let state = p.room
+        guard p.session != nil else {
+            // Its signalling is gone (reconnect grace): it cannot be told about the room, so
+            // the room does not hear it either until it is back.
+            statistics.dropped.disconnected += 1
+            return
+        }
         if let level = packet.audioLevel {
             p.level = level.level
             state.room.updateAudioLevel(p.id, level: level.level, voice: level.voiceActivity, now: now)
@@ -852,7 +994,7 @@ public final class RoomServer {
         statistics.packetsForwarded += 1
         let idle = options.mediaIdleTimeoutMs
         for other in state.members where other !== p {
-            guard let address = other.mediaAddress, now - other.lastMediaMs <= idle else { continue }
+            guard let address = other.mediaAddress, other.session != nil, now - other.lastMediaMs <= idle else { continue }
             sendDatagram(bytes, to: address, socket: socket)
         }
     }

@@ -81,7 +81,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     static let sections: [(name: String, keys: [String])] = [
         ("server", ["listen", "media", "log_level", "token_leeway"]),
         ("keys", []),
-        ("rooms", ["policy", "speaker_limit", "top_n", "max_participants"]),
+        ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
         ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second"]),
     ]
 
@@ -125,12 +125,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         }
         let media = try address(try values.string("server.media") ?? defaultMedia, key: "server.media")
 
-        // LogLevel's own names (it also takes "warn", "err" and any case), not a fixed list.
+        // The one set of names every log-level option and key accepts (LogLevelNames).
         var logLevel = LogLevel.info
-        if let text = try values.string("server.log_level") {
-            guard let level = LogLevel(name: text) else {
-                throw values.error("server.log_level", "\"\(text)\" is not error, warning, notice, info or debug")
-            }
+        if let text = try values.string("server.log_level", oneOf: LogLevelNames.all), let level = LogLevel(name: text) {
             logLevel = level
         }
 
@@ -144,6 +141,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         room.policy = try values.value("rooms.policy", as: RoomStagePolicy.self) ?? room.policy
         room.speakerLimit = try values.int("rooms.speaker_limit", in: 0 ... 64) ?? room.speakerLimit
         room.topN = try values.int("rooms.top_n", in: 1 ... 16) ?? room.topN
+        // How long a lost connection's seat waits, unannounced, for its participant to come
+        // back (docs/roomserver.md). Up to 10 minutes: longer keeps ghosts on every screen.
+        if let grace = try values.int("rooms.reconnect_grace_ms", in: 0 ... 600_000) { room.reconnectGraceMs = Int64(grace) }
         let maxParticipants = try values.int("rooms.max_participants", in: 1 ... 10_000) ?? 50
 
         var configuration = RoomServerConfiguration(

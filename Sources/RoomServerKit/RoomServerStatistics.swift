@@ -4,6 +4,8 @@ public struct RoomServerStatistics: Sendable, Equatable {
     // Signalling.
     public var connectionsAccepted = 0
     public var joins = 0
+    /// Joins that took back a seat within its reconnect grace (also counted in `joins`).
+    public var resumes = 0
     /// `hello`s refused (bad version, token refusals, full room, room refusals).
     public var joinsRefused = 0
     public var framesReceived = 0
@@ -60,10 +62,12 @@ public struct RoomServerStatistics: Sendable, Equatable {
         public var notForwarded = 0
         /// RTP beyond the publisher's `limits.media_packets_per_second` / `_bytes_per_second`.
         public var rateLimited = 0
+        /// RTP from a participant whose signalling connection is lost (in its reconnect grace).
+        public var disconnected = 0
 
         public var total: Int {
             garbage + truncated + badBinding + bindingReplay + unknownAddress + malformedRTP + wrongSSRC
-                + notPublishing + notForwarded + rateLimited
+                + notPublishing + notForwarded + rateLimited + disconnected
         }
     }
 

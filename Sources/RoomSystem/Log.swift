@@ -9,16 +9,15 @@ public enum LogLevel: Int32, Sendable, Comparable, CaseIterable {
 
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
 
+    /// Exactly one of `LogLevelNames.all` (RoomCore), the one set every option, key and
+    /// command accepts; nil for anything else.
     public init?(name: String) {
-        switch name.lowercased() {
-        case "error", "err": self = .error
-        case "warning", "warn": self = .warning
-        case "notice": self = .notice
-        case "info": self = .info
-        case "debug": self = .debug
-        default: return nil
-        }
+        guard let index = LogLevelNames.all.firstIndex(of: name) else { return nil }
+        self = Self.allCases[index]
     }
+
+    /// Its name in `LogLevelNames.all`.
+    public var name: String { LogLevelNames.all[Self.allCases.firstIndex(of: self)!] }
 }
 
 /// The daemon's one logger. Never call it from the audio loop: it formats strings and

@@ -204,6 +204,16 @@ final class Appliance {
             }
             report.applied.append("room.token")
         }
+        // The token's source moved (`room.token_file` renamed, or the token now written in the
+        // file instead): the new source is what is read from now on, so the key is in effect,
+        // whether or not the token itself changed (same content: nothing to send, the call goes
+        // on). Only a command-line token, which leaves the effective source as it was, makes
+        // the file's change "not in effect".
+        if token != nil && (now.tokenFile != before.tokenFile || now.token != before.token) {
+            for key in ["room.token_file", "room.token"] where changedFileKeys.contains(key) && !report.applied.contains(key) {
+                report.applied.append(key)
+            }
+        }
         if now.boardPath != before.boardPath { report.restartNeeded.append("board.path") }
         if now.controlSocket != before.controlSocket { report.restartNeeded.append("control.socket") }
         if now.opusFrameMilliseconds != before.opusFrameMilliseconds { report.restartNeeded.append("audio.opus_frame_ms") }

@@ -188,7 +188,8 @@ final class ControlBridge {
     }
 
     private func stats() -> [String: JSONValue] {
-        let s = engine.stats.snapshot()
+        let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
+        let s = engine.stats.snapshot(now: now)
         var o: [String: JSONValue] = [
             "periods": .int(s.periods), "capture_xruns": .int(s.captureXruns), "playback_xruns": .int(s.playbackXruns),
             "device_losses": .int(s.deviceLosses), "drift_corrections": .int(s.driftCorrections),
@@ -200,6 +201,7 @@ final class ControlBridge {
         // Per remote stream, named by participant when the SSRC is known.
         let bySSRC = Dictionary((session?.participants.values ?? [:].values).compactMap { p in p.ssrc.map { ($0, p) } },
                                 uniquingKeysWith: { a, _ in a })
+        // Streams whose sender left are gone from here (RoomLink releases their slots).
         o["streams"] = .array(engine.streamStatistics.rows().map { r in
             var f: [String: JSONValue] = [
                 "ssrc": .int(Int(r.ssrc)), "received": .int(r.received), "lost": .int(r.lost), "late": .int(r.late),
@@ -208,6 +210,8 @@ final class ControlBridge {
                 // the audio they removed, frames inserted to raise it, backlog packets.
                 "target_ms": .double(r.targetMs), "skipped": .int(r.skipped), "shed_ms": .double(r.shedMs),
                 "stretched": .int(r.stretched), "backlog": .int(r.backlog),
+                // Since its last packet: a stream idle over 2 s is not in `jitter_delay_ms`.
+                "idle_ms": .int(r.idleMilliseconds(now: now)),
             ]
             if let p = bySSRC[r.ssrc] { f["participant"] = .int(Int(p.id)); f["name"] = .string(p.name) }
             return .object(f)

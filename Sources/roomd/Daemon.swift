@@ -35,7 +35,7 @@ struct Daemon {
         do { settings = try SettingsStore(options: options) } catch { throw .config("\(error)") }
         let initial = settings.effective
         guard let level = LogLevel(name: initial.logLevel) else {
-            throw StartFailure(2, "--log-level: unknown level \"\(initial.logLevel)\" (error, warning, notice, info, debug)")
+            throw StartFailure(2, LogLevelNames.refusal("log.level", initial.logLevel))
         }
         Log.level = level
         if !initial.servers.isEmpty && options.loopback {

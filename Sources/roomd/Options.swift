@@ -124,7 +124,11 @@ struct Options {
                 case "--board": o.board = v
                 case "--far-end": o.farEnd = v
                 case "--record": o.record = v
-                default: o.logLevel = v
+                default:
+                    // The same set as log.level in the file (LogLevelNames), checked here with the
+                    // other options so a typo is exit 2 at once, naming the option.
+                    guard LogLevelNames.all.contains(v) else { return .exit("roomd: " + LogLevelNames.refusal("--log-level", v), 2) }
+                    o.logLevel = v
                 }
             case "--loopback-loss":
                 guard let v = value(a), let n = Int(v), (0...100).contains(n) else { return .exit("roomd: --loopback-loss needs a percentage 0..100", 2) }

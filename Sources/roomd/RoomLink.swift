@@ -1,6 +1,7 @@
 import RoomAudio
 import RoomClient
 import RoomCore
+import RoomProtocol
 import RoomSystem
 
 /// roomd's membership of a room, which may start later than the audio (a `join` or a reload
@@ -18,6 +19,10 @@ final class RoomLink {
     /// the server (or, in loopback mode, straight to its own encoder) once per interval.
     private var lossWindow = ReceiveLossWindow()
     private var lossTimer: EventLoop.TimerID?
+    /// Every SSRC each participant of the current room has published (the protocol shows a
+    /// participant's SSRC only while it is on stage; a speaker who stepped down and then left
+    /// still has a stream in the engine): what to release when it leaves.
+    private var streamsByParticipant: [RoomParticipantID: UInt32] = [:]
 
     /// `enabled` false (loopback mode): the engine plays its own packets and no room is joined.
     init(loop: EventLoop, engine: AudioEngine, enabled: Bool) throws(SystemError) {
@@ -50,6 +55,7 @@ final class RoomLink {
                                     incoming: engine.incomingMedia, externalSignal: wake.signal)
             s.onEvent = { [weak self] event in
                 self?.followLoss(event)
+                self?.followStreams(event)
                 self?.onEvent?(event)
             }
             if muted { s.setMute(true) }
@@ -102,6 +108,30 @@ final class RoomLink {
             lossTimer = loop.schedule(after: every, repeating: every) { [weak self] in self?.reportLoss() }
         case .receiverLoss(let permille, _):
             engine.lossFeedback.report(lostPermille: permille)
+        default:
+            break
+        }
+    }
+
+    /// Frees the engine's jitter-buffer slot (and `stats.streams` row) of a stream whose sender
+    /// is gone: it left (`participant_left`), or is not in the room we (re)joined (a server
+    /// restart hands out new SSRCs), or we left the room. The release goes to the audio thread
+    /// through the engine's SPSC ring; this is the thread that feeds its packet ring too.
+    private func followStreams(_ event: RoomSessionEvent) {
+        func note(_ p: ParticipantInfo) { if let ssrc = p.ssrc { streamsByParticipant[p.id] = ssrc } }
+        switch event {
+        case .joined(let info):
+            streamsByParticipant = [:]
+            for p in info.participants where p.id != info.participantID { note(p) }
+            let present = Set(streamsByParticipant.values)
+            for row in engine.streamStatistics.rows() where !present.contains(row.ssrc) { engine.releaseStream(ssrc: row.ssrc) }
+        case .participantJoined(let p), .participantUpdated(let p):
+            note(p)
+        case .participantLeft(let id, _, let p):
+            if let ssrc = streamsByParticipant.removeValue(forKey: id) ?? p?.ssrc { engine.releaseStream(ssrc: ssrc) }
+        case .stateChanged(.disconnected):
+            streamsByParticipant = [:]
+            for row in engine.streamStatistics.rows() { engine.releaseStream(ssrc: row.ssrc) }
         default:
             break
         }

@@ -14,7 +14,8 @@ usage: roomserver --config FILE [--log-level LEVEL]
 
 Runs the voice-room service (signalling over TCP, RTP forwarding over UDP) described by the
 configuration file (docs/roomserver.md). SIGINT or SIGTERM closes every room with reason
-room_closed and exits 0.
+room_closed and exits 0. SIGHUP reads the configuration file again (keys, token leeway and
+room settings apply without closing a room; an invalid file changes nothing).
 
   --config FILE          configuration file (see docs/roomserver.conf.example)
   --log-level LEVEL      override server.log_level: error, warning, notice, info or debug
@@ -115,12 +116,35 @@ if options.minting {
 }
 
 if let logLevelOverride = options.logLevel {
-    guard let level = LogLevel(name: logLevelOverride) else { fail("--log-level: unknown level \"\(logLevelOverride)\"") }
+    guard let level = LogLevel(name: logLevelOverride) else { fail(LogLevelNames.refusal("--log-level", logLevelOverride)) }
     Log.level = level
 } else {
     Log.level = configuration.logLevel
 }
 if configuration.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
+
+/// SIGHUP: the configuration file again. Everything is checked first (`load` validates the
+/// whole file); an error leaves the server exactly as it was and says so with file, line and
+/// key. Not in top-level code's closure, so nothing here is main-actor isolated.
+func reloadConfiguration(_ server: RoomServer, path: String, logLevelOverridden: Bool) {
+    _ = try? SystemdNotifier().notify("RELOADING=1")
+    defer { _ = try? SystemdNotifier().notify("READY=1") }
+    let next: RoomServerConfiguration
+    do {
+        next = try RoomServerConfiguration.load(path: path)
+    } catch {
+        Log.error("roomserver: SIGHUP: configuration not reloaded, nothing changed: \(error)")
+        return
+    }
+    let report = server.reload(next)
+    var applied = report.applied
+    if !logLevelOverridden { Log.level = next.logLevel } else { applied.removeAll { $0 == "server.log_level" } }
+    var parts: [String] = []
+    if !applied.isEmpty { parts.append("applied " + applied.joined(separator: ", ")) }
+    if !report.restartNeeded.isEmpty { parts.append("restart needed for " + report.restartNeeded.joined(separator: ", ")) }
+    Log.notice("roomserver: SIGHUP: configuration \(path) reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
+    if next.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
+}
 
 let loop: EventLoop
 let server: RoomServer
@@ -129,7 +153,14 @@ do {
     loop = try EventLoop()
     server = RoomServer(configuration: configuration, loop: loop)
     try server.start()
-    signals = try SignalSource(signals: [SIGINT, SIGTERM], loop: loop) { signal in
+    let path = configPath ?? ""
+    let logLevelOverridden = options.logLevel != nil
+    // SIGHUP used to end the process (its default action) without closing the rooms.
+    signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
+        if signal == SIGHUP {
+            reloadConfiguration(server, path: path, logLevelOverridden: logLevelOverridden)
+            return
+        }
         Log.notice("roomserver: signal \(signal): closing rooms")
         _ = try? SystemdNotifier().stopping()
         server.shutdown { loop.stop() }

@@ -283,6 +283,15 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertEqual(s["joined"] as? Bool, true)
         XCTAssertEqual(s["participant"] as? Int, participant, "no rejoin for a new token")
 
+        // The token file moved (same token, new path): in effect, not "overridden", no rejoin.
+        try FileManager.default.moveItem(atPath: dir + "/token", toPath: dir + "/token2")
+        try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token2\nrole = streamer\n")
+        let moved = try XCTUnwrap(try json(["reload"])["result"] as? [String: Any])
+        XCTAssertEqual(moved["applied"] as? [String], ["room.token_file"], "\(moved)")
+        XCTAssertEqual(moved["overridden"] as? [String], [], "\(moved)")
+        XCTAssertEqual(moved["rejoined"] as? [String], [], "\(moved)")
+        XCTAssertEqual(try status()["participant"] as? Int, participant)
+
         // Muted through roomctl: still muted after a restart, before anyone can hear it.
         XCTAssertEqual(try ctl(["mute"]).status, 0)
         XCTAssertEqual(try ctl(["wait", "muted", "--timeout", "3"]).status, 0)
@@ -294,7 +303,7 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertEqual(s["self_muted"] as? Bool, true, "\(s)")
 
         // Another role in the file: the room is joined again with it.
-        try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token\nrole = audience\n")
+        try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token2\nrole = audience\n")
         let rejoin = try XCTUnwrap(try json(["reload"])["result"] as? [String: Any])
         XCTAssertEqual(rejoin["rejoined"] as? [String], ["room.role"], "\(rejoin)")
         try waitUntil("rejoined as audience") {

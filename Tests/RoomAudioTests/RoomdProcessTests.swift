@@ -87,6 +87,21 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertEqual(summary["steady_allocs"] as? Int, 0, "heap allocations in the loop across profile switches and a self-test")
     }
 
+    /// `--log-level` takes the names `log.level` takes, no more (it took "warn" and "err"), and
+    /// a refusal names the option and the choices, as the file's does.
+    func testLogLevelOptionTakesTheConfigKeysNamesOnly() throws {
+        for alias in ["warn", "err"] {
+            let r = try roomd(["--board", board, "--loopback", "--duration", "1", "--log-level", alias])
+            XCTAssertEqual(r.status, 2, "--log-level \(alias): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("--log-level: \"\(alias)\" is not error, warning, notice, info or debug"), r.stderr)
+        }
+        let dir = SimCard.scratch("loglevel")
+        try "[log]\nlevel = warn\n".write(toFile: dir + "/roomd.conf", atomically: true, encoding: .utf8)
+        let file = try roomd(["--board", board, "--loopback", "--duration", "1", "--config", dir + "/roomd.conf"])
+        XCTAssertEqual(file.status, 78, file.stderr)
+        XCTAssertTrue(file.stderr.contains("roomd.conf:2: log.level: \"warn\" is not error, warning, notice, info or debug"), file.stderr)
+    }
+
     func testBoardFileWithAWrongFieldNamesIt() throws {
         let dir = SimCard.scratch("badboard")
         let text = try String(contentsOfFile: board + "/board.conf", encoding: .utf8)

@@ -114,6 +114,22 @@ final class RoomctlTests: XCTestCase {
         XCTAssertEqual(try action("help", "wait"), .help("wait"))
     }
 
+    /// Every subcommand takes `--option=value` as well as `--option value` (events refused it).
+    func testOptionEqualsValueEverywhere() throws {
+        XCTAssertEqual(try action("events", "--event=mute,stage", "--levels", "--count=3", "--timeout=4"),
+                       .events(names: ["mute", "stage"], levels: true, count: 3, timeout: 4))
+        XCTAssertEqual(try action("events", "--event=mute", "--event", "stage"),
+                       .events(names: ["mute", "stage"], levels: false, count: nil, timeout: nil))
+        XCTAssertEqual(try action("wait", "joined", "--timeout=2"), .wait(.joined, timeout: 2))
+        XCTAssertEqual(try action("kick", "7", "--reason=spam"),
+                       .request(subcommand: "kick", command: "kick", arguments: ["participant": 7, "reason": "spam"]))
+        XCTAssertTrue(usageError("events", "--timeout=")?.message.contains("--timeout needs seconds") == true)
+        XCTAssertTrue(usageError("events", "--count=0")?.message.contains("--count needs a positive integer") == true)
+        XCTAssertTrue(usageError("events", "--event=nonsense")?.message.contains("unknown event \"nonsense\"") == true)
+        XCTAssertTrue(usageError("events", "--levels=yes")?.message.contains("--levels takes no value") == true)
+        XCTAssertTrue(usageError("events", "--bogus=1")?.message.contains("unexpected argument --bogus=1") == true)
+    }
+
     func testGlobalOptions() throws {
         XCTAssertEqual(try parse(["status"]).options, Roomctl.Options(socketPath: "/run/roomd/control.sock", json: false))
         XCTAssertEqual(try parse(["status"], env: ["ROOMD_CONTROL_SOCKET": "/tmp/a.sock"]).options.socketPath, "/tmp/a.sock")

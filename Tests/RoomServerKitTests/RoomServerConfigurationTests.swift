@@ -35,6 +35,9 @@ final class RoomServerConfigurationTests: XCTestCase {
         XCTAssertEqual(config.room.policy, .moderated)
         XCTAssertEqual(config.room.topN, 3)
         XCTAssertEqual(config.maxParticipants, 50)
+        XCTAssertEqual(config.room.reconnectGraceMs, 20_000, "protocol.md's 20 s")
+        let short = try RoomServerConfiguration.parse(text: "[rooms]\nreconnect_grace_ms = 1000\n", file: "t.conf")
+        XCTAssertEqual(short.room.reconnectGraceMs, 1000)
     }
 
     func testErrorsNameFileLineAndKey() {
@@ -43,12 +46,16 @@ final class RoomServerConfigurationTests: XCTestCase {
             ("[server]\nlisten = nowhere\n", 2, "server.listen", "not an address"),
             ("[server]\nmedia = 1.2.3.4\n", 2, "server.media", "not an address"),
             ("[server]\nlog_level = loud\n", 2, "server.log_level", "loud"),
+            ("[server]\nlog_level = warn\n", 2, "server.log_level", "\"warn\" is not error, warning, notice, info or debug"),
             ("[server]\nlisten = 127.0.0.1:1,,127.0.0.1:2\n", 2, "server.listen", "empty"),
             ("[server]\nlisen = 127.0.0.1:1\n", 2, "server.lisen", "did you mean \"listen\""),
             ("\n[rooms]\npolicy = anarchy\n", 3, "rooms.policy", "open or moderated"),
             ("[rooms]\n\ntop_n = 0\n", 3, "rooms.top_n", "out of range"),
             ("[rooms]\nspeaker_limit = many\n", 2, "rooms.speaker_limit", "whole number"),
             ("[rooms]\nmax_participants = 0\n", 2, "rooms.max_participants", "out of range"),
+            ("[rooms]\nreconnect_grace_ms = -1\n", 2, "rooms.reconnect_grace_ms", "out of range"),
+            ("[rooms]\nreconnect_grace_ms = 1h\n", 2, "rooms.reconnect_grace_ms", "whole number"),
+            ("[rooms]\nreconnect_grace_ms = 600001\n", 2, "rooms.reconnect_grace_ms", "out of range"),
             ("[keys]\nk = app:hex:abcd\n", 2, "keys.k", "at least 32"),
             ("[keys]\nk = \(hex)\n", 2, "keys.k", "APP_ID:hex:SECRET"),
             ("[keys]\nk = app:rot13:\(hex)\n", 2, "keys.k", "rot13"),

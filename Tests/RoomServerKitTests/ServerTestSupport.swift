@@ -15,7 +15,7 @@ final class ServerHarness {
     var clients: [TestClient] = []
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
-         limits: RoomServerLimits = RoomServerLimits(),
+         reconnectGraceMs: Int64 = 20_000, limits: RoomServerLimits = RoomServerLimits(),
          configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
@@ -24,7 +24,8 @@ final class ServerHarness {
                 "k1": RoomServerKey(keyID: "k1", appID: Self.app, secret: Self.secret),
                 "other": RoomServerKey(keyID: "other", appID: "another-app", secret: [UInt8](repeating: 9, count: 32)),
             ],
-            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3), maxParticipants: maxParticipants)
+            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3, reconnectGraceMs: reconnectGraceMs),
+            maxParticipants: maxParticipants)
         configuration.limits = limits
         var options = RoomServer.Options()
         configure(&options)

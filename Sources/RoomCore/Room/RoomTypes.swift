@@ -123,8 +123,10 @@ public struct RoomConfig: Sendable, Equatable {
     public var attributes: [String: String]
     /// `token_will_expire` is sent this long before a token's expiry.
     public var tokenWarningMs: Int64
-    /// A participant whose connection was lost can reconnect within this time and get its
-    /// stage state back.
+    /// How long roomserver keeps the seat of a participant whose connection was lost,
+    /// unannounced, for it to come back (then `participant_left` reason `timeout`); and, after
+    /// that, how long a reconnect naming it still gets its stage state back. An empty room
+    /// lives this long too.
     public var reconnectGraceMs: Int64
     /// An active speaker stays in the set at least this long after it entered, and until it
     /// has been silent this long.

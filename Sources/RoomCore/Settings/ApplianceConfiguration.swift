@@ -28,8 +28,9 @@ public struct ApplianceConfiguration: Sendable, Equatable {
 
     public init() {}
 
-    /// roomd's log levels by name (the control API's `log_level` uses the same list).
-    public static let logLevels = ["error", "warning", "notice", "info", "debug"]
+    /// roomd's log levels by name: the one accepted set, for `log.level`, `--log-level`, the
+    /// control API's `log_level` and settings.conf alike (`LogLevel(name:)` reads this list).
+    public static let logLevels = LogLevelNames.all
     public static let roles = ["streamer", "audience"]
     public static let aecSuppressionLevels = ["low", "moderate", "high"]
     public static let volumeRange: ClosedRange<Double> = -80...20
