@@ -125,14 +125,35 @@ public enum BindingError: Error, Sendable, Equatable {
 /// Accepts a binding timestamp only if it is newer than every one accepted before, so a
 /// recorded datagram replayed later (from any address) is refused. One per participant,
 /// reset when the participant's media key changes.
+///
+/// And never far ahead of the sender's clock as this side sees it run: the first accepted
+/// timestamp anchors the sender's clock to the receiver's, and a later one may lead that
+/// projection by at most `maxLeadMs`. Without the bound, one datagram with a huge timestamp
+/// (2⁶⁴−1) made every later genuine one "old": the participant was locked out of its own media
+/// for the session (issue 11). With it, a forged lead costs the real sender at most
+/// `maxLeadMs` until its own clock passes it. (Forging needs the media key; that the key
+/// travels in plaintext signalling is the larger problem, TLS's to solve.)
 public struct BindingReplayGuard: Sendable {
     public private(set) var lastAccepted: UInt64?
+    private var anchor: (timestampMs: UInt64, receiverMs: Int64)?
+    /// The sender's clock may run ahead of the receiver's by this much over a session (clock
+    /// rates differ by ppm; this is seconds), plus the network's delay variation.
+    public static let maxLeadMs: UInt64 = 10_000
 
     public init() {}
 
-    /// True (and remembered) when `timestampMs` is newer than the last accepted one.
-    public mutating func accept(_ timestampMs: UInt64) -> Bool {
+    /// True (and remembered) when `timestampMs` is newer than the last accepted one and not
+    /// more than `maxLeadMs` ahead of the sender's clock projected to `receiverNowMs` (any
+    /// millisecond clock of the receiver's that only moves forward).
+    public mutating func accept(_ timestampMs: UInt64, receiverNowMs: Int64) -> Bool {
         if let lastAccepted, timestampMs <= lastAccepted { return false }
+        if let anchor {
+            let elapsed = UInt64(max(0, receiverNowMs - anchor.receiverMs))
+            let (limit, overflow) = anchor.timestampMs.addingReportingOverflow(elapsed &+ Self.maxLeadMs)
+            if !overflow, timestampMs > limit { return false }
+        } else {
+            anchor = (timestampMs, receiverNowMs)
+        }
         lastAccepted = timestampMs
         return true
     }

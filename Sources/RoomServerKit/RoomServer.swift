@@ -935,7 +935,7 @@ public final class RoomServer {
             statistics.dropped.badBinding += 1
             return
         }
-        guard p.replayGuard.accept(binding.timestampMs) else {
+        guard p.replayGuard.accept(binding.timestampMs, receiverNowMs: nowMs()) else {
             statistics.dropped.bindingReplay += 1
             return
         }

@@ -82,11 +82,28 @@ final class BindingDatagramTests: XCTestCase {
 
     func testReplayGuardOnlyAcceptsNewerTimestamps() {
         var guardian = BindingReplayGuard()
-        XCTAssertTrue(guardian.accept(1000))
-        XCTAssertFalse(guardian.accept(1000), "exact replay")
-        XCTAssertFalse(guardian.accept(999), "older datagram")
-        XCTAssertTrue(guardian.accept(6000))
+        XCTAssertTrue(guardian.accept(1000, receiverNowMs: 50))
+        XCTAssertFalse(guardian.accept(1000, receiverNowMs: 60), "exact replay")
+        XCTAssertFalse(guardian.accept(999, receiverNowMs: 70), "older datagram")
+        XCTAssertTrue(guardian.accept(6000, receiverNowMs: 5050))
         XCTAssertEqual(guardian.lastAccepted, 6000)
+    }
+
+    /// One forged datagram with a huge timestamp must not lock the sender out for the session:
+    /// it is refused, and so is anything more than `maxLeadMs` ahead of the sender's clock as
+    /// the receiver sees it run; a lead within the bound costs the real sender at most that.
+    func testReplayGuardRefusesTimestampsFarAheadOfTheSendersClock() {
+        var guardian = BindingReplayGuard()
+        XCTAssertTrue(guardian.accept(1_000, receiverNowMs: 500_000))
+        XCTAssertFalse(guardian.accept(UInt64.max, receiverNowMs: 500_100), "2^64-1 would lock the sender out")
+        XCTAssertFalse(guardian.accept(1_000 + 60_000, receiverNowMs: 500_100), "a minute ahead after 0.1 s")
+        XCTAssertTrue(guardian.accept(5_000, receiverNowMs: 504_000), "the genuine sender goes on")
+        // The most a forger gains: the bound's lead, which the sender's clock passes in time.
+        XCTAssertTrue(guardian.accept(5_000 + BindingReplayGuard.maxLeadMs, receiverNowMs: 504_001))
+        XCTAssertFalse(guardian.accept(10_000, receiverNowMs: 509_000))
+        XCTAssertTrue(guardian.accept(15_100, receiverNowMs: 515_100), "back once its clock passes the lead")
+        // 30 minutes on, the clocks still agree: a timestamp at the sender's real time passes.
+        XCTAssertTrue(guardian.accept(1_000 + 1_800_000, receiverNowMs: 500_000 + 1_800_000))
     }
 
     func testGarbageNeverTraps() {
