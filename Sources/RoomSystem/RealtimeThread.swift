@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// The outcome of asking for real-time scheduling, reported once by the caller.
@@ -26,15 +27,23 @@ public enum Realtime {
 
 /// Owns a joinable pthread whose body is a nonisolated closure: Swift 6 would otherwise infer
 /// main-actor isolation for closures written in top-level code and trap when they run here.
+///
+/// The thread carries `name` (cut to the kernel's 15 bytes), set by the thread itself before
+/// its body runs: `top -H`, `ps -L` and /proc/PID/task/TID/comm then tell roomd's threads apart
+/// (they all showed "roomd"), and per-thread page-fault and CPU figures can be read by name.
 public final class NativeThread: @unchecked Sendable {
     private var handle = pthread_t()
     private let body: @Sendable () -> Void
+    /// NUL-terminated, at most 15 bytes before the NUL (prctl PR_SET_NAME's limit).
+    private let cName: [CChar]
 
     public init(name: String, body: @escaping @Sendable () -> Void) throws(SystemError) {
         self.body = body
+        cName = Self.threadName(name)
         let unmanaged = Unmanaged.passRetained(self)
         let rc = pthread_create(&handle, nil, { raw in
             let me = Unmanaged<NativeThread>.fromOpaque(raw!).takeRetainedValue()
+            me.cName.withUnsafeBufferPointer { _ = clinux_set_thread_name($0.baseAddress!) }
             me.body()
             return nil
         }, unmanaged.toOpaque())
@@ -45,4 +54,22 @@ public final class NativeThread: @unchecked Sendable {
     }
 
     public func join() { pthread_join(handle, nil) }
+
+    /// `name` as the kernel keeps a thread name: at most 15 bytes, cut at a character boundary.
+    static func threadName(_ name: String) -> [CChar] {
+        var bytes: [UInt8] = []
+        for scalar in name.unicodeScalars {
+            let utf8 = Array(String(scalar).utf8)
+            guard bytes.count + utf8.count <= 15, scalar.value != 0 else { break }
+            bytes += utf8
+        }
+        return bytes.map { CChar(bitPattern: $0) } + [0]
+    }
+
+    /// The calling thread's name, as /proc/self/task/TID/comm shows it.
+    public static func currentName() -> String {
+        var buffer = [CChar](repeating: 0, count: 16)
+        _ = clinux_thread_name(&buffer)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
