@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Synchronization
 
 /// The outcome of asking for real-time scheduling, reported once by the caller.
 public enum RealtimeResult: Sendable, Equatable {
@@ -36,6 +37,8 @@ public final class NativeThread: @unchecked Sendable {
     private let body: @Sendable () -> Void
     /// NUL-terminated, at most 15 bytes before the NUL (prctl PR_SET_NAME's limit).
     private let cName: [CChar]
+    /// Set when the body has returned (the thread is about to end).
+    private let finished = Atomic<Bool>(false)
 
     public init(name: String, body: @escaping @Sendable () -> Void) throws(SystemError) {
         self.body = body
@@ -45,6 +48,7 @@ public final class NativeThread: @unchecked Sendable {
             let me = Unmanaged<NativeThread>.fromOpaque(raw!).takeRetainedValue()
             me.cName.withUnsafeBufferPointer { _ = clinux_set_thread_name($0.baseAddress!) }
             me.body()
+            me.finished.store(true, ordering: .releasing)
             return nil
         }, unmanaged.toOpaque())
         if rc != 0 {
@@ -54,6 +58,23 @@ public final class NativeThread: @unchecked Sendable {
     }
 
     public func join() { pthread_join(handle, nil) }
+
+    /// Waits at most `timeout` for the body to return, then joins. Returns false, and leaves
+    /// the thread running (detached, so it is reaped if it ever ends), when it did not: a
+    /// thread blocked for good inside a driver (a sound card whose clock stopped) must not keep
+    /// the process from exiting.
+    public func join(timeout: Duration) -> Bool {
+        let deadline = monotonicNanoseconds() &+ timeout.monotonicNanosecondCount
+        while !finished.load(ordering: .acquiring) {
+            if monotonicNanoseconds() >= deadline {
+                pthread_detach(handle)
+                return false
+            }
+            sleepMilliseconds(5)
+        }
+        pthread_join(handle, nil)
+        return true
+    }
 
     /// `name` as the kernel keeps a thread name: at most 15 bytes, cut at a character boundary.
     static func threadName(_ name: String) -> [CChar] {
