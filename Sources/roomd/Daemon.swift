@@ -171,9 +171,15 @@ struct Daemon {
         // The event loop owns everything but the audio: engine events and the recorder are
         // drained every 50 ms, levels for subscribers every 100 ms, status lines on their own
         // timer, signals through a signalfd.
+        // systemd: READY once the engine and the control socket are up; STATUS follows the
+        // room and the audio; WATCHDOG=1 only while the audio thread makes progress
+        // (HealthMonitor). No-ops outside systemd.
+        let notifier = SystemdNotifier()
+        let health = HealthMonitor(notifier: notifier, engine: engine, room: room, loopback: options.loopback)
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: recorder, failed: &recordingFailed)
+            health.sample()
         }
         _ = loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { appliance.control?.publishLevels() }
         if options.statsInterval > 0 {
@@ -194,12 +200,9 @@ struct Daemon {
             ResidentMemory.trimHeap()
             Log.debug("memory: unmapped \(released) KiB of start-up file pages; resident now \(fixedDecimalText(ProcessStats.residentMegabytes(), 1)) MB")
         }
-        // systemd: READY once the engine and the control socket are up; watchdog keepalives
-        // from this loop, so a wedged loop gets the service restarted. No-ops outside systemd.
-        let notifier = SystemdNotifier()
-        _ = try? notifier.ready(status: "audio engine running\(joining ? ", joining the room" : "")")
+        _ = try? notifier.ready(status: "audio engine running" + (joining ? ", joining the room" : options.loopback ? ", loopback test" : ""))
         if let interval = SystemdNotifier.watchdogInterval() {
-            _ = loop.schedule(after: interval, repeating: interval) { _ = try? notifier.watchdog() }
+            _ = loop.schedule(after: interval, repeating: interval) { health.watchdogTick() }
         }
         do {
             try loop.run()
@@ -210,7 +213,13 @@ struct Daemon {
         // Leave the room properly (others see "left", not a timeout); then audio, then the
         // session: it owns the eventfd the audio thread signals.
         room.shutdown()
-        engine.stop()
+        if !engine.stop() {
+            // The process exits next; the room's eventfd is closed with it, so the stuck
+            // thread cannot signal a descriptor that was reused.
+            Log.error("audio thread did not stop within 2 s (stuck in the sound driver?); exiting without it")
+            reporter.summary(elapsed: elapsed())
+            return 70   // EX_SOFTWARE
+        }
         room.close()
         drainEvents(engine)
         drainRecording(engine, into: recorder, failed: &recordingFailed)
