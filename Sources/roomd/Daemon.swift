@@ -195,10 +195,23 @@ struct Daemon {
         // unmapped: give those clean, read-only file pages back (the steady state maps again what it
         // touches), and freed heap pages with them. docs/benchmarks.md, "Where roomd's memory goes
         // in a call": about 2 MB of roomd's resident set.
+        //
+        // Then the memory is locked, on fault (`Realtime.MemoryLock.onFault`): what the call has
+        // touched stays resident, so memory pressure cannot page the audio thread's code or data
+        // out and make it wait for a major fault mid-period; nothing untouched is faulted in
+        // (a full mlockall made the resident set ~49 MB). After the release, because locked
+        // pages cannot be given back. docs/systemd.md, "Locked memory".
+        let memoryLock = memoryLockMode()
         _ = loop.schedule(after: .seconds(3)) {
             let released = ResidentMemory.releaseReadOnlyFilePages()
             ResidentMemory.trimHeap()
             Log.debug("memory: unmapped \(released) KiB of start-up file pages; resident now \(fixedDecimalText(ProcessStats.residentMegabytes(), 1)) MB")
+            let code = Realtime.lockMemory(memoryLock)
+            if code == 0 {
+                if memoryLock != .none { Log.info("memory locked (mlockall, \(memoryLock.rawValue))") }
+            } else {
+                Log.warning("memory not locked (mlockall: \(String(cString: strerror(code)))): under memory pressure the audio thread may wait for pages; systemd: AmbientCapabilities=CAP_IPC_LOCK")
+            }
         }
         _ = try? notifier.ready(status: "audio engine running" + (joining ? ", joining the room" : options.loopback ? ", loopback test" : ""))
         if let interval = SystemdNotifier.watchdogInterval() {
@@ -234,6 +247,16 @@ struct Daemon {
             Log.error("--record: \(error)")
             return 73  // EX_CANTCREAT
         }
+    }
+
+    /// The memory lock: on fault, unless the measurement override ROOMD_MEMORY_LOCK says
+    /// otherwise (a bad value is reported and ignored, as the other overrides are).
+    private func memoryLockMode() -> Realtime.MemoryLock {
+        let variable = Realtime.MemoryLock.environmentVariable
+        guard let value = Environment.get(variable), !value.isEmpty else { return .onFault }
+        if let mode = Realtime.MemoryLock(rawValue: value) { return mode }
+        Log.warning("\(variable)=\(value): not a memory lock (\(Realtime.MemoryLock.allCases.map(\.rawValue).joined(separator: ", "))); using onfault")
+        return .onFault
     }
 
     private enum ConfigurationResult { case success(EngineConfiguration), failure(String) }
