@@ -738,6 +738,18 @@ final class AudioLoop: @unchecked Sendable {
         recoverLostDevice(capture: false, code: code)
     }
 
+    /// Sleeps `milliseconds` in 50 ms steps, returning early once the engine is told to stop:
+    /// `stop()` waits for this thread at most 2 s, and a back-off of 2 s must not look like a
+    /// thread stuck in the driver.
+    private func pause(milliseconds: Int) {
+        var left = milliseconds
+        while left > 0 && control.running.load(ordering: .relaxed) {
+            let step = min(left, 50)
+            sleepMilliseconds(step)
+            left -= step
+        }
+    }
+
     /// Closes both directions (they are one duplex device to the AEC) and reopens them with
     /// exponential back-off, 100 ms doubling to 2 s, until they come back or the engine stops.
     private func recoverLostDevice(capture isCapture: Bool, code: Int32) {
@@ -750,7 +762,8 @@ final class AudioLoop: @unchecked Sendable {
         var backoff = 100
         var attempt = 0
         while control.running.load(ordering: .relaxed) {
-            sleepMilliseconds(backoff)
+            pause(milliseconds: backoff)
+            guard control.running.load(ordering: .relaxed) else { break }
             attempt += 1
             stats.reopenAttempts.wrappingAdd(1, ordering: .relaxed)
             do {
