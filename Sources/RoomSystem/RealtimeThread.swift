@@ -52,7 +52,24 @@ public enum Realtime {
         case .all: flags = MCL_CURRENT | MCL_FUTURE
         case .onFault: flags = MCL_CURRENT | onFault | (hasCapability(14) ? MCL_FUTURE : 0)  // 14: CAP_IPC_LOCK
         }
-        return mlockall(flags) == 0 ? 0 : errno
+        guard mlockall(flags) == 0 else { return errno }
+        lockedFlags.store(flags, ordering: .relaxed)
+        return 0
+    }
+
+    /// The mlockall flags in force (0: not locked), for `trimHeapKeepingLock`.
+    private static let lockedFlags = Atomic<Int32>(0)
+
+    /// glibc's malloc_trim(0) when memory may be locked: locked pages cannot be given back
+    /// (`MADV_DONTNEED` fails on them), so the lock is lifted for the trim and put back as it
+    /// was. For after a burst of allocations that is over (roomd: the self-test's analysis,
+    /// whose worker thread's arena otherwise kept ~10 MB resident for good). The lock is off for
+    /// the few milliseconds of the trim; nothing is faulted in by putting it back (on fault).
+    public static func trimHeapKeepingLock() {
+        let flags = lockedFlags.load(ordering: .relaxed)
+        if flags != 0 { munlockall() }
+        ResidentMemory.trimHeap()
+        if flags != 0 && mlockall(flags) != 0 { lockedFlags.store(0, ordering: .relaxed) }
     }
 
     /// Whether capability `number` is in this process's effective set (/proc/self/status CapEff).
