@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -72,4 +73,12 @@ int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *g
     *uid = cred.uid;
     *gid = cred.gid;
     return 0;
+}
+
+int clinux_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
+
+int clinux_thread_name(char *buffer)
+{
+    buffer[15] = '\0';
+    return prctl(PR_GET_NAME, (unsigned long)buffer, 0, 0, 0);
 }

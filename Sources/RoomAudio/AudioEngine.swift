@@ -113,13 +113,18 @@ public final class AudioEngine: @unchecked Sendable {
         }
     }
 
-    /// Stops the loop after its current period and waits for the thread.
-    public func stop() {
-        guard let thread else { return }
+    /// Stops the loop after its current period and waits for the thread, at most `timeout`:
+    /// a thread blocked for good in the driver (a card whose clock stopped: the read never
+    /// returns) is left behind rather than hanging the daemon's exit. Returns false then; the
+    /// thread keeps its own reference to the loop's state, so nothing it uses is freed.
+    @discardableResult
+    public func stop(timeout: Duration = .seconds(2)) -> Bool {
+        guard let thread else { return true }
         control.running.store(false, ordering: .releasing)
-        thread.join()
+        let joined = thread.join(timeout: timeout)
         self.thread = nil
         loop = nil
+        return joined
     }
 
     public var isRunning: Bool { control.running.load(ordering: .acquiring) }
@@ -778,18 +783,34 @@ final class AudioLoop: @unchecked Sendable {
         return true
     }
 
+    /// Sleeps `milliseconds` in 50 ms steps, returning early once the engine is told to stop:
+    /// `stop()` waits for this thread at most 2 s, and a back-off of 2 s must not look like a
+    /// thread stuck in the driver.
+    private func pause(milliseconds: Int) {
+        var left = milliseconds
+        while left > 0 && control.running.load(ordering: .relaxed) {
+            let step = min(left, 50)
+            sleepMilliseconds(step)
+            left -= step
+        }
+    }
+
     /// Closes both directions (they are one duplex device to the AEC) and reopens them with
     /// exponential back-off, 100 ms doubling to 2 s, until they come back or the engine stops.
     private func recoverLostDevice(capture isCapture: Bool, code: Int32) {
         stats.deviceLosses.wrappingAdd(1, ordering: .relaxed)
+        stats.reopeningDevice.store(true, ordering: .relaxed)
+        defer { stats.reopeningDevice.store(false, ordering: .relaxed) }
         post(.deviceLost(capture: isCapture, code: code))
         capture = nil
         playback = nil
         var backoff = 100
         var attempt = 0
         while control.running.load(ordering: .relaxed) {
-            sleepMilliseconds(backoff)
+            pause(milliseconds: backoff)
+            guard control.running.load(ordering: .relaxed) else { break }
             attempt += 1
+            stats.reopenAttempts.wrappingAdd(1, ordering: .relaxed)
             do {
                 try openDevices()
                 if startStreams() {

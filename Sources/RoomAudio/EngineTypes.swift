@@ -129,7 +129,15 @@ public enum EngineEvent: Sendable, Equatable, BitwiseCopyable {
 /// Counters and levels the audio thread publishes with relaxed atomics: readers see a recent
 /// value, the writer never waits.
 public final class EngineStats: Sendable {
+    /// 10 ms blocks processed: the engine's progress. The daemon's watchdog feeds systemd
+    /// only while this advances (or while `reopeningDevice`), so a stalled card is restarted.
     public let periods = Atomic<Int>(0)
+    /// True while the audio thread has lost its device and reopens it with back-off
+    /// (`EngineEvent.deviceLost` … `.deviceRestored`): no block runs then, on purpose.
+    public let reopeningDevice = Atomic<Bool>(false)
+    /// Reopen attempts so far (each one at most 2 s after the last): shows that a recovery is
+    /// alive rather than stuck inside an open.
+    public let reopenAttempts = Atomic<Int>(0)
     /// The profile the audio thread has applied (index in `AudioProfile.allCases`; -1 before
     /// the first period): how a caller sees a switch take effect.
     public let profileIndex = Atomic<Int>(-1)

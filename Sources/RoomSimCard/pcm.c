@@ -210,7 +210,7 @@ static snd_pcm_sframes_t rs_pointer(snd_pcm_ioplug_t *io)
         return -EPIPE;
     }
 
-    uint64_t hw = hw_frames(p, now);
+    uint64_t hw = hw_frames(p, rs_room_clock_time(p->room, now)); /* frozen during a stall */
     uint64_t appl = io->appl_ptr; /* the boundary is far beyond any run on 64-bit */
     uint64_t avail;
     if (p->stream == RS_CAPTURE) {
@@ -267,7 +267,7 @@ static int rs_poll_revents(snd_pcm_ioplug_t *io, struct pollfd *pfd, unsigned in
         *revents = ready;
         return 0;
     }
-    uint64_t hw = hw_frames(p, rs_now_ns()), appl = io->appl_ptr, avail;
+    uint64_t hw = hw_frames(p, rs_room_clock_time(p->room, rs_now_ns())), appl = io->appl_ptr, avail;
     if (p->stream == RS_CAPTURE)
         avail = hw > appl ? hw - appl : 0;
     else

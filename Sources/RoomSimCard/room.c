@@ -50,6 +50,8 @@ struct rs_room {
     int pending_xrun[2];
     double skew_ppm[2];
     int input_off;            /* control file `input off`: the talker at the mics stops */
+    int64_t stalled_from_ns, stalled_until_ns; /* control file `stall <ms>`: the clock stops */
+    unsigned stalls;
     int64_t next_control_ns;
 
     stream_status st[2];
@@ -127,8 +129,9 @@ static void write_status_locked(rs_room *r)
     }
     int64_t now = rs_now_ns();
     n += snprintf(buf + n, sizeof buf - n,
-                  "faults losses=%u lost=%d lost_until_ns=%lld control_commands=%u\n", r->losses,
-                  now < r->lost_until_ns, (long long)r->lost_until_ns, r->control_commands);
+                  "faults losses=%u lost=%d lost_until_ns=%lld control_commands=%u stalls=%u stalled=%d\n", r->losses,
+                  now < r->lost_until_ns, (long long)r->lost_until_ns, r->control_commands, r->stalls,
+                  now >= r->stalled_from_ns && now < r->stalled_until_ns);
     if (n >= sizeof buf)
         n = sizeof buf - 1;
 
@@ -193,6 +196,13 @@ static void run_command_locked(rs_room *r, char *line, int64_t now)
             goto bad;
         r->lost_until_ns = now + (int64_t)(ms * 1e6);
         r->losses++;
+    } else if (!strcmp(words[0], "stall") && n == 2) {
+        double ms = strtod(words[1], &end);
+        if (*end || !(ms >= 0))
+            goto bad;
+        r->stalled_from_ns = now;
+        r->stalled_until_ns = now + (int64_t)(ms * 1e6);
+        r->stalls++;
     } else if (!strcmp(words[0], "input") && n == 2 && (!strcmp(words[1], "off") || !strcmp(words[1], "on"))) {
         r->input_off = !strcmp(words[1], "off");
     } else if (!strcmp(words[0], "skew") && (n == 2 || n == 3)) {
@@ -213,7 +223,7 @@ static void run_command_locked(rs_room *r, char *line, int64_t now)
     return;
 bad:
     rs_log("%s: unknown control command '%s%s%s' (expected: xrun [capture|playback|both], "
-           "lose <ms>, skew [capture|playback] <ppm>, input off|on)",
+           "lose <ms>, stall <ms>, skew [capture|playback] <ppm>, input off|on)",
            r->cfg.control, words[0], n > 1 ? " " : "", n > 1 ? words[1] : "");
 }
 
@@ -251,6 +261,14 @@ int rs_room_poll_faults(rs_room *r, int stream, int64_t now, int *xrun, double *
     *skew_ppm = r->skew_ppm[stream];
     pthread_mutex_unlock(&r->lock);
     return lost ? -ENODEV : 0;
+}
+
+int64_t rs_room_clock_time(rs_room *r, int64_t now)
+{
+    pthread_mutex_lock(&r->lock);
+    int64_t t = now >= r->stalled_from_ns && now < r->stalled_until_ns ? r->stalled_from_ns : now;
+    pthread_mutex_unlock(&r->lock);
+    return t;
 }
 
 int rs_room_input_on(rs_room *r)

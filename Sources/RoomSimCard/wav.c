@@ -143,7 +143,15 @@ void rs_input_release(rs_input *in, uint64_t frame)
     }
     if (end - in->released < step)
         return;
-    madvise((unsigned char *)in->map + in->released, end - in->released, MADV_DONTNEED);
+    unsigned char *from = (unsigned char *)in->map + in->released;
+    if (madvise(from, end - in->released, MADV_DONTNEED) != 0 && errno == EINVAL) {
+        /* The application locked its memory (roomd: mlockall with MCL_ONFAULT), and locked pages
+         * cannot be given back. The input file is the simulated room's sound, not the
+         * application's memory (a board's mics are no file): unlock the whole mapping once and
+         * give the pages back as before. */
+        munlock(in->map, in->map_len);
+        madvise(from, end - in->released, MADV_DONTNEED);
+    }
     in->released = end;
 }
 

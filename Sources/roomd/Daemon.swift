@@ -187,10 +187,16 @@ struct Daemon {
         // The event loop owns everything but the audio: engine events and the recorder are
         // drained and the far end topped up every 50 ms, levels for subscribers every 100 ms,
         // status lines on their own timer, signals through a signalfd.
+        // systemd: READY once the engine and the control socket are up; STATUS follows the
+        // room and the audio; WATCHDOG=1 only while the audio thread makes progress
+        // (HealthMonitor). No-ops outside systemd.
+        let notifier = SystemdNotifier()
+        let health = HealthMonitor(notifier: notifier, engine: engine, room: room, loopback: options.loopback)
         _ = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: recorder, failed: &recordingFailed)
             farEnd?.topUp()
+            health.sample()
         }
         _ = loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { appliance.control?.publishLevels() }
         if options.statsInterval > 0 {
@@ -206,17 +212,27 @@ struct Daemon {
         // unmapped: give those clean, read-only file pages back (the steady state maps again what it
         // touches), and freed heap pages with them. docs/benchmarks.md, "Where roomd's memory goes
         // in a call": about 2 MB of roomd's resident set.
+        //
+        // Then the memory is locked, on fault (`Realtime.MemoryLock.onFault`): what the call has
+        // touched stays resident, so memory pressure cannot page the audio thread's code or data
+        // out and make it wait for a major fault mid-period; nothing untouched is faulted in
+        // (a full mlockall made the resident set ~49 MB). After the release, because locked
+        // pages cannot be given back. docs/systemd.md, "Locked memory".
+        let memoryLock = memoryLockMode()
         _ = loop.schedule(after: .seconds(3)) {
             let released = ResidentMemory.releaseReadOnlyFilePages()
             ResidentMemory.trimHeap()
             Log.debug("memory: unmapped \(released) KiB of start-up file pages; resident now \(fixedDecimalText(ProcessStats.residentMegabytes(), 1)) MB")
+            let code = Realtime.lockMemory(memoryLock)
+            if code == 0 {
+                if memoryLock != .none { Log.info("memory locked (mlockall, \(memoryLock.rawValue))") }
+            } else {
+                Log.warning("memory not locked (mlockall: \(String(cString: strerror(code)))): under memory pressure the audio thread may wait for pages; systemd: AmbientCapabilities=CAP_IPC_LOCK")
+            }
         }
-        // systemd: READY once the engine and the control socket are up; watchdog keepalives
-        // from this loop, so a wedged loop gets the service restarted. No-ops outside systemd.
-        let notifier = SystemdNotifier()
-        _ = try? notifier.ready(status: "audio engine running\(joining ? ", joining the room" : "")")
+        _ = try? notifier.ready(status: "audio engine running" + (joining ? ", joining the room" : options.loopback ? ", loopback test" : ""))
         if let interval = SystemdNotifier.watchdogInterval() {
-            _ = loop.schedule(after: interval, repeating: interval) { _ = try? notifier.watchdog() }
+            _ = loop.schedule(after: interval, repeating: interval) { health.watchdogTick() }
         }
         do {
             try loop.run()
@@ -227,7 +243,13 @@ struct Daemon {
         // Leave the room properly (others see "left", not a timeout); then audio, then the
         // session: it owns the eventfd the audio thread signals.
         room.shutdown()
-        engine.stop()
+        if !engine.stop() {
+            // The process exits next; the room's eventfd is closed with it, so the stuck
+            // thread cannot signal a descriptor that was reused.
+            Log.error("audio thread did not stop within 2 s (stuck in the sound driver?); exiting without it")
+            reporter.summary(elapsed: elapsed())
+            return 70   // EX_SOFTWARE
+        }
         room.close()
         drainEvents(engine)
         drainRecording(engine, into: recorder, failed: &recordingFailed)
@@ -242,6 +264,16 @@ struct Daemon {
             Log.error("--record: \(error)")
             return 73  // EX_CANTCREAT
         }
+    }
+
+    /// The memory lock: on fault, unless the measurement override ROOMD_MEMORY_LOCK says
+    /// otherwise (a bad value is reported and ignored, as the other overrides are).
+    private func memoryLockMode() -> Realtime.MemoryLock {
+        let variable = Realtime.MemoryLock.environmentVariable
+        guard let value = Environment.get(variable), !value.isEmpty else { return .onFault }
+        if let mode = Realtime.MemoryLock(rawValue: value) { return mode }
+        Log.warning("\(variable)=\(value): not a memory lock (\(Realtime.MemoryLock.allCases.map(\.rawValue).joined(separator: ", "))); using onfault")
+        return .onFault
     }
 
     private enum ConfigurationResult { case success(EngineConfiguration), failure(String) }

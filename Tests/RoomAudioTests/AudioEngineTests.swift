@@ -186,6 +186,35 @@ final class AudioEngineTests: XCTestCase {
         XCTAssertGreaterThan(after - before, 40, "periods flow again after the loss")
     }
 
+    /// While a lost device is reopened the engine says so (`reopeningDevice`, `reopenAttempts`:
+    /// the daemon's watchdog waits for a recovery), and `stop()` ends it promptly even in the
+    /// 2 s back-off: the thread no longer sleeps the whole back-off, so the 2 s bound on `stop`
+    /// is left for a thread stuck in the driver.
+    func testStopDuringTheReopenBackOffIsPrompt() throws {
+        let dir = SimCard.scratch("loss-stop")
+        SimCard.useRoom(dir, ["echo": "off", "lose_at_ms": "300", "lose_for_ms": "60000"])
+        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+        try engine.start()
+        // Attempts at about 0.1, 0.3, 0.7, 1.5 and 3.1 s into the loss; after the fifth the
+        // back-off is 2 s.
+        var events: [EngineEvent] = []
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline && !events.contains(.reopenFailed(attempt: 5, code: -ENODEV)) {
+            Thread.sleep(forTimeInterval: 0.02)
+            while let e = engine.events.pop() { events.append(e) }
+        }
+        XCTAssertTrue(events.contains(.reopenFailed(attempt: 5, code: -ENODEV)), "\(events)")
+        XCTAssertTrue(engine.stats.reopeningDevice.load(ordering: .relaxed))
+        XCTAssertGreaterThanOrEqual(engine.stats.reopenAttempts.load(ordering: .relaxed), 5)
+        Thread.sleep(forTimeInterval: 0.2)   // well inside the 2 s back-off
+        let t0 = Date()
+        XCTAssertTrue(engine.stop(), "the audio thread stops")
+        XCTAssertLessThan(Date().timeIntervalSince(t0), 1.0, "stop waited for the back-off")
+        XCTAssertFalse(engine.stats.reopeningDevice.load(ordering: .relaxed))
+        while let e = engine.events.pop() { events.append(e) }
+        XCTAssertEqual(events.last, .stopped)
+    }
+
     func testMissingDeviceIsAClearError() throws {
         var config = SimCard.simBoardConfiguration()
         config.captureDevice = "nosuchdevice"

@@ -90,6 +90,41 @@ final class EventLoopTests: XCTestCase {
         XCTAssertTrue(threads.allSatisfy { $0 == loopThread })
     }
 
+    /// Issue 10 (6): work too long for the loop (roomd's self-test analysis) runs on a worker
+    /// while the loop goes on serving (timers here); the result comes back on the loop thread.
+    func testRunOffLoopKeepsTheLoopServingAndDeliversOnTheLoopThread() throws {
+        let loop = try EventLoop()
+        let loopThread = UInt(pthread_self())
+        var ticks = 0
+        let timer = loop.schedule(after: .milliseconds(10), repeating: .milliseconds(10)) { ticks += 1 }
+        var delivered: (value: Int, thread: UInt, ticksMeanwhile: Int)?
+        try loop.runOffLoop(name: "worker", { () -> Int in
+            sleepMilliseconds(400)   // stands for a long computation
+            return 42
+        }, completion: { value in delivered = (value, UInt(pthread_self()), ticks) })
+        XCTAssertEqual(loop.offLoopJobCount, 1)
+        XCTAssertTrue(try runLoop(loop, seconds: 10) { delivered != nil })
+        loop.cancel(timer)
+        XCTAssertEqual(delivered?.value, 42)
+        XCTAssertEqual(delivered?.thread, loopThread, "the completion runs on the loop thread")
+        // 40 ticks if the machine were idle; the loop blocked by the work would see none.
+        XCTAssertGreaterThan(delivered?.ticksMeanwhile ?? 0, 5, "timers kept firing while the work ran")
+        XCTAssertEqual(loop.offLoopJobCount, 0)
+    }
+
+    /// Threads carry their name (cut to the kernel's 15 bytes), so `top -H` tells roomd's audio
+    /// thread from the rest (issue 10 (5)).
+    func testNativeThreadsAreNamed() throws {
+        let names = Mutex<[String]>([])
+        for name in ["roomd-audio", "a-name-longer-than-fifteen", "ton-élan-éé-éé"] {
+            let t = try NativeThread(name: name) { names.withLock { $0.append(NativeThread.currentName()) } }
+            t.join()
+        }
+        let seen = names.withLock { $0 }
+        XCTAssertEqual(seen, ["roomd-audio", "a-name-longer-t", "ton-élan-éé-"])
+        XCTAssertTrue(seen.allSatisfy { $0.utf8.count <= 15 })
+    }
+
     func testStopFromAnotherThreadEndsRunWhileIdle() throws {
         let loop = try EventLoop()
         let remote = loop.remote

@@ -344,6 +344,33 @@ final class SimCardTests: XCTestCase {
         XCTAssertEqual(room.statusLine("faults")["control_commands"], "1")
     }
 
+    /// `stall <ms>` stops the card's clock (an I2S clock that stops): a blocking read waits for
+    /// the whole stall, no error meanwhile, then the clock jumps on and the stream overruns.
+    func testControlFileStallsTheClock() throws {
+        let room = Room("control = control")
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 1)
+        defer { pcm.close() }
+        var buf = [Int16](repeating: 0, count: 480)
+        var longest: Int64 = 0
+        var sawXrun = false
+        for i in 0..<40 {
+            if i == 5 { writeFile(room.control, Array("stall 400\n".utf8)) }
+            let t0 = monotonicNs()
+            let n = pcm.read(&buf, frames: 480)
+            longest = max(longest, monotonicNs() - t0)
+            if n == -Int(EPIPE) {
+                sawXrun = true
+                XCTAssertEqual(snd_pcm_recover(pcm.handle, Int32(n), 1), 0)
+            } else {
+                XCTAssertGreaterThan(n, 0)
+            }
+        }
+        // One 10 ms read blocked for (nearly) the whole 400 ms; loose bounds for a loaded machine.
+        XCTAssertGreaterThan(longest, 300_000_000, "a read should wait out the stall (longest \(longest / 1_000_000) ms)")
+        XCTAssertTrue(sawXrun, "the clock jumps on after the stall: an overrun")
+        XCTAssertEqual(room.statusLine("faults")["stalls"], "1")
+    }
+
     /// `input off` silences the talker at the mics (the rig's quiet room for a self-test) and
     /// `input on` brings it back at the frame the room has reached.
     func testControlFileSwitchesTheInputOffAndOn() throws {

@@ -53,4 +53,11 @@ int clinux_accept(int fd, void *address, unsigned int *length);
 /// The credentials of a Unix socket's peer (SO_PEERCRED). Returns 0, or -1 with errno set.
 int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid);
 
+/// Names the calling thread (prctl PR_SET_NAME; the kernel keeps 15 bytes). Returns 0, or -1
+/// with errno set. prctl is variadic, so Swift cannot call it directly.
+int clinux_set_thread_name(const char *name);
+
+/// The calling thread's name into `buffer` (at least 16 bytes, NUL-terminated). Returns 0, or -1.
+int clinux_thread_name(char *buffer);
+
 #endif

@@ -25,7 +25,7 @@
  *   playback open=1 start_ns=<N> first_start_ns=<N> rate=48000 channels=1 format=S16_LE
  *            period=480 buffer=1920 starts=1 xruns=0 xruns_injected=0 skew_ppm=0
  *            speaker_index=<G>
- *   faults   losses=0 lost=0 lost_until_ns=0 control_commands=0
+ *   faults   losses=0 lost=0 lost_until_ns=0 control_commands=0 stalls=0 stalled=0
  *
  *   (each stream record is one line; it is wrapped here for reading)
  *
@@ -45,6 +45,10 @@
  * line is executed:
  *   xrun [capture|playback|both]   report one xrun (-EPIPE) on the stream(s); default both
  *   lose <ms>                      device loss for <ms> from now (-ENODEV, reopen fails)
+ *   stall <ms>                     the card's clock stops for <ms>: both hw pointers stand still,
+ *                                  blocking reads/writes wait, poll reports nothing; then the
+ *                                  clock jumps on (an overrun/underrun follows). An I2S clock
+ *                                  that stops, for the watchdog tests.
  *   skew [capture|playback] <ppm>  set the clock skew of a stream (default capture)
  * Unknown commands are reported on stderr and ignored.
  */

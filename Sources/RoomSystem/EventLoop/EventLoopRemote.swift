@@ -13,6 +13,8 @@ public final class EventLoopRemote: Sendable {
     let wakeFD: Int32
     let stopRequested = Atomic<Bool>(false)
     private let posted = Mutex<[@Sendable () -> Void]>([])
+    /// Results of `EventLoop.runOffLoop` work, by job id, waiting for the loop thread.
+    private let finished = Mutex<[(id: UInt64, result: any Sendable)]>([])
 
     init(wakeFD: Int32) { self.wakeFD = wakeFD }
 
@@ -36,6 +38,21 @@ public final class EventLoopRemote: Sendable {
     public func stop() {
         stopRequested.store(true, ordering: .relaxed)
         wake()
+    }
+
+    /// A worker thread's result for `EventLoop.runOffLoop` job `id`: the loop thread runs the
+    /// job's completion with it during a later iteration.
+    func finish(_ id: UInt64, result: any Sendable) {
+        finished.withLock { $0.append((id, result)) }
+        wake()
+    }
+
+    func takeFinished() -> [(id: UInt64, result: any Sendable)] {
+        finished.withLock { queue in
+            var taken: [(id: UInt64, result: any Sendable)] = []
+            swap(&taken, &queue)
+            return taken
+        }
     }
 
     func takePosted() -> [@Sendable () -> Void] {
