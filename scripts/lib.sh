@@ -25,6 +25,12 @@ build_products() {
   (cd "$ROOT" && swift build $flags --show-bin-path)
 }
 
+# free_ports tcp|udp: two loopback ports free now (bound, read back, released), on one line.
+free_ports() { python3 -c 'import socket,sys
+s=[socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1]=="udp" else socket.SOCK_STREAM) for _ in range(2)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])' "$1"; }
+
 # Speech for demos and benches: espeak-ng at the board rate, mono 16-bit.
 make_speech() { # make_speech OUT.wav RATE VOICE "text"
   local out="$1" rate="$2" voice="$3" text="$4" tmp

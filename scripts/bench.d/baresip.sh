@@ -50,10 +50,7 @@ BS_PREV_EXIT="$(trap -p EXIT)"
 BS_PREV_CMD="$(eval "set -- $BS_PREV_EXIT"; echo "${3:-}")"
 trap 'bs_cleanup; eval "$BS_PREV_CMD"' EXIT
 
-bs_ports() { python3 -c 'import socket,sys
-s=[socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1]=="udp" else socket.SOCK_STREAM) for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])' "$1"; }
+bs_ports() { free_ports "$1"; }
 bs_wait_for() { # FILE TEXT SECONDS
   local _
   for _ in $(seq $(($3 * 10))); do grep -aq "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done

@@ -41,10 +41,7 @@ Q_A_S="$(python3 -c "import math; print(math.ceil($Q_TALK_S + 1))")"
 Q_B_S=$((Q_A_S + 2))
 read -r -a Q_LOSSES <<< "${QUALITY_LOSSES:-0 5 10 20}"
 
-read -r Q_TCP Q_UDP < <(python3 -c 'import socket
-s=[socket.socket() for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')
+read -r Q_TCP Q_UDP < <(free_ports tcp)
 sed -e "s/127.0.0.1:7700/127.0.0.1:$Q_TCP/; s/127.0.0.1:7701/127.0.0.1:$Q_UDP/; s/^log_level = .*/log_level = notice/" \
   "$ROOT/docs/roomserver.conf.example" > "$WORK/q-server.conf"
 "$BIN/roomserver" --config "$WORK/q-server.conf" 2> "$WORK/q-server.log" &

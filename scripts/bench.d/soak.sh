@@ -24,10 +24,7 @@ speech soak_c "Guten Morgen zusammen. Heute besprechen wir den Zeitplan und die 
 # the jitter buffer's silence handling run.
 for v in a b c; do sox "$WORK/soak_$v.wav" "$WORK/soak_$v-talk.wav" pad 0 "$(( ${#v} + 2 ))"; done
 
-read -r S_TCP S_UDP < <(python3 -c 'import socket
-s=[socket.socket() for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')
+read -r S_TCP S_UDP < <(free_ports tcp)
 sed -e "s/127.0.0.1:7700/127.0.0.1:$S_TCP/; s/127.0.0.1:7701/127.0.0.1:$S_UDP/; s/^log_level = .*/log_level = notice/" \
   "$ROOT/docs/roomserver.conf.example" > "$WORK/soak-server.conf"
 S_PIDS=()
