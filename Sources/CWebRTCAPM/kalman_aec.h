@@ -35,7 +35,16 @@
 // baseline target has only 4-wide SSE2 vectors. AVX2 without FMA: no contraction, so the output
 // is bit-identical to the SSE2 build's; only the vector width changes (standalone, 3000 blocks on
 // the 2-core VM: 48 -> 35 us per 10 ms block). Other targets (arm64: NEON) as before.
-#if defined(__x86_64__) && defined(__clang__) && defined(__linux__)
+// Sanitizer builds (scripts/sanitize) keep only the baseline: this code is linked into the
+// executables, so the dynamic loader runs the ifunc's resolver while relocating them, before the
+// sanitizer runtime is initialised, and the instrumented resolver crashed there (SIGSEGV in
+// __tsan_func_entry before main). Same results either way (see above), only slower.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define ROOMAEC_SANITIZED 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__clang__) && defined(__linux__) && !defined(ROOMAEC_SANITIZED)
 #define ROOMAEC_HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define ROOMAEC_HOT
