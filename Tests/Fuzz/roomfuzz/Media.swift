@@ -48,10 +48,17 @@ private func samePacket(_ a: MediaPacket, _ b: MediaPacket) -> Bool {
         && a.withPayload { pa in b.withPayload { pb in pa.elementsEqual(pb) } }
 }
 
+/// The longest decision the engine must handle: a 120 ms packet, or the FEC rebuild of the gap
+/// before one, which is the whole gap when it is within half a 2.5 ms granule (60 samples) of
+/// the packet's length — 5767 samples was seen. The engine clamps what it asks libopus for to
+/// 120 ms and rounds it down to 2.5 ms (`RemoteStreams.decodeNext`).
+private let longestDecision = 5760 + 60
+
 /// The jitter buffer as the audio engine drives it (Sources/RoomAudio/RemoteStreams.swift):
 /// the input is a script of packet arrivals, stalls and playout periods. Checks what the
 /// engine's render loop relies on: every decision covers at least one sample (else the loop
-/// never fills its period) and a decoded packet is the one inserted under that number.
+/// never fills its period) and at most `longestDecision`, and a decoded packet is the one
+/// inserted under that number.
 func fuzzJitter(_ bytes: UnsafeRawBufferPointer) {
     var input = FuzzReader(bytes)
     let setup = input.byte()
@@ -94,7 +101,7 @@ func fuzzJitter(_ bytes: UnsafeRawBufferPointer) {
                 fuzzCheck(decisions <= 1000, "a period needed over 1000 decisions")
                 let decision = buffer.nextFrame(nowSamples: now + Int64(filled), upTo: period - filled)
                 note("at \(now + Int64(filled)): \(decision)")
-                fuzzCheck(decision.samples > 0 && decision.samples <= 5760, "a decision of \(decision.samples) samples")
+                fuzzCheck(decision.samples > 0 && decision.samples <= longestDecision, "a decision of \(decision.samples) samples")
                 switch decision {
                 case .decode(let p), .decodeFEC(let p, _):
                     fuzzCheck(p.payload.count <= MediaPacket.maxPayload, "payload of \(p.payload.count) bytes")
