@@ -17,6 +17,10 @@ enum RoomFuzz {
     }
 }
 
+/// libFuzzer's C entry point, declared here rather than in a C header: a header would need a C
+/// target in Package.swift for this one declaration. Calling it with Swift's convention is
+/// sound for these arguments (three pointers in, a 32-bit int out go in the same registers as
+/// C's on x86_64 and arm64); the callback itself is `@convention(c)`.
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(
     _ argc: UnsafeMutablePointer<CInt>,
@@ -36,7 +40,8 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-/// Read once, on the first input: the environment does not change during a run.
+/// Read once, before the first input (`main` touches it, so a wrong name stops the run at once
+/// instead of at the first input).
 let selectedTarget: FuzzTarget = {
     let name = getenv("ROOMFUZZ_TARGET").map { String(cString: $0) } ?? ""
     guard let target = FuzzTarget(rawValue: name) else {
