@@ -124,3 +124,14 @@ let package = Package(
     cLanguageStandard: .gnu11,
     cxxLanguageStandard: .cxx14
 )
+
+// Fuzzing (scripts/fuzz, docs/fuzzing.md): one libFuzzer harness over the parsers that read
+// untrusted bytes. Declared only when ROOMD_FUZZ=1 (scripts/fuzz sets it and builds in its own
+// scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
+if Context.environment["ROOMD_FUZZ"] == "1" {
+    package.targets.append(.executableTarget(
+        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit"],
+        path: "Tests/Fuzz/roomfuzz",
+        // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
+        linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))
+}
