@@ -115,8 +115,14 @@ final class RoomdHealthTests: ProcessTestCase {
         func kB(_ key: String) -> Int {
             status.split(separator: "\n").first { $0.hasPrefix(key + ":") }.flatMap { Int($0.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "") } ?? -1
         }
-        XCTAssertGreaterThan(kB("VmLck"), 0, "memory locked (mlockall on fault): \(status)")
-        XCTAssertLessThan(kB("VmRSS"), kB("VmLck") / 2, "locking must not fault everything in: \(status)")
+        // Not under a sanitizer (scripts/sanitize): their shadow mappings (VmSize 123 TB under
+        // TSan, 21 TB under ASan) make mlockall fail, and roomd says so in one warning and runs
+        // unlocked, as designed.
+        let environment = ProcessInfo.processInfo.environment
+        if environment["TSAN_OPTIONS"] == nil && environment["ASAN_OPTIONS"] == nil {
+            XCTAssertGreaterThan(kB("VmLck"), 0, "memory locked (mlockall on fault): \(status)")
+            XCTAssertLessThan(kB("VmRSS"), kB("VmLck") / 2, "locking must not fault everything in: \(status)")
+        }
         p.terminate()
         p.waitUntilExit()
         XCTAssertEqual(p.terminationStatus, 0)
