@@ -43,10 +43,13 @@ public enum Roomctl {
         /// carry: docs/control-api.md, "status").
         public func isMet(status: [String: JSONValue]) -> Bool {
             let connected = status["connection"]?.stringValue == "connected"
+            let joined = status["joined"]?.boolValue ?? connected
             switch self {
             case .connected: return connected
-            case .joined: return status["joined"]?.boolValue ?? connected
-            case .onStage: return status["stage"]?.stringValue == "on_stage"
+            case .joined: return joined
+            // On stage *in the room*: while roomd reconnects its stage still reads on_stage (the
+            // seat is held for the grace), but nobody hears it until it is back.
+            case .onStage: return status["stage"]?.stringValue == "on_stage" && joined
             case .muted: return status["muted"]?.boolValue == true
             case .unmuted: return status["muted"]?.boolValue == false
             }

@@ -285,6 +285,16 @@ final class RoomctlTests: XCTestCase {
         }
     }
 
+    /// `wait on-stage` means heard in the room: while roomd reconnects its stage still reads
+    /// on_stage, and the wait must go on (it returned at once: seen under the sanitizers).
+    func testOnStageWaitsForTheRoomWhileReconnecting() {
+        let reconnecting: [String: JSONValue] = ["connection": "reconnecting", "joined": false, "stage": "on_stage"]
+        XCTAssertFalse(Roomctl.WaitCondition.onStage.isMet(status: reconnecting))
+        let back: [String: JSONValue] = ["connection": "connected", "joined": true, "stage": "on_stage"]
+        XCTAssertTrue(Roomctl.WaitCondition.onStage.isMet(status: back))
+        XCTAssertFalse(Roomctl.WaitCondition.onStage.isMet(status: ["connection": "connected", "joined": true, "stage": "hand_raised"]))
+    }
+
     func testWaitSeesAChangeByAnotherClient() throws {
         try withDaemon { d in
             let path = d.path
