@@ -206,14 +206,9 @@ if let config = args.config {
 
 let totalClients = args.rooms * args.participants
 // Two descriptors per client (TCP + UDP) and a few for the loops.
-var limit = rlimit()
-getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-let needed = rlim_t(2 * totalClients + 64)
-if limit.rlim_cur < needed {
-    limit.rlim_cur = min(max(needed, limit.rlim_cur), limit.rlim_max)
-    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-    if limit.rlim_cur < needed { fail("needs \(needed) file descriptors, the hard limit is \(limit.rlim_max)", status: 71) }
-}
+let needed = 2 * totalClients + 64
+let descriptors = FileDescriptorLimit.raiseToHard()   // the same raise roomserver makes at start
+if descriptors.soft < needed { fail("needs \(needed) file descriptors, the hard limit is \(descriptors.hard)", status: 71) }
 
 // Tokens for everyone, minted up front (not timed).
 let now = RoomTokenVerifier.systemClock()
