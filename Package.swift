@@ -99,6 +99,8 @@ let package = Package(
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
         .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
+        .target(name: "RoomSDP"),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
@@ -118,6 +120,7 @@ let package = Package(
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],
@@ -130,7 +133,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit"],
+        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

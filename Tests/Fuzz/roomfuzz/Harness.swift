@@ -73,6 +73,8 @@ enum FuzzTarget: String, CaseIterable {
     case serverconf = "roomserver-conf"
     /// board.conf (board profiles).
     case board
+    /// Session descriptions and ICE candidates (the WebRTC path's signalling, issue 12).
+    case sdp
 
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
@@ -84,6 +86,7 @@ enum FuzzTarget: String, CaseIterable {
         case .roomdconf: fuzzRoomdConf(bytes)
         case .serverconf: fuzzServerConf(bytes)
         case .board: fuzzBoard(bytes)
+        case .sdp: fuzzSDP(bytes)
         }
     }
 }
