@@ -101,6 +101,8 @@ let package = Package(
         .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
+        // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
+        .target(name: "RoomICE"),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
@@ -121,6 +123,7 @@ let package = Package(
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
+        .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],
