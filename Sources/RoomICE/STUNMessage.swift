@@ -130,7 +130,7 @@ public struct STUNAttribute: Sendable, Equatable {
 }
 
 /// An IPv4 or IPv6 address and port as STUN carries them.
-public struct STUNAddress: Sendable, Equatable, CustomStringConvertible {
+public struct STUNAddress: Sendable, Hashable, CustomStringConvertible {
     /// 4 or 16 bytes, network order.
     public var ip: [UInt8]
     public var port: UInt16
