@@ -103,6 +103,8 @@ let package = Package(
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomICE"),
+        // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
+        .target(name: "RoomJanus", dependencies: ["RoomProtocol"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
@@ -124,6 +126,7 @@ let package = Package(
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
+        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],
