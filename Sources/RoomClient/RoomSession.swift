@@ -1,6 +1,7 @@
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// roomd's membership of one voice room: the signalling client (TCP, docs/protocol.md) with
 /// automatic recovery and failover, and the UDP media session bridging the audio engine's
@@ -49,7 +50,10 @@ public final class RoomSession {
     // Connection.
     enum Phase: Equatable { case idle, connecting, awaitingWelcome, joined, leaving, waiting, stopped }
     var phase: Phase = .idle
-    private var connection: StreamConnection?
+    private var connection: (any StreamTransport)?
+    /// Made from `configuration.tls` on the first attempt (the CA file is read then), and again
+    /// after `reconfigure`.
+    private var tlsContext: TLSClientContext?
     private var decoder: FrameDecoder
     private let encoder: FrameEncoder
     private var readBuffer: [UInt8]
@@ -132,13 +136,15 @@ public final class RoomSession {
 
     /// Replaces the servers, token and role for the next `start()`. Only when not in a room
     /// (idle, or disconnected after `leave`/`stop`): a session is one membership at a time.
-    public func reconfigure(servers: [SocketAddress], token: String, role: RoomRole) throws(SystemError) {
+    public func reconfigure(servers: [SocketAddress], token: String, role: RoomRole, tls: TLSClientSettings?? = .none) throws(SystemError) {
         guard phase == .idle || phase == .stopped else { throw SystemError("room session: leave the room before changing its servers or role") }
         guard !servers.isEmpty else { throw SystemError("room session: no server address configured") }
         configuration.servers = servers
+        if case .some(let tls) = tls { configuration.tls = tls }
         configuration.token = token
         configuration.role = role
         askedRole = role
+        tlsContext = nil
         addressIndex = 0
         previousParticipantID = nil
         joinedBefore = false
@@ -225,14 +231,35 @@ public final class RoomSession {
         statistics.connectAttempts += 1
         phase = .connecting
         decoder = FrameDecoder(maxFrameSize: configuration.maxFrameSize)
-        let connection: StreamConnection
+        let connection: any StreamTransport
         do {
-            connection = try StreamConnection.connect(to: address, loop: loop) { [weak self] c, event in
-                self?.handle(c, event)
+            let stream = try StreamConnection.connect(to: address, loop: loop)
+            if let tls = configuration.tls {
+                let context: TLSClientContext
+                if let tlsContext { context = tlsContext } else {
+                    do {
+                        context = try TLSClientContext(settings: tls)
+                    } catch {
+                        // A missing or broken CA file does not mend itself: say so at once.
+                        stream.close()
+                        attemptFailed("\(error)", fatal: true)
+                        return
+                    }
+                    tlsContext = context
+                }
+                let name = configuration.serverNames.indices.contains(addressIndex % configuration.servers.count)
+                    ? configuration.serverNames[addressIndex % configuration.servers.count] : address.host
+                connection = try TLSConnection(stream: stream, role: .client(context, serverName: name), loop: loop)
+            } else {
+                connection = stream
             }
         } catch {
             attemptFailed("\(error)")
             return
+        }
+        connection.setEventHandler { [weak self, weak connection] event in
+            guard let self, let connection else { return }
+            self.handle(connection, event)
         }
         self.connection = connection
         handshakeTimer = loop.schedule(after: configuration.handshakeTimeout) { [weak self] in
@@ -296,7 +323,7 @@ public final class RoomSession {
     /// fails the requests still waiting for an answer. Silent (no state change).
     private func teardownConnection() {
         if let connection {
-            connection.handler = nil
+            connection.setEventHandler(nil)
             connection.close()
         }
         connection = nil
@@ -327,7 +354,7 @@ public final class RoomSession {
 
     // MARK: Signalling I/O
 
-    private func handle(_ c: StreamConnection, _ event: StreamConnection.Event) {
+    private func handle(_ c: any StreamTransport, _ event: StreamConnection.Event) {
         guard c === connection else { return }
         switch event {
         case .connected:
@@ -342,11 +369,18 @@ public final class RoomSession {
         case .drained:
             break
         case .closed(let error):
-            connectionLost("\(error)")
+            // A certificate that fails its checks will fail the same way next time: report
+            // `failed` with the reason now, so `roomctl status` shows it (the session keeps
+            // trying, for the installer who is fixing the server meanwhile).
+            if let tls = c as? TLSConnection, tls.failedCertificateChecks, phase != .joined {
+                attemptFailed("\(error)", fatal: true)
+            } else {
+                connectionLost("\(error)")
+            }
         }
     }
 
-    private func readAvailable(_ c: StreamConnection) {
+    private func readAvailable(_ c: any StreamTransport) {
         var frames: [[UInt8]] = []
         var ended = false
         var framingError: FrameError?

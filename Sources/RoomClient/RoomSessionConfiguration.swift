@@ -1,11 +1,20 @@
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// How a `RoomSession` joins and recovers (docs/room-client.md has the numbers and why).
 public struct RoomSessionConfiguration: Sendable {
     /// Signalling addresses, tried in turn (failover). Numeric only (`SocketAddress(parsing:)`).
     public var servers: [SocketAddress]
+    /// The host name each entry of `servers` was given as (same order; may be shorter): the
+    /// name a TLS certificate must carry unless `tls.serverName` says otherwise. Without one,
+    /// the address itself (matched against the certificate's IP entries).
+    public var serverNames: [String] = []
+    /// Signalling over TLS 1.3 with these checks (docs/security.md); nil: plain TCP. roomd
+    /// always sets it unless `plaintext_signalling` is on; the library default is plain only
+    /// because most tests run an in-process server on a plain listener.
+    public var tls: TLSClientSettings?
     /// The JWT for the room; replace it with `RoomSession.refreshToken(_:)`.
     public var token: String
     /// The role asked for on the first join. Later joins ask for the role held last.
