@@ -38,6 +38,18 @@ public final class TLSConnection: StreamTransport {
     private var closing = false
     private var ioBuffer = [UInt8](repeating: 0, count: 17 * 1024)
 
+    /// While true, no `.readable` events, and once `inputHighWater` bytes wait here the socket is
+    /// not read either: the peer's writes then back up in TCP, as with a plain connection.
+    public var isReadingPaused = false {
+        didSet {
+            guard oldValue != isReadingPaused else { return }
+            updateSocketReading()
+            if !isReadingPaused && isHandshakeComplete && roomtls_buffered_input(raw) > 0 { scheduleRenotify() }
+        }
+    }
+    /// Most received bytes held in OpenSSL's buffers before the socket is left unread.
+    public static let inputHighWater = 64 * 1024
+
     /// "TLSv1.3 TLS_AES_256_GCM_SHA384" once the handshake is done.
     public private(set) var sessionDescription = ""
 
@@ -79,6 +91,7 @@ public final class TLSConnection: StreamTransport {
         guard isHandshakeComplete, stream.isOpen, !buffer.isEmpty else { return .wouldBlock }
         let n = roomtls_read(raw, buffer.baseAddress, buffer.count)
         flushOutput()  // a key update is answered from inside a read
+        if stream.isReadingPaused { updateSocketReading() }
         if n > 0 { return .bytes(n) }
         switch Int32(n) {
         case Int32(ROOMTLS_WANT_MORE):
@@ -152,7 +165,7 @@ public final class TLSConnection: StreamTransport {
 
     /// Moves what the socket has into OpenSSL, then lets it work.
     private func pull() {
-        for _ in 0 ..< 4 {
+        for _ in 0 ..< 4 where roomtls_buffered_input(raw) < Self.inputHighWater {
             let outcome = ioBuffer.withUnsafeMutableBytes { raw in
                 Result { () throws(SystemError) in try stream.read(into: raw) }
             }
@@ -210,20 +223,31 @@ public final class TLSConnection: StreamTransport {
             }
         }
         guard stream.isOpen, isHandshakeComplete else { return }
-        if roomtls_buffered_input(raw) > 0 || peerEnded { notifyReadable() }
+        updateSocketReading()
+        if !isReadingPaused && (roomtls_buffered_input(raw) > 0 || peerEnded) { notifyReadable() }
+    }
+
+    /// The socket is read unless the caller paused reading or does not keep up.
+    private func updateSocketReading() {
+        guard stream.isOpen else { return }
+        let full = roomtls_buffered_input(raw) >= Self.inputHighWater
+        stream.isReadingPaused = isHandshakeComplete && (isReadingPaused || full)
     }
 
     private func notifyReadable() {
         sawWouldBlock = false
         handler?(.readable)
         // The handler stopped before `.wouldBlock`: what is left would wait for the next packet.
-        if stream.isOpen && !sawWouldBlock && !renotifyScheduled && (roomtls_buffered_input(raw) > 0 || peerEnded) {
-            renotifyScheduled = true
-            loop.schedule(after: .zero) { [weak self] in
-                guard let self else { return }
-                self.renotifyScheduled = false
-                if self.stream.isOpen && !self.failed { self.notifyReadable() }
-            }
+        if stream.isOpen && !sawWouldBlock && (roomtls_buffered_input(raw) > 0 || peerEnded) { scheduleRenotify() }
+    }
+
+    private func scheduleRenotify() {
+        guard !renotifyScheduled else { return }
+        renotifyScheduled = true
+        loop.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            self.renotifyScheduled = false
+            if self.stream.isOpen && !self.failed && !self.isReadingPaused { self.notifyReadable() }
         }
     }
 

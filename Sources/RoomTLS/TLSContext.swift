@@ -1,4 +1,5 @@
 import CRoomTLS
+import Glibc
 import RoomSystem
 
 /// How an appliance decides that the signalling server is the real one (docs/security.md,
@@ -42,6 +43,7 @@ public final class TLSClientContext {
         for pin in settings.pins {
             if let problem = TLSClientSettings.pinProblem(pin) { throw SystemError("TLS: \(problem)") }
         }
+        if let ca = settings.caFile { try Self.checkReadable(ca, what: "CA file") }
         var error = [CChar](repeating: 0, count: 512)
         let context: OpaquePointer? = {
             if let ca = settings.caFile {
@@ -55,6 +57,11 @@ public final class TLSClientContext {
     }
 
     deinit { roomtls_context_free(raw) }
+
+    /// OpenSSL says "system lib" for a missing file; the errno says what is wrong.
+    static func checkReadable(_ path: String, what: String) throws(SystemError) {
+        if access(path, R_OK) != 0 { throw SystemError.errno("TLS: \(what) \(path)") }
+    }
 
     /// Pin-only: no CA file, so the chain of trust cannot be checked; the pin replaces it.
     var acceptsUntrustedChain: Bool { settings.caFile == nil && !settings.pins.isEmpty }
@@ -70,6 +77,8 @@ public final class TLSServerContext {
     public let pin: String
 
     public init(certificateChainFile: String, keyFile: String) throws(SystemError) {
+        try TLSClientContext.checkReadable(certificateChainFile, what: "certificate file")
+        try TLSClientContext.checkReadable(keyFile, what: "key file")
         var error = [CChar](repeating: 0, count: 512)
         guard let context = roomtls_server_context(certificateChainFile, keyFile, &error, error.count) else {
             throw SystemError("TLS: \(cText(error))")
