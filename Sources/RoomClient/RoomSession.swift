@@ -58,7 +58,8 @@ public final class RoomSession {
     private let encoder: FrameEncoder
     private var readBuffer: [UInt8]
     private var addressIndex = 0
-    var serverAddress: SocketAddress?
+    /// The address of the server connected to (or being tried), after name resolution.
+    public internal(set) var serverAddress: SocketAddress?
     private var consecutiveFailures = 0
     private var disconnectedSinceNs: UInt64?
     private var reportedFailed = false
@@ -107,7 +108,7 @@ public final class RoomSession {
         loop: EventLoop, configuration: RoomSessionConfiguration,
         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, externalSignal: EventSignal? = nil
     ) throws(SystemError) {
-        guard !configuration.servers.isEmpty else { throw SystemError("room session: no server address configured") }
+        guard !configuration.endpoints.isEmpty else { throw SystemError("room session: no server address configured") }
         self.loop = loop
         self.configuration = configuration
         self.outgoing = outgoing
@@ -136,10 +137,15 @@ public final class RoomSession {
 
     /// Replaces the servers, token and role for the next `start()`. Only when not in a room
     /// (idle, or disconnected after `leave`/`stop`): a session is one membership at a time.
-    public func reconfigure(servers: [SocketAddress], token: String, role: RoomRole, tls: TLSClientSettings?? = .none) throws(SystemError) {
+    public func reconfigure(servers: [SocketAddress], token: String, role: RoomRole) throws(SystemError) {
+        try reconfigure(endpoints: servers.map(HostPort.init(address:)), token: token, role: role)
+    }
+
+    /// The same with servers that may be host names, and (when given) new TLS settings.
+    public func reconfigure(endpoints: [HostPort], token: String, role: RoomRole, tls: TLSClientSettings?? = .none) throws(SystemError) {
         guard phase == .idle || phase == .stopped else { throw SystemError("room session: leave the room before changing its servers or role") }
-        guard !servers.isEmpty else { throw SystemError("room session: no server address configured") }
-        configuration.servers = servers
+        guard !endpoints.isEmpty else { throw SystemError("room session: no server address configured") }
+        configuration.endpoints = endpoints
         if case .some(let tls) = tls { configuration.tls = tls }
         configuration.token = token
         configuration.role = role
@@ -226,7 +232,16 @@ public final class RoomSession {
 
     private func attempt() {
         retryTimer = nil
-        let address = configuration.servers[addressIndex % configuration.servers.count]
+        let endpoint = configuration.endpoints[addressIndex % configuration.endpoints.count]
+        let address: SocketAddress
+        do {
+            let addresses = try endpoint.resolve()
+            address = addresses[consecutiveFailures % addresses.count]  // a failure moves to the next one
+        } catch {
+            statistics.connectAttempts += 1
+            attemptFailed("\(error)")
+            return
+        }
         serverAddress = address
         statistics.connectAttempts += 1
         phase = .connecting
@@ -247,9 +262,7 @@ public final class RoomSession {
                     }
                     tlsContext = context
                 }
-                let name = configuration.serverNames.indices.contains(addressIndex % configuration.servers.count)
-                    ? configuration.serverNames[addressIndex % configuration.servers.count] : address.host
-                connection = try TLSConnection(stream: stream, role: .client(context, serverName: name), loop: loop)
+                connection = try TLSConnection(stream: stream, role: .client(context, serverName: endpoint.host), loop: loop)
             } else {
                 connection = stream
             }

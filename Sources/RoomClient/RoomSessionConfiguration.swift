@@ -5,12 +5,14 @@ import RoomTLS
 
 /// How a `RoomSession` joins and recovers (docs/room-client.md has the numbers and why).
 public struct RoomSessionConfiguration: Sendable {
-    /// Signalling addresses, tried in turn (failover). Numeric only (`SocketAddress(parsing:)`).
-    public var servers: [SocketAddress]
-    /// The host name each entry of `servers` was given as (same order; may be shorter): the
-    /// name a TLS certificate must carry unless `tls.serverName` says otherwise. Without one,
-    /// the address itself (matched against the certificate's IP entries).
-    public var serverNames: [String] = []
+    /// Signalling servers, tried in turn (failover): host names are resolved at each attempt,
+    /// and the host as given is the name a TLS certificate must carry (unless `tls.serverName`).
+    public var endpoints: [HostPort]
+    /// The numeric entries of `endpoints` (setting it replaces them all).
+    public var servers: [SocketAddress] {
+        get { endpoints.compactMap(\.numericAddress) }
+        set { endpoints = newValue.map(HostPort.init(address:)) }
+    }
     /// Signalling over TLS 1.3 with these checks (docs/security.md); nil: plain TCP. roomd
     /// always sets it unless `plaintext_signalling` is on; the library default is plain only
     /// because most tests run an in-process server on a plain listener.
@@ -68,7 +70,7 @@ public struct RoomSessionConfiguration: Sendable {
         rejoinAfterRoomClosed: Bool = true, leaveTimeout: Duration = .seconds(2),
         maxFrameSize: Int = SignalFraming.defaultMaxFrameSize
     ) {
-        self.servers = servers
+        self.endpoints = servers.map(HostPort.init(address:))
         self.token = token
         self.role = role
         self.clientName = clientName

@@ -50,6 +50,31 @@ final class SignallingTLSTests: XCTestCase {
         XCTAssertTrue(h.run { ok.joined }, "\(ok.session.connectionState)")
     }
 
+    func testAHostNameIsResolvedAndItsNameChecked() throws {
+        let certs = try TestCertificates()
+        try certs.issue(san: "DNS:localhost")  // no IP entry: only the name can match
+        let h = try TLSHarness(certificates: certs)
+        let m = TLSHarness.Member()
+        var config = RoomSessionConfiguration(servers: [], token: h.token(user: "alice"), role: .streamer)
+        // The server listens on 127.0.0.1 only; "localhost" may resolve to ::1 first, which the
+        // session then passes over on its next attempt.
+        config.endpoints = [HostPort(host: "localhost", port: h.tlsAddress.port!)]
+        config.tls = TLSClientSettings(caFile: certs.path("ca.pem"))
+        config.backoff = RoomBackoff(initial: .milliseconds(20), maximum: .milliseconds(50))
+        m.session = try RoomSession(loop: h.loop, configuration: config, outgoing: m.outgoing, incoming: m.incoming)
+        m.session.start()
+        XCTAssertTrue(h.run { m.joined }, "\(m.session.connectionState)")
+        XCTAssertEqual(m.session.serverAddress?.host, "127.0.0.1")
+
+        let unknown = TLSHarness.Member()
+        config.endpoints = [HostPort(host: "no-such-host.invalid", port: 7700)]
+        config.failureThreshold = 1
+        unknown.session = try RoomSession(loop: h.loop, configuration: config, outgoing: unknown.outgoing, incoming: unknown.incoming)
+        unknown.session.start()
+        XCTAssertTrue(h.run { unknown.failure != nil })
+        XCTAssertTrue(unknown.failure!.contains("cannot resolve no-such-host.invalid"), unknown.failure!)
+    }
+
     func testAnAddressIsMatchedAgainstTheIPEntries() throws {
         let certs = try TestCertificates()
         try certs.issue(san: "DNS:localhost,IP:10.1.2.3")

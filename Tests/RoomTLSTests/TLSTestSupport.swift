@@ -92,7 +92,7 @@ final class TLSHarness {
         let m = Member()
         var config = RoomSessionConfiguration(servers: [address ?? tlsAddress], token: token(user: user), role: .streamer)
         config.tls = tls
-        if let serverName { config.serverNames = [serverName] }
+        if let serverName { config.tls?.serverName = serverName }
         config.backoff = RoomBackoff(initial: .milliseconds(50), maximum: .milliseconds(200))
         config.handshakeTimeout = .seconds(2)
         m.session = try RoomSession(loop: loop, configuration: config, outgoing: m.outgoing, incoming: m.incoming)
