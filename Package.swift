@@ -105,7 +105,7 @@ let package = Package(
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
         .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),

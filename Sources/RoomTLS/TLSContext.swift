@@ -1,5 +1,6 @@
 import CRoomTLS
 import Glibc
+import RoomCore
 import RoomSystem
 
 /// How an appliance decides that the signalling server is the real one (docs/security.md,
@@ -21,17 +22,8 @@ public struct TLSClientSettings: Sendable, Equatable {
         self.serverName = serverName
     }
 
-    /// Why `text` is not a pin, or nil when it is one ("sha256/" and 44 characters of
-    /// padded base64: 32 bytes).
-    public static func pinProblem(_ text: String) -> String? {
-        guard text.hasPrefix("sha256/") else { return "\"\(text)\" is not a pin: it must start with sha256/ (roomserver --print-spki-pin prints one)" }
-        let body = Array(text.utf8.dropFirst(7))
-        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        guard body.count == 44, body[43] == UInt8(ascii: "="), body[42] != UInt8(ascii: "="),
-              body[0 ..< 43].allSatisfy({ alphabet.contains($0) })
-        else { return "\"\(text)\" is not a pin: after sha256/ come 44 characters of base64 (a SHA-256)" }
-        return nil
-    }
+    /// Why `text` is not a pin, or nil when it is one (RoomCore's `SPKIPin`).
+    public static func pinProblem(_ text: String) -> String? { SPKIPin.problem(text) }
 }
 
 /// The appliance's side: one per session configuration (the CA file is read when it is made).
