@@ -149,5 +149,8 @@ final class ApplianceConfigurationExampleTests: XCTestCase {
         XCTAssertEqual(c.tokenFile, "/etc/roomd/token")
         XCTAssertEqual(c.servers, ["192.0.2.10:7700"])
         XCTAssertEqual(c.controlGroup, "roomctl")
+        XCTAssertEqual(c.tlsCAFile, "/etc/roomd/room-ca.pem")
+        XCTAssertEqual(c.tlsServerName, "rooms.example.org")
+        XCTAssertNil(c.plaintextSignalling, "TLS unless asked otherwise")
     }
 }
