@@ -373,6 +373,9 @@ public final class RoomSession {
         case .connected:
             lastReceivedNs = monotonicNanoseconds()
             phase = .awaitingWelcome
+            if let tls = c as? TLSConnection {
+                Log.info("room: signalling to \(c.peerAddress) over \(tls.sessionDescription), server certificate checked")
+            }
             let hello = SignalMessage.Hello(
                 client: configuration.clientName, token: configuration.token, role: askedRole,
                 previousParticipantID: previousParticipantID)
