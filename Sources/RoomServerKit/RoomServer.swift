@@ -218,13 +218,16 @@ public final class RoomServer {
         // The certificate is read again even when the file names did not change: a renewal
         // replaces the files in place. New connections get the new one; open ones keep theirs.
         var tls = old.tls
+        var tlsApplied: String?
         if !listeners.isEmpty {
             if let files = new.tls {
                 do {
                     let context = try TLSServerContext(certificateChainFile: files.certFile, keyFile: files.keyFile)
+                    if context.chainText != tlsContext?.chainText || files != old.tls {
+                        tlsApplied = "tls (certificate \(files.certFile), \(context.pin))"
+                    }
                     tlsContext = context
                     tls = files
-                    report.applied.append("tls (certificate \(files.certFile), \(context.pin))")
                 } catch {
                     report.refused.append("tls: \(error); the certificate loaded before stays in use")
                 }
@@ -243,6 +246,7 @@ public final class RoomServer {
         if new.room.topN != old.room.topN { report.applied.append("rooms.top_n") }
         if new.room.reconnectGraceMs != old.room.reconnectGraceMs { report.applied.append("rooms.reconnect_grace_ms") }
         if new.maxParticipants != old.maxParticipants { report.applied.append("rooms.max_participants") }
+        if let tlsApplied { report.applied.append(tlsApplied) }
         var kept = new
         kept.listen = old.listen
         kept.plainListen = old.plainListen

@@ -67,6 +67,8 @@ public final class TLSServerContext {
     public let keyFile: String
     /// The SPKI pin of the leaf certificate (what appliances may pin).
     public let pin: String
+    /// The chain file's text as loaded: a reload tells a renewal from the same file.
+    public let chainText: String
 
     public init(certificateChainFile: String, keyFile: String) throws(SystemError) {
         try TLSClientContext.checkReadable(certificateChainFile, what: "certificate file")
@@ -79,6 +81,7 @@ public final class TLSServerContext {
         self.certificateChainFile = certificateChainFile
         self.keyFile = keyFile
         pin = (try? TLSCertificates.spkiPin(ofFile: certificateChainFile)) ?? "?"
+        chainText = (try? Files.readText(certificateChainFile)) ?? ""
     }
 
     deinit { roomtls_context_free(raw) }
