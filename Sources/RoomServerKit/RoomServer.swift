@@ -424,7 +424,12 @@ public final class RoomServer {
 
     /// The peer closed or reset the connection.
     private func connectionEnded(_ s: Session, why: String) {
-        if let p = s.participant { Log.info("roomserver: participant \(p.id) connection lost: \(why)") }
+        if let p = s.participant {
+            Log.info("roomserver: participant \(p.id) connection lost: \(why)")
+        } else if let tls = s.connection as? TLSConnection, !tls.isHandshakeComplete {
+            // Debug only: a scan or a flood of bad handshakes must not flood the log.
+            Log.debug("roomserver: \(s.connection.peerAddress): \(why)")
+        }
         closeSession(s, flush: false, grace: true)
     }
 

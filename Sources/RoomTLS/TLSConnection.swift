@@ -52,6 +52,9 @@ public final class TLSConnection: StreamTransport {
 
     /// "TLSv1.3 TLS_AES_256_GCM_SHA384" once the handshake is done.
     public private(set) var sessionDescription = ""
+    /// From the first handshake step (client: TCP connected) to the checks passed.
+    public private(set) var handshakeDuration: Duration?
+    private var handshakeStartNs: UInt64?
 
     /// Client: starts the handshake once `stream` connects (it must not be connected yet).
     /// Server: `stream` is an accepted connection; the handshake starts with the client's bytes.
@@ -192,6 +195,7 @@ public final class TLSConnection: StreamTransport {
     private func advance() {
         guard stream.isOpen, !failed else { return }
         if !isHandshakeComplete {
+            if handshakeStartNs == nil { handshakeStartNs = monotonicNanoseconds() }
             let rc = roomtls_handshake(raw)
             flushOutput()
             guard stream.isOpen else { return }
@@ -206,6 +210,7 @@ public final class TLSConnection: StreamTransport {
                 roomtls_session_description(raw, &text, text.count)
                 sessionDescription = cText(text)
                 isHandshakeComplete = true
+                if let start = handshakeStartNs { handshakeDuration = .nanoseconds(Int64(monotonicNanoseconds() &- start)) }
                 if !early.isEmpty {
                     let queued = early
                     early = []

@@ -54,11 +54,13 @@ struct Options {
       --token TOKEN          the room token (JWT from the room service, or roomserver mint-token)
       --token-file PATH      read the token from PATH instead (keeps it out of ps and the journal)
       --tls-ca-file PATH     trust the server's certificate when it chains to a CA in PATH (PEM)
-      --tls-pin PIN[,PIN]    accept only these server keys (sha256/…, roomserver --print-spki-pin);
+      --tls-pin PIN[,PIN]    accept only these server keys (sha256/..., see roomserver(8));
                              with --tls-ca-file both must hold, alone it replaces the CA
-      --tls-server-name NAME the name the server's certificate must carry (default: the
+      --tls-server-name NAME
+                             the name the server's certificate must carry (default: the
                              host of --server)
-      --plaintext-signalling no TLS: tokens and media keys cross the network in clear
+      --plaintext-signalling
+                             no TLS: tokens and media keys cross the network in clear
                              (development only; the server needs a plain_listen)
       --role ROLE            streamer (speak; needs the publish grant) or audience (listen),
                              default streamer
