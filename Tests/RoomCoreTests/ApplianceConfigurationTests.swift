@@ -87,6 +87,28 @@ final class ApplianceConfigurationTests: XCTestCase {
         XCTAssertEqual(a.changedKeys(from: a), [])
     }
 
+    func testSignallingKeys() throws {
+        let pin = "sha256/" + String(repeating: "A", count: 43) + "="
+        let c = try ApplianceConfiguration.parse(text: """
+            [room]
+            server = rooms.example.org:7700, 192.0.2.10:7700
+            token_file = token
+            tls_ca_file = room-ca.pem
+            tls_pin = \(pin), \(pin.replacingOccurrences(of: "AAAA", with: "BBBB"))
+            tls_server_name = rooms.example.org
+            """, file: "/etc/roomd/roomd.conf", directory: "/etc/roomd")
+        XCTAssertEqual(c.servers, ["rooms.example.org:7700", "192.0.2.10:7700"])
+        XCTAssertEqual(c.tlsCAFile, "/etc/roomd/room-ca.pem")
+        XCTAssertEqual(c.tlsPins.count, 2)
+        XCTAssertEqual(c.tlsServerName, "rooms.example.org")
+        XCTAssertNil(c.plaintextSignalling)
+        var plain = ApplianceConfiguration()
+        plain.servers = c.servers
+        plain.plaintextSignalling = true
+        XCTAssertEqual(plain.changedKeys(from: c), ["room.token_file", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
+                                                    "room.plaintext_signalling"])
+    }
+
     func testHostPortRule() {
         for ok in ["127.0.0.1:7700", "[::1]:7700", "10.1.2.3:1", "host:7700", "room-1.example.org:7700"] {
             XCTAssertTrue(ApplianceConfiguration.isHostPort(ok), ok)

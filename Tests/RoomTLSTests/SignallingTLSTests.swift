@@ -177,6 +177,7 @@ final class SignallingTLSTests: XCTestCase {
         m.session = try RoomSession(loop: h.loop, configuration: config, outgoing: m.outgoing, incoming: m.incoming)
         m.session.start()
         XCTAssertTrue(h.run { m.failure != nil }, "\(m.session.connectionState)")
+        XCTAssertTrue(m.failure!.contains("TLS handshake failed: wrong version number (is the other side speaking plain signalling"), m.failure!)
         XCTAssertFalse(m.joined)
         XCTAssertEqual(h.server.participantCount, 0)
         // The server is still serving.
