@@ -42,8 +42,6 @@ static void put(char *buffer, size_t size, const char *text) {
 
 /// The reason of the most recent OpenSSL error on this thread ("" when none), then clears it.
 static void take_openssl_error(char *buffer, size_t size) {
-    // The error texts are loaded only now, on the first failure (see index_once).
-    OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
     unsigned long code, last = 0;
     while ((code = ERR_get_error()) != 0) last = code;
     if (size == 0) return;
@@ -57,9 +55,10 @@ static int index_once(void) {
     // Called from the one loop thread that creates contexts; OpenSSL's own init is thread-safe.
     if (conn_index < 0) {
         // Before anything else initialises OpenSSL with its defaults: no system openssl.cnf (the
-        // settings that matter are set here, the same on every host) and no error texts until
-        // an error needs one. Both cost roomd resident memory in every call (issue 9's budget).
-        OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_SSL_STRINGS | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS, NULL);
+        // settings that matter are set here, the same on every host, and the file's providers
+        // and policies are not loaded into roomd). Error texts stay: they are the reasons an
+        // installer reads (OpenSSL cannot load them later once told not to at init).
+        OPENSSL_init_ssl(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
         conn_index = SSL_get_ex_new_index(0, "roomtls_conn", NULL, NULL, NULL);
     }
     return conn_index;
