@@ -185,6 +185,36 @@ final class SignallingTLSTests: XCTestCase {
         XCTAssertTrue(h.run { ok.joined })
     }
 
+    /// The hello deadline counts from the TCP accept: a peer that opens a connection and stalls
+    /// in the handshake (or never starts it) holds its slot no longer than one that says nothing.
+    func testAStalledHandshakeIsClosedAtTheHelloDeadline() throws {
+        let certs = try TestCertificates()
+        try certs.issue()
+        let h = try TLSHarness(certificates: certs, helloTimeoutMs: 400)
+        var ended = 0
+        var stalled: [StreamConnection] = []
+        for bytes in [[], [0x16, 0x03, 0x01, 0x02, 0x00]] as [[UInt8]] {  // nothing; half a record header
+            let c = try StreamConnection.connect(to: h.tlsAddress, loop: h.loop)
+            c.handler = { c, event in
+                switch event {
+                case .connected: if !bytes.isEmpty { c.write(bytes) }
+                case .readable:
+                    var scratch = [UInt8](repeating: 0, count: 256)
+                    let r = try? scratch.withUnsafeMutableBytes { (raw) throws(SystemError) in try c.read(into: raw) }
+                    if r == nil || r == .endOfStream { ended += 1; c.close() }
+                case .closed: ended += 1
+                case .drained: break
+                }
+            }
+            stalled.append(c)
+        }
+        h.turn(seconds: 0.1)
+        XCTAssertEqual(h.server.connectionCount, 2)
+        XCTAssertTrue(h.run(seconds: 5) { ended == 2 }, "both closed by the server")
+        XCTAssertTrue(h.run(seconds: 1) { h.server.connectionCount == 0 })
+        withExtendedLifetime(stalled) {}
+    }
+
     func testPlainClientOnATLSListenerFailsCleanly() throws {
         let certs = try TestCertificates()
         try certs.issue()

@@ -51,7 +51,7 @@ final class TLSHarness {
     let server: RoomServer
     let certificates: TestCertificates
 
-    init(certificates: TestCertificates, cert: String = "server") throws {
+    init(certificates: TestCertificates, cert: String = "server", helloTimeoutMs: Int64? = nil) throws {
         self.certificates = certificates
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
@@ -59,6 +59,7 @@ final class TLSHarness {
             keys: ["k1": RoomServerKey(keyID: "k1", appID: "app", secret: Self.secret)],
             room: RoomConfig(policy: .open, speakerLimit: 6, topN: 3))
         configuration.plainListen = [.ipv4Loopback(port: 0)]
+        if let helloTimeoutMs { configuration.limits.helloTimeoutMs = helloTimeoutMs }
         configuration.tls = RoomServerTLSFiles(certFile: certificates.path("\(cert).pem"), keyFile: certificates.path("\(cert).key"))
         server = RoomServer(configuration: configuration, loop: loop)
         try server.start()
