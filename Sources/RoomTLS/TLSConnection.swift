@@ -36,7 +36,8 @@ public final class TLSConnection: StreamTransport {
     private var sawWouldBlock = false
     private var renotifyScheduled = false
     private var closing = false
-    private var ioBuffer = [UInt8](repeating: 0, count: 17 * 1024)
+    /// The context's ciphertext buffer (shared by its connections, all on this loop thread).
+    private let scratch: TLSScratch
 
     /// While true, no `.readable` events, and once `inputHighWater` bytes wait here the socket is
     /// not read either: the peer's writes then back up in TCP, as with a plain connection.
@@ -69,6 +70,10 @@ public final class TLSConnection: StreamTransport {
             conn = roomtls_conn_new(context.raw, 1, nil, 0, &error, error.count)
         }
         guard let conn else { throw SystemError("TLS: \(cText(error))") }
+        switch role {
+        case .client(let context, _): scratch = context.scratch
+        case .server(let context): scratch = context.scratch
+        }
         raw = conn
         self.stream = stream
         self.role = role
@@ -169,17 +174,16 @@ public final class TLSConnection: StreamTransport {
     /// Moves what the socket has into OpenSSL, then lets it work.
     private func pull() {
         for _ in 0 ..< 4 where roomtls_buffered_input(raw) < Self.inputHighWater {
-            let outcome = ioBuffer.withUnsafeMutableBytes { raw in
-                Result { () throws(SystemError) in try stream.read(into: raw) }
-            }
             let result: StreamConnection.ReadResult
-            switch outcome {
-            case .success(let r): result = r
-            case .failure(let error): fail(error); return
+            do {
+                result = try stream.read(into: scratch.bytes)
+            } catch {
+                fail(error)
+                return
             }
             switch result {
             case .bytes(let n):
-                let ok = ioBuffer.withUnsafeBytes { roomtls_feed(raw, $0.baseAddress, n) }
+                let ok = roomtls_feed(raw, scratch.bytes.baseAddress, n)
                 if ok != 0 { fail(SystemError("TLS from \(peerAddress): cannot buffer received data")); return }
                 continue
             case .endOfStream:
@@ -259,9 +263,9 @@ public final class TLSConnection: StreamTransport {
     /// Hands OpenSSL's output to the socket.
     private func flushOutput() {
         while stream.isOpen {
-            let n = ioBuffer.withUnsafeMutableBytes { roomtls_take_output(raw, $0.baseAddress, $0.count) }
+            let n = roomtls_take_output(raw, scratch.bytes.baseAddress, scratch.bytes.count)
             if n == 0 { return }
-            switch ioBuffer.withUnsafeBytes({ stream.write(UnsafeRawBufferPointer(rebasing: $0[0 ..< n])) }) {
+            switch stream.write(UnsafeRawBufferPointer(rebasing: scratch.bytes[0 ..< n])) {
             case .accepted: continue
             case .backpressure:
                 failLater(SystemError("TLS to \(peerAddress): more than \(outgoingLimit) bytes queued"))
