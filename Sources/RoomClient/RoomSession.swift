@@ -290,9 +290,12 @@ public final class RoomSession {
         Log.warning("room: connection attempt failed: \(reason)")
         let now = monotonicNanoseconds()
         let since = disconnectedSinceNs ?? now
-        if !reportedFailed
+        if (!reportedFailed
             && (fatal || consecutiveFailures >= configuration.failureThreshold
-                || now &- since >= configuration.failureTimeout.monotonicNanosecondCount)
+                || now &- since >= configuration.failureTimeout.monotonicNanosecondCount))
+            // A certificate problem replaces an earlier reason (the server was down, then came
+            // back with the wrong certificate): the installer must see the current one.
+            || (reportedFailed && fatal)
         {
             reportedFailed = true
             setState(.failed(reason: reason))

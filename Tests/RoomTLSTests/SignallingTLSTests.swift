@@ -38,6 +38,31 @@ final class SignallingTLSTests: XCTestCase {
         XCTAssertEqual(h.server.participantCount, 0)
     }
 
+    /// `failed` shows the current reason: a server that was unreachable and then answers with
+    /// a certificate the appliance refuses replaces "connection refused" with the certificate's.
+    func testACertificateProblemReplacesAnEarlierFailureReason() throws {
+        let certs = try TestCertificates()
+        try certs.issue()
+        try certs.issue("other", ca: "otherca")
+        let h = try TLSHarness(certificates: certs)
+        let m = TLSHarness.Member()
+        // Nothing listens on the first address (a listener opened and closed again).
+        let dead = try TCPListener(address: .ipv4Loopback(port: 0), loop: h.loop) { _ in }.localAddress
+        var config = RoomSessionConfiguration(servers: [dead, h.tlsAddress], token: h.token(user: "alice"), role: .streamer)
+        config.tls = TLSClientSettings(caFile: certs.path("otherca.pem"))
+        config.failureThreshold = 1
+        config.backoff = RoomBackoff(initial: .milliseconds(20), maximum: .milliseconds(50))
+        m.session = try RoomSession(loop: h.loop, configuration: config, outgoing: m.outgoing, incoming: m.incoming)
+        m.session.onEvent = { [unowned m] event in
+            if case .stateChanged(let s) = event { m.states.append(s) }
+        }
+        m.session.start()
+        XCTAssertTrue(h.run { m.failure?.contains("wrong CA?") == true }, "\(m.session.connectionState)")
+        let reasons = m.states.compactMap { state -> String? in if case .failed(let r) = state { r } else { nil } }
+        XCTAssertGreaterThanOrEqual(reasons.count, 2, "\(reasons)")
+        XCTAssertTrue(reasons[0].contains("refused"), reasons[0])
+    }
+
     func testWrongHostNameIsRefusedNamingBoth() throws {
         let certs = try TestCertificates()
         try certs.issue(san: "DNS:room.example.org")
