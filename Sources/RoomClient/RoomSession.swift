@@ -141,7 +141,8 @@ public final class RoomSession {
         try reconfigure(endpoints: servers.map(HostPort.init(address:)), token: token, role: role)
     }
 
-    /// The same with servers that may be host names, and (when given) new TLS settings.
+    /// The same with servers that may be host names, and new TLS settings when `tls` is given:
+    /// `.none` keeps the current ones, `.some(nil)` switches to plain signalling.
     public func reconfigure(endpoints: [HostPort], token: String, role: RoomRole, tls: TLSClientSettings?? = .none) throws(SystemError) {
         guard phase == .idle || phase == .stopped else { throw SystemError("room session: leave the room before changing its servers or role") }
         guard !endpoints.isEmpty else { throw SystemError("room session: no server address configured") }
