@@ -112,7 +112,7 @@ let package = Package(
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit"]),
+        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
