@@ -4,6 +4,28 @@ import XCTest
 /// TLS between the real roomd and roomserver processes (issue 11): a certificate that fails
 /// the appliance's checks refuses the room, and `roomctl status` tells the installer why.
 final class SignallingTLSProcessTests: ProcessTestCase {
+    /// A TLS listener without its certificate is refused at start with the key to fix; a
+    /// certificate file that is not there names the file. Neither starts serving.
+    func testRoomserverRefusesToStartWithoutItsCertificate() throws {
+        let server = try executable("roomserver")
+        let dir = SimCard.scratch("tls-no-cert")
+        let example = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
+        let noTLS = example.replacingOccurrences(of: "cert_file = tls/server.pem\n", with: "")
+            .replacingOccurrences(of: "key_file = tls/server.key\n", with: "")
+        try noTLS.write(toFile: dir + "/a.conf", atomically: true, encoding: .utf8)
+        let a = try runSeparated(server, ["--config", dir + "/a.conf"])
+        XCTAssertEqual(a.status, 78, a.stderr)
+        XCTAssertTrue(a.stderr.contains("server.listen: is TLS and needs [tls] cert_file and key_file"), a.stderr)
+
+        // The example as shipped, with no certificate made next to it.
+        try example.replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:0")
+            .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:0")
+            .write(toFile: dir + "/b.conf", atomically: true, encoding: .utf8)
+        let b = try runSeparated(server, ["--config", dir + "/b.conf"])
+        XCTAssertEqual(b.status, 71, b.stderr)
+        XCTAssertTrue(b.stderr.contains("certificate file \(dir)/tls/server.pem: No such file or directory"), b.stderr)
+    }
+
     func testWrongCAIsRefusedAndRoomctlShowsWhy() throws {
         let server = try executable("roomserver"), roomd = try executable("roomd"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("tls-wrong-ca")
