@@ -46,6 +46,10 @@ let package = Package(
         .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CGpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // OpenSSL 3 for signalling over TLS 1.3. Only CRoomTLS includes it: OpenSSL's API is
+        // macros, variadic ctrl calls and C callbacks, which CRoomTLS turns into plain functions.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "CRoomTLS", dependencies: ["COpenSSL"]),
         // Headers and libraries come from pkg-config, never from fixed /usr/include paths, so a
         // cross build against an arm64 sysroot (PKG_CONFIG_SYSROOT_DIR) finds the right ones.
         // COpus: libopus's ctl calls are variadic, so shim.h wraps each in a static inline function.
@@ -87,32 +91,34 @@ let package = Package(
         // Linux interfaces the Glibc module leaves out (epoll, eventfd, signalfd, accept4, ucred).
         .target(name: "CLinux"),
         .target(name: "RoomSystem", dependencies: ["CLinux", "RoomCore"]),
+        // TLS 1.3 over a RoomSystem stream connection (signalling; docs/security.md).
+        .target(name: "RoomTLS", dependencies: ["RoomCore", "RoomSystem", "CRoomTLS"]),
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
-        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
         .target(name: "RoomControl", dependencies: ["RoomCore", "RoomSystem"]),
         // Buttons and LEDs: libgpiod (v1) backend and a simulated backend for tests and the rig.
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
-        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS"]),
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomICE"),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
         .target(name: "RoomJanus", dependencies: ["RoomProtocol"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
-        .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
+        .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit"]),
+        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
@@ -123,6 +129,7 @@ let package = Package(
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomTLSTests", dependencies: ["RoomTLS", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),

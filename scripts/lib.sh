@@ -31,6 +31,25 @@ s=[socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1]=="udp" else so
 [x.bind(("127.0.0.1",0)) for x in s]
 print(*[x.getsockname()[1] for x in s])' "$1"; }
 
+# dev_tls CONF_DIR [HOST...]: a throwaway CA and server certificate in CONF_DIR/tls, where
+# docs/roomserver.conf.example's [tls] points (relative to the configuration file), for
+# 127.0.0.1, 127.0.0.2 (roomproxy), localhost and each HOST; roomd then trusts CONF_DIR/tls/ca.pem.
+# Signalling runs over TLS as installed (docs/security.md); nothing here is a secret worth keeping.
+dev_tls() {
+  local dir="$1" san="DNS:localhost,IP:127.0.0.1,IP:127.0.0.2" host
+  shift
+  for host in "$@"; do
+    case "$host" in
+      127.0.0.1|127.0.0.2|localhost|0.0.0.0) ;;
+      *[!0-9.]*) san="$san,DNS:$host" ;;
+      *) san="$san,IP:$host" ;;
+    esac
+  done
+  rm -rf "$dir/tls"
+  mkdir -p "$dir/tls"
+  "$ROOT/scripts/make-dev-certs" "$dir/tls" --san "$san" > "$dir/tls/pin"
+}
+
 # Speech for demos and benches: espeak-ng at the board rate, mono 16-bit.
 make_speech() { # make_speech OUT.wav RATE VOICE "text"
   local out="$1" rate="$2" voice="$3" text="$4" tmp

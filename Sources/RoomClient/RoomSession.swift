@@ -1,6 +1,7 @@
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// roomd's membership of one voice room: the signalling client (TCP, docs/protocol.md) with
 /// automatic recovery and failover, and the UDP media session bridging the audio engine's
@@ -49,12 +50,16 @@ public final class RoomSession {
     // Connection.
     enum Phase: Equatable { case idle, connecting, awaitingWelcome, joined, leaving, waiting, stopped }
     var phase: Phase = .idle
-    private var connection: StreamConnection?
+    private var connection: (any StreamTransport)?
+    /// Made from `configuration.tls` on the first attempt (the CA file is read then), and again
+    /// after `reconfigure`.
+    private var tlsContext: TLSClientContext?
     private var decoder: FrameDecoder
     private let encoder: FrameEncoder
     private var readBuffer: [UInt8]
     private var addressIndex = 0
-    var serverAddress: SocketAddress?
+    /// The address of the server connected to (or being tried), after name resolution.
+    public internal(set) var serverAddress: SocketAddress?
     private var consecutiveFailures = 0
     private var disconnectedSinceNs: UInt64?
     private var reportedFailed = false
@@ -103,7 +108,7 @@ public final class RoomSession {
         loop: EventLoop, configuration: RoomSessionConfiguration,
         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, externalSignal: EventSignal? = nil
     ) throws(SystemError) {
-        guard !configuration.servers.isEmpty else { throw SystemError("room session: no server address configured") }
+        guard !configuration.endpoints.isEmpty else { throw SystemError("room session: no server address configured") }
         self.loop = loop
         self.configuration = configuration
         self.outgoing = outgoing
@@ -133,12 +138,20 @@ public final class RoomSession {
     /// Replaces the servers, token and role for the next `start()`. Only when not in a room
     /// (idle, or disconnected after `leave`/`stop`): a session is one membership at a time.
     public func reconfigure(servers: [SocketAddress], token: String, role: RoomRole) throws(SystemError) {
+        try reconfigure(endpoints: servers.map(HostPort.init(address:)), token: token, role: role)
+    }
+
+    /// The same with servers that may be host names, and new TLS settings when `tls` is given:
+    /// `.none` keeps the current ones, `.some(nil)` switches to plain signalling.
+    public func reconfigure(endpoints: [HostPort], token: String, role: RoomRole, tls: TLSClientSettings?? = .none) throws(SystemError) {
         guard phase == .idle || phase == .stopped else { throw SystemError("room session: leave the room before changing its servers or role") }
-        guard !servers.isEmpty else { throw SystemError("room session: no server address configured") }
-        configuration.servers = servers
+        guard !endpoints.isEmpty else { throw SystemError("room session: no server address configured") }
+        configuration.endpoints = endpoints
+        if case .some(let tls) = tls { configuration.tls = tls }
         configuration.token = token
         configuration.role = role
         askedRole = role
+        tlsContext = nil
         addressIndex = 0
         previousParticipantID = nil
         joinedBefore = false
@@ -220,19 +233,47 @@ public final class RoomSession {
 
     private func attempt() {
         retryTimer = nil
-        let address = configuration.servers[addressIndex % configuration.servers.count]
+        let endpoint = configuration.endpoints[addressIndex % configuration.endpoints.count]
+        let address: SocketAddress
+        do {
+            let addresses = try endpoint.resolve()
+            address = addresses[consecutiveFailures % addresses.count]  // a failure moves to the next one
+        } catch {
+            statistics.connectAttempts += 1
+            attemptFailed("\(error)")
+            return
+        }
         serverAddress = address
         statistics.connectAttempts += 1
         phase = .connecting
         decoder = FrameDecoder(maxFrameSize: configuration.maxFrameSize)
-        let connection: StreamConnection
+        let connection: any StreamTransport
         do {
-            connection = try StreamConnection.connect(to: address, loop: loop) { [weak self] c, event in
-                self?.handle(c, event)
+            let stream = try StreamConnection.connect(to: address, loop: loop)
+            if let tls = configuration.tls {
+                let context: TLSClientContext
+                if let tlsContext { context = tlsContext } else {
+                    do {
+                        context = try TLSClientContext(settings: tls)
+                    } catch {
+                        // A missing or broken CA file does not mend itself: say so at once.
+                        stream.close()
+                        attemptFailed("\(error)", fatal: true)
+                        return
+                    }
+                    tlsContext = context
+                }
+                connection = try TLSConnection(stream: stream, role: .client(context, serverName: endpoint.host), loop: loop)
+            } else {
+                connection = stream
             }
         } catch {
             attemptFailed("\(error)")
             return
+        }
+        connection.setEventHandler { [weak self, weak connection] event in
+            guard let self, let connection else { return }
+            self.handle(connection, event)
         }
         self.connection = connection
         handshakeTimer = loop.schedule(after: configuration.handshakeTimeout) { [weak self] in
@@ -250,9 +291,12 @@ public final class RoomSession {
         Log.warning("room: connection attempt failed: \(reason)")
         let now = monotonicNanoseconds()
         let since = disconnectedSinceNs ?? now
-        if !reportedFailed
+        if (!reportedFailed
             && (fatal || consecutiveFailures >= configuration.failureThreshold
-                || now &- since >= configuration.failureTimeout.monotonicNanosecondCount)
+                || now &- since >= configuration.failureTimeout.monotonicNanosecondCount))
+            // A certificate problem replaces an earlier reason (the server was down, then came
+            // back with the wrong certificate): the installer must see the current one.
+            || (reportedFailed && fatal)
         {
             reportedFailed = true
             setState(.failed(reason: reason))
@@ -296,7 +340,7 @@ public final class RoomSession {
     /// fails the requests still waiting for an answer. Silent (no state change).
     private func teardownConnection() {
         if let connection {
-            connection.handler = nil
+            connection.setEventHandler(nil)
             connection.close()
         }
         connection = nil
@@ -327,12 +371,16 @@ public final class RoomSession {
 
     // MARK: Signalling I/O
 
-    private func handle(_ c: StreamConnection, _ event: StreamConnection.Event) {
+    private func handle(_ c: any StreamTransport, _ event: StreamConnection.Event) {
         guard c === connection else { return }
         switch event {
         case .connected:
             lastReceivedNs = monotonicNanoseconds()
             phase = .awaitingWelcome
+            if let tls = c as? TLSConnection {
+                let ms = tls.handshakeDuration.map { " in \(formatMilliseconds($0))" } ?? ""
+                Log.info("room: signalling to \(c.peerAddress) over \(tls.sessionDescription), server certificate checked\(ms)")
+            }
             let hello = SignalMessage.Hello(
                 client: configuration.clientName, token: configuration.token, role: askedRole,
                 previousParticipantID: previousParticipantID)
@@ -342,11 +390,18 @@ public final class RoomSession {
         case .drained:
             break
         case .closed(let error):
-            connectionLost("\(error)")
+            // A certificate that fails its checks will fail the same way next time: report
+            // `failed` with the reason now, so `roomctl status` shows it (the session keeps
+            // trying, for the installer who is fixing the server meanwhile).
+            if let tls = c as? TLSConnection, tls.failedCertificateChecks, phase != .joined {
+                attemptFailed("\(error)", fatal: true)
+            } else {
+                connectionLost("\(error)")
+            }
         }
     }
 
-    private func readAvailable(_ c: StreamConnection) {
+    private func readAvailable(_ c: any StreamTransport) {
         var frames: [[UInt8]] = []
         var ended = false
         var framingError: FrameError?
@@ -715,4 +770,10 @@ public final class RoomSession {
 /// Lets the event-signal handler, created before `self` is complete, reach the session.
 private final class WeakSessionBox {
     weak var session: RoomSession?
+}
+
+/// "2.4 ms": a duration for a log line, to a tenth of a millisecond.
+func formatMilliseconds(_ d: Duration) -> String {
+    let tenths = (d.components.seconds * 10_000) + d.components.attoseconds / 100_000_000_000_000
+    return "\(tenths / 10).\(tenths % 10) ms"
 }

@@ -1,11 +1,22 @@
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// How a `RoomSession` joins and recovers (docs/room-client.md has the numbers and why).
 public struct RoomSessionConfiguration: Sendable {
-    /// Signalling addresses, tried in turn (failover). Numeric only (`SocketAddress(parsing:)`).
-    public var servers: [SocketAddress]
+    /// Signalling servers, tried in turn (failover): host names are resolved at each attempt,
+    /// and the host as given is the name a TLS certificate must carry (unless `tls.serverName`).
+    public var endpoints: [HostPort]
+    /// The numeric entries of `endpoints` (setting it replaces them all).
+    public var servers: [SocketAddress] {
+        get { endpoints.compactMap(\.numericAddress) }
+        set { endpoints = newValue.map(HostPort.init(address:)) }
+    }
+    /// Signalling over TLS 1.3 with these checks (docs/security.md); nil: plain TCP. roomd
+    /// always sets it unless `plaintext_signalling` is on; the library default is plain only
+    /// because most tests run an in-process server on a plain listener.
+    public var tls: TLSClientSettings?
     /// The JWT for the room; replace it with `RoomSession.refreshToken(_:)`.
     public var token: String
     /// The role asked for on the first join. Later joins ask for the role held last.
@@ -59,7 +70,7 @@ public struct RoomSessionConfiguration: Sendable {
         rejoinAfterRoomClosed: Bool = true, leaveTimeout: Duration = .seconds(2),
         maxFrameSize: Int = SignalFraming.defaultMaxFrameSize
     ) {
-        self.servers = servers
+        self.endpoints = servers.map(HostPort.init(address:))
         self.token = token
         self.role = role
         self.clientName = clientName

@@ -2,6 +2,7 @@ import FoundationEssentials
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// The room service: signalling over TCP (docs/protocol.md), one `RoomCore.Room` per room
 /// name, and selective forwarding of RTP over one UDP socket.
@@ -53,6 +54,11 @@ public final class RoomServer {
     let loop: EventLoop
     private(set) var verifier: RoomTokenVerifier
     private var listeners: [TCPListener] = []
+    /// The bound listeners that speak plain signalling (`server.plain_listen`, development).
+    private var plainListeners: [TCPListener] = []
+    /// The certificate new TLS connections are served with; `reload` replaces it when the files
+    /// load, and connections already open keep the one they started with.
+    public private(set) var tlsContext: TLSServerContext?
     private var media: UDPSocket?
     private var sessions: [ObjectIdentifier: Session] = [:]
     private var rooms: [String: RoomState] = [:]
@@ -104,11 +110,26 @@ public final class RoomServer {
         let reserve = 32
         connectionCapacity = max(1, min(configuration.limits.maxConnections, descriptors.soft - reserve))
         Log.info("roomserver: file descriptor limit \(descriptors.soft) (hard \(descriptors.hard)); up to \(connectionCapacity) connections")
+        if !configuration.listen.isEmpty {
+            guard let files = configuration.tls else {
+                throw SystemError("server.listen is TLS: [tls] cert_file and key_file are required (server.plain_listen serves plain signalling, for development only)")
+            }
+            let context = try TLSServerContext(certificateChainFile: files.certFile, keyFile: files.keyFile)
+            tlsContext = context
+            Log.info("roomserver: TLS certificate \(files.certFile) (\(context.pin))")
+        }
         for address in configuration.listen {
             let listener = try TCPListener(address: address, loop: loop, outgoingLimit: options.outgoingLimit) {
-                [unowned self] connection in self.accept(connection)
+                [unowned self] connection in self.accept(connection, tls: true)
             }
             listeners.append(listener)
+        }
+        for address in configuration.plainListen {
+            let listener = try TCPListener(address: address, loop: loop, outgoingLimit: options.outgoingLimit) {
+                [unowned self] connection in self.accept(connection, tls: false)
+            }
+            plainListeners.append(listener)
+            Log.warning("roomserver: plain signalling on \(listener.localAddress): tokens and media keys cross the network in clear (development only)")
         }
         let socket = try UDPSocket(bindingTo: configuration.media)
         // One socket carries every participant's media: give bursts room (roomload showed
@@ -119,11 +140,13 @@ public final class RoomServer {
         tickTimer = loop.schedule(
             after: .milliseconds(options.tickIntervalMs), repeating: .milliseconds(options.tickIntervalMs)
         ) { [weak self] in self?.tick() }
-        Log.info("roomserver: signalling on \(signallingAddresses.map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
+        Log.info("roomserver: signalling on \((signallingAddresses + plainSignallingAddresses).map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
     }
 
-    /// The bound signalling addresses (port 0 in the configuration resolved).
+    /// The bound TLS signalling addresses (port 0 in the configuration resolved).
     public var signallingAddresses: [SocketAddress] { listeners.map(\.localAddress) }
+    /// The bound plain signalling addresses (`server.plain_listen`).
+    public var plainSignallingAddresses: [SocketAddress] { plainListeners.map(\.localAddress) }
     /// The bound media address.
     public var mediaAddress: SocketAddress? { media?.localAddress }
 
@@ -173,6 +196,8 @@ public final class RoomServer {
     public struct ReloadReport: Sendable, Equatable {
         public var applied: [String] = []
         public var restartNeeded: [String] = []
+        /// Why a part of the new configuration was not taken (the old one stays in effect).
+        public var refused: [String] = []
     }
 
     /// Takes a new configuration (SIGHUP; docs/roomserver.md, "Reload") without closing a room:
@@ -189,6 +214,29 @@ public final class RoomServer {
         let old = configuration
         var report = ReloadReport()
         if new.listen != old.listen { report.restartNeeded.append("server.listen") }
+        if new.plainListen != old.plainListen { report.restartNeeded.append("server.plain_listen") }
+        // The certificate is read again even when the file names did not change: a renewal
+        // replaces the files in place. New connections get the new one; open ones keep theirs.
+        var tls = old.tls
+        var tlsApplied: String?
+        if !listeners.isEmpty {
+            if let files = new.tls {
+                do {
+                    let context = try TLSServerContext(certificateChainFile: files.certFile, keyFile: files.keyFile)
+                    if context.chainText != tlsContext?.chainText || files != old.tls {
+                        tlsApplied = "tls (certificate \(files.certFile), \(context.pin))"
+                    }
+                    tlsContext = context
+                    tls = files
+                } catch {
+                    report.refused.append("tls: \(error); the certificate loaded before stays in use")
+                }
+            } else {
+                report.refused.append("tls: [tls] is gone but server.listen is TLS; the certificate loaded before stays in use")
+            }
+        } else if new.tls != old.tls {
+            tls = new.tls
+        }
         if new.media != old.media { report.restartNeeded.append("server.media") }
         if new.logLevel != old.logLevel { report.applied.append("server.log_level") }
         if new.keys != old.keys { report.applied.append("keys") }
@@ -198,8 +246,11 @@ public final class RoomServer {
         if new.room.topN != old.room.topN { report.applied.append("rooms.top_n") }
         if new.room.reconnectGraceMs != old.room.reconnectGraceMs { report.applied.append("rooms.reconnect_grace_ms") }
         if new.maxParticipants != old.maxParticipants { report.applied.append("rooms.max_participants") }
+        if let tlsApplied { report.applied.append(tlsApplied) }
         var kept = new
         kept.listen = old.listen
+        kept.plainListen = old.plainListen
+        kept.tls = tls
         kept.media = old.media
         configuration = kept
         if new.keys != old.keys || new.tokenLeeway != old.tokenLeeway {
@@ -211,7 +262,7 @@ public final class RoomServer {
     // MARK: - Connections
 
     final class Session {
-        let connection: StreamConnection
+        let connection: any StreamTransport
         var decoder: FrameDecoder
         var lastHeardMs: Int64
         var participant: Participant?
@@ -221,7 +272,7 @@ public final class RoomServer {
         /// When it was accepted: the `hello` deadline counts from here.
         let acceptedMs: Int64
 
-        init(connection: StreamConnection, maxFrameSize: Int, now: Int64) {
+        init(connection: any StreamTransport, maxFrameSize: Int, now: Int64) {
             self.connection = connection
             decoder = FrameDecoder(maxFrameSize: maxFrameSize)
             lastHeardMs = now
@@ -279,9 +330,9 @@ public final class RoomServer {
 
     private func nowMs() -> Int64 { Int64(monotonicNanoseconds() / 1_000_000) }
 
-    private func accept(_ connection: StreamConnection) {
-        if isShuttingDown { connection.close(); return }
-        if let refusal = refusal(of: connection) {
+    private func accept(_ stream: StreamConnection, tls: Bool) {
+        if isShuttingDown { stream.close(); return }
+        if let refusal = refusal(of: stream) {
             statistics.connectionsRefused += 1
             // Once per burst: a flood must not turn into a flood of log lines.
             let now = nowMs()
@@ -289,13 +340,26 @@ public final class RoomServer {
                 lastRefusalLogMs = now
                 Log.warning("roomserver: refusing connections (\(refusal)); \(statistics.connectionsRefused) refused so far")
             }
-            connection.close()
+            stream.close()
             return
+        }
+        let connection: any StreamTransport
+        if tls {
+            guard let tlsContext else { stream.close(); return }
+            do {
+                connection = try TLSConnection(stream: stream, role: .server(tlsContext), loop: loop)
+            } catch {
+                Log.warning("roomserver: \(stream.peerAddress): \(error)")
+                stream.close()
+                return
+            }
+        } else {
+            connection = stream
         }
         statistics.connectionsAccepted += 1
         let session = Session(connection: connection, maxFrameSize: options.maxFrameSize, now: nowMs())
         sessions[ObjectIdentifier(connection)] = session
-        connection.handler = { [unowned self, weak session] _, event in
+        connection.setEventHandler { [unowned self, weak session] event in
             guard let session else { return }
             switch event {
             case .readable: self.readAvailable(session)
@@ -309,7 +373,7 @@ public final class RoomServer {
     /// Why a new connection is turned away, if it is: the server is full (or near its file
     /// descriptor limit), or the peer's address already has as many connections waiting to
     /// join as one host may.
-    private func refusal(of connection: StreamConnection) -> String? {
+    private func refusal(of connection: any StreamTransport) -> String? {
         let open = sessions.count
         if open >= connectionCapacity { return "\(open) connections open, the most this server takes" }
         let host = connection.peerAddress.host
@@ -360,7 +424,12 @@ public final class RoomServer {
 
     /// The peer closed or reset the connection.
     private func connectionEnded(_ s: Session, why: String) {
-        if let p = s.participant { Log.info("roomserver: participant \(p.id) connection lost: \(why)") }
+        if let p = s.participant {
+            Log.info("roomserver: participant \(p.id) connection lost: \(why)")
+        } else if let tls = s.connection as? TLSConnection, !tls.isHandshakeComplete {
+            // Debug only: a scan or a flood of bad handshakes must not flood the log.
+            Log.debug("roomserver: \(s.connection.peerAddress): \(why)")
+        }
         closeSession(s, flush: false, grace: true)
     }
 

@@ -19,6 +19,18 @@ public struct RoomServerKey: Sendable, Equatable {
     public static let minimumSecretBytes = 32
 }
 
+/// `[tls]`: the server's certificate chain (PEM, leaf first) and private key (PEM). Read at
+/// start and on every reload (a renewal replaces the files in place).
+public struct RoomServerTLSFiles: Sendable, Equatable {
+    public var certFile: String
+    public var keyFile: String
+
+    public init(certFile: String, keyFile: String) {
+        self.certFile = certFile
+        self.keyFile = keyFile
+    }
+}
+
 /// `[limits]`: what one peer may take from the server, so a hostile or broken one on the network
 /// cannot lock the others out (issue 11; docs/roomserver.md, "Limits").
 public struct RoomServerLimits: Sendable, Equatable {
@@ -46,8 +58,13 @@ public struct RoomServerLimits: Sendable, Equatable {
 /// `roomserver`'s configuration file (docs/roomserver.md), an INI file read with RoomCore's
 /// `INIParser` / `ConfigValues`, so every error reads `file:line: section.key: problem`.
 public struct RoomServerConfiguration: Sendable, Equatable {
-    /// TCP signalling listeners (`server.listen`, comma-separated).
+    /// TLS signalling listeners (`server.listen`, comma-separated); they need `tls`.
     public var listen: [SocketAddress]
+    /// Plain signalling listeners (`server.plain_listen`): tokens and media keys in clear, for
+    /// development and load tests on a trusted host only.
+    public var plainListen: [SocketAddress] = []
+    /// `[tls]`: required when `listen` is not empty.
+    public var tls: RoomServerTLSFiles?
     /// The one UDP media socket (`server.media`).
     public var media: SocketAddress
     public var logLevel: LogLevel
@@ -79,7 +96,8 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     }
 
     static let sections: [(name: String, keys: [String])] = [
-        ("server", ["listen", "media", "log_level", "token_leeway"]),
+        ("server", ["listen", "plain_listen", "media", "log_level", "token_leeway"]),
+        ("tls", ["cert_file", "key_file"]),
         ("keys", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
         ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second"]),
@@ -114,14 +132,40 @@ public struct RoomServerConfiguration: Sendable, Equatable {
             return address
         }
 
-        var listen: [SocketAddress] = []
-        let listenText = try values.string("server.listen") ?? defaultListen
-        for part in listenText.split(separator: ",", omittingEmptySubsequences: false) {
-            let item = part.trimmingBlanks
-            guard !item.isEmpty else { throw values.error("server.listen", "empty address in the list") }
-            let a = try address(item, key: "server.listen")
-            if listen.contains(a) { throw values.error("server.listen", "\(a) is listed twice") }
-            listen.append(a)
+        func addresses(_ key: String, _ text: String) throws(ConfigError) -> [SocketAddress] {
+            var list: [SocketAddress] = []
+            for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+                let item = part.trimmingBlanks
+                guard !item.isEmpty else { throw values.error(key, "empty address in the list") }
+                let a = try address(item, key: key)
+                if list.contains(a) { throw values.error(key, "\(a) is listed twice") }
+                list.append(a)
+            }
+            return list
+        }
+        let plainText = try values.string("server.plain_listen")
+        let plainListen = try plainText.map { (t) throws(ConfigError) in try addresses("server.plain_listen", t) } ?? []
+        // Without any listener key the default is one TLS listener; with only plain_listen, none.
+        let listenText = try values.string("server.listen") ?? (plainText == nil ? defaultListen : nil)
+        let listen = try listenText.map { (t) throws(ConfigError) in try addresses("server.listen", t) } ?? []
+        for a in plainListen where listen.contains(a) {
+            throw values.error("server.plain_listen", "\(a) is also in server.listen (one port speaks TLS or plain, not both)")
+        }
+        // Relative to the configuration file's directory, like every path an installer writes.
+        let directory = Files.directory(of: file)
+        func path(_ key: String) throws(ConfigError) -> String? {
+            guard let p = try values.string(key) else { return nil }
+            guard !p.isEmpty else { throw values.error(key, "empty path") }
+            return p.hasPrefix("/") ? p : (directory.hasSuffix("/") ? directory : directory + "/") + p
+        }
+        let certFile = try path("tls.cert_file")
+        let keyFile = try path("tls.key_file")
+        var tls: RoomServerTLSFiles?
+        switch (certFile, keyFile) {
+        case let (cert?, key?): tls = RoomServerTLSFiles(certFile: cert, keyFile: key)
+        case (nil, nil): tls = nil
+        case (nil, _?): throw values.error("tls.key_file", "needs tls.cert_file (the certificate chain that goes with the key)")
+        case (_?, nil): throw values.error("tls.cert_file", "needs tls.key_file (the certificate's private key)")
         }
         let media = try address(try values.string("server.media") ?? defaultMedia, key: "server.media")
 
@@ -148,6 +192,8 @@ public struct RoomServerConfiguration: Sendable, Equatable {
 
         var configuration = RoomServerConfiguration(
             listen: listen, media: media, logLevel: logLevel, keys: keys, room: room, maxParticipants: maxParticipants)
+        configuration.plainListen = plainListen
+        configuration.tls = tls
         configuration.tokenLeeway = try values.int("server.token_leeway", in: 0 ... 300) ?? 30
         var limits = RoomServerLimits()
         limits.helloTimeoutMs = Int64(try values.int("limits.hello_timeout_ms", in: 100 ... 60_000) ?? Int(limits.helloTimeoutMs))
@@ -156,6 +202,10 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         limits.mediaPacketsPerSecond = try values.int("limits.media_packets_per_second", in: 50 ... 100_000) ?? limits.mediaPacketsPerSecond
         limits.mediaBytesPerSecond = try values.int("limits.media_bytes_per_second", in: 10_000 ... 100_000_000) ?? limits.mediaBytesPerSecond
         configuration.limits = limits
+        // Last, so a typo elsewhere is reported as itself first.
+        if !listen.isEmpty && tls == nil {
+            throw values.error("server.listen", "is TLS and needs [tls] cert_file and key_file (docs/security.md, \"Certificate setup for an installer\"); server.plain_listen serves plain signalling for development")
+        }
         return configuration
     }
 

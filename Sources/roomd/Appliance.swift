@@ -66,9 +66,9 @@ final class Appliance {
 
     /// Joins with the effective settings, or with what a `join` request overrides (`addresses`
     /// already parsed by the caller, so a bad one is reported as a bad argument).
-    func join(addresses requested: [SocketAddress]? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
+    func join(addresses requested: [HostPort]? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
         let e = settings.effective
-        let addresses: [SocketAddress]
+        let addresses: [HostPort]
         if let requested { addresses = requested } else { addresses = try Self.addresses(e.servers) }
         guard !addresses.isEmpty else {
             throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
@@ -76,13 +76,15 @@ final class Appliance {
         let joinToken: String
         if let token { joinToken = token } else { joinToken = try Self.readToken(e) }
         let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
-        try room.connect(servers: addresses, token: joinToken, role: roomRole, muted: session?.isSelfMuted ?? e.muted)
+        try room.connect(servers: addresses, tls: e.signalling.tlsSettings, token: joinToken, role: roomRole,
+                         muted: session?.isSelfMuted ?? e.muted)
         settingsToken = requested == nil && token == nil ? joinToken : nil
     }
 
-    static func addresses(_ servers: [String]) throws(SystemError) -> [SocketAddress] {
-        var addresses: [SocketAddress] = []
-        for text in servers { addresses.append(try SocketAddress(parsing: text)) }
+    /// Host names stay names: the session resolves them at each attempt.
+    static func addresses(_ servers: [String]) throws(SystemError) -> [HostPort] {
+        var addresses: [HostPort] = []
+        for text in servers { addresses.append(try HostPort(parsing: text)) }
         return addresses
     }
 
@@ -145,11 +147,11 @@ final class Appliance {
                 return .failure(.system("control.group: \(error)"))
             }
         }
-        let roomChanged = after.servers != before.servers || after.role != before.role
+        let roomChanged = after.servers != before.servers || after.role != before.role || after.signalling != before.signalling
         // The token file is compared by content: rotating a token is rewriting that file and
         // reloading, with the path unchanged.
         var token: String?
-        var addresses: [SocketAddress] = []
+        var addresses: [HostPort] = []
         if !after.servers.isEmpty && room.isEnabled {
             do {
                 token = try Self.readToken(after)
@@ -187,10 +189,11 @@ final class Appliance {
         }
         if roomChanged, let token, !addresses.isEmpty {
             do {
-                try room.connect(servers: addresses, token: token, role: RoomRole(rawValue: now.role) ?? .streamer,
+                try room.connect(servers: addresses, tls: now.signalling.tlsSettings, token: token, role: RoomRole(rawValue: now.role) ?? .streamer,
                                  muted: session?.isSelfMuted ?? now.muted)
                 settingsToken = token
-                report.rejoined += ["room.server", "room.role"].filter { changedFileKeys.contains($0) }
+                report.rejoined += ["room.server", "room.role", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
+                                    "room.plaintext_signalling"].filter { changedFileKeys.contains($0) }
             } catch {
                 Log.error("room: \(error)")
             }

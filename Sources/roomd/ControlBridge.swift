@@ -79,11 +79,11 @@ final class ControlBridge {
                 reply(.failure(ControlError(.configError, "\(e)")))
             }
         case .join(let servers, let token, let role):
-            var addresses: [SocketAddress]?
+            var addresses: [HostPort]?
             if let servers {
                 addresses = []
                 for text in ApplianceConfiguration.serverList(servers) {
-                    do { addresses?.append(try SocketAddress(parsing: text)) } catch {
+                    do { addresses?.append(try HostPort(parsing: text)) } catch {
                         return reply(.failure(.badRequest(field: "args.server", "\"\(text)\": \(error)")))
                     }
                 }

@@ -1,6 +1,7 @@
 import RoomAudio
 import RoomBuildInfo
 import RoomCore
+import RoomSystem
 
 /// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
 struct Options {
@@ -26,6 +27,10 @@ struct Options {
     var token: String?
     var tokenFile: String?
     var role: String?
+    var tlsCAFile: String?
+    var tlsPins: [String]?
+    var tlsServerName: String?
+    var plaintextSignalling = false
     var controlSocket: String?
     var controlGroup: String?
     var stateDirectory: String?
@@ -44,10 +49,19 @@ struct Options {
                              systemd unit passes /etc/roomd/roomd.conf). SIGHUP or
                              `roomctl reload` re-read it.
       --board PATH           board directory or its board.conf (default board/sim)
-      --server ADDR[,ADDR]   join a room on roomserver at ADDR (host:port, numeric; a list
-                             is tried in turn for failover)
+      --server ADDR[,ADDR]   join a room on roomserver at ADDR (host:port, a host name or a
+                             numeric address; a list is tried in turn for failover)
       --token TOKEN          the room token (JWT from the room service, or roomserver mint-token)
       --token-file PATH      read the token from PATH instead (keeps it out of ps and the journal)
+      --tls-ca-file PATH     trust the server's certificate when it chains to a CA in PATH (PEM)
+      --tls-pin PIN[,PIN]    accept only these server keys (sha256/..., see roomserver(8));
+                             with --tls-ca-file both must hold, alone it replaces the CA
+      --tls-server-name NAME
+                             the name the server's certificate must carry (default: the
+                             host of --server)
+      --plaintext-signalling
+                             no TLS: tokens and media keys cross the network in clear
+                             (development only; the server needs a plain_listen)
       --role ROLE            streamer (speak; needs the publish grant) or audience (listen),
                              default streamer
       --loopback             play the cleaned, Opus-coded capture on the speaker
@@ -91,13 +105,26 @@ struct Options {
             case "--loopback": o.loopback = true
             case "--json": o.json = true
             case "--far-end-once": o.farEndOnce = true
+            case "--plaintext-signalling": o.plaintextSignalling = true
+            case "--tls-ca-file", "--tls-pin", "--tls-server-name":
+                guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
+                switch a {
+                case "--tls-ca-file": o.tlsCAFile = Files.absolute(v)
+                case "--tls-pin":
+                    let pins = ApplianceConfiguration.serverList(v)
+                    if let problem = pins.lazy.compactMap(SPKIPin.problem).first { return .exit("roomd: --tls-pin: \(problem)", 2) }
+                    o.tlsPins = pins
+                default:
+                    guard ApplianceConfiguration.isHostPort(v + ":1") else { return .exit("roomd: --tls-server-name: \"\(v)\" is not a host name or numeric address", 2) }
+                    o.tlsServerName = v
+                }
             case "--server":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: --server needs host:port[,host:port...]", 2) }
                 o.servers = ApplianceConfiguration.serverList(v)
                 // The configuration file's rule (room.server): a port of 0 or a name retried
                 // forever before, where the file refused them at once.
                 if let bad = o.servers.first(where: { !ApplianceConfiguration.isHostPort($0) }) {
-                    return .exit("roomd: --server \(bad): not host:port (numeric IPv4 a.b.c.d or [IPv6], port 1-65535)", 2)
+                    return .exit("roomd: --server \(bad): not host:port (a host name, numeric IPv4 a.b.c.d or [IPv6], port 1-65535)", 2)
                 }
             case "--token", "--token-file":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
@@ -165,6 +192,9 @@ struct Options {
         // A token belongs to a server: never the command line's token with the file's server.
         if o.servers.isEmpty && (o.token != nil || o.tokenFile != nil) { return .exit("roomd: --token needs --server", 2) }
         if !o.servers.isEmpty && o.loopback { return .exit("roomd: --loopback and --server exclude each other", 2) }
+        if o.plaintextSignalling && (o.tlsCAFile != nil || o.tlsPins != nil || o.tlsServerName != nil) {
+            return .exit("roomd: --plaintext-signalling turns TLS off; it excludes --tls-ca-file, --tls-pin and --tls-server-name", 2)
+        }
         return .run(o)
     }
 }

@@ -3,6 +3,7 @@ import RoomClient
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// roomd's membership of a room, which may start later than the audio (a `join` or a reload
 /// that adds a server) and may move to other servers. The engine's "packets waiting" eventfd
@@ -47,10 +48,13 @@ final class RoomLink {
     /// Joins `servers` with `token` and `role`: creates the session on first use, otherwise
     /// leaves the current room properly first (others see "left", not a timeout). Self mute is
     /// carried over, so a muted appliance never speaks into the new room.
-    func connect(servers: [SocketAddress], token: String, role: RoomRole, muted: Bool) throws(SystemError) {
+    /// `tls` nil: plain signalling (only when the settings ask for it).
+    func connect(servers: [HostPort], tls: TLSClientSettings?, token: String, role: RoomRole, muted: Bool) throws(SystemError) {
         guard let wake else { throw SystemError("roomd runs in loopback mode: no room") }
         guard let session else {
-            let configuration = RoomSessionConfiguration(servers: servers, token: token, role: role)
+            var configuration = RoomSessionConfiguration(servers: [], token: token, role: role)
+            configuration.endpoints = servers
+            configuration.tls = tls
             let s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
                                     incoming: engine.incomingMedia, externalSignal: wake.signal)
             s.onEvent = { [weak self] event in
@@ -66,7 +70,7 @@ final class RoomLink {
         let restart: () -> Void = { [weak session] in
             guard let session else { return }
             do {
-                try session.reconfigure(servers: servers, token: token, role: role)
+                try session.reconfigure(endpoints: servers, token: token, role: role, tls: .some(tls))
                 session.start()
             } catch {
                 Log.error("room: \(error)")

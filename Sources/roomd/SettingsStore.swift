@@ -1,5 +1,6 @@
 import RoomCore
 import RoomSystem
+import RoomTLS
 
 /// The settings roomd acts on, after layering (strongest first): command line, run-time
 /// settings (roomctl, buttons; kept in the state directory), configuration file, defaults.
@@ -10,6 +11,8 @@ struct EffectiveSettings: Equatable {
     var token: String?
     var tokenFile: String?
     var role: String
+    /// How the signalling server is checked (TLS unless `plaintextSignalling`).
+    var signalling: SignallingSecurity
     var profile: AudioProfile
     var volumeDB: Double
     var aecSuppression: Int32?
@@ -18,6 +21,19 @@ struct EffectiveSettings: Equatable {
     var controlGroup: String?
     var logLevel: String
     var muted: Bool
+}
+
+/// room.tls_* and room.plaintext_signalling after layering: TLS unless plain is asked for.
+struct SignallingSecurity: Equatable {
+    var caFile: String?
+    var pins: [String]
+    var serverName: String?
+    var plaintext: Bool
+
+    /// The session's TLS settings; nil for plain signalling.
+    var tlsSettings: TLSClientSettings? {
+        plaintext ? nil : TLSClientSettings(caFile: caFile, pins: pins, serverName: serverName)
+    }
 }
 
 /// Owns the three layers and the two files behind them. Lives on the event-loop thread.
@@ -98,6 +114,10 @@ final class SettingsStore {
             token: tokenFromOptions ? o.token : file.token,
             tokenFile: tokenFromOptions ? o.tokenFile : file.tokenFile,
             role: o.role ?? file.role ?? "streamer",
+            signalling: SignallingSecurity(
+                caFile: o.tlsCAFile ?? file.tlsCAFile, pins: o.tlsPins ?? file.tlsPins,
+                serverName: o.tlsServerName ?? file.tlsServerName,
+                plaintext: o.plaintextSignalling || (file.plaintextSignalling ?? false)),
             profile: o.profile ?? runtime.profile ?? file.profile ?? .speech,
             volumeDB: runtime.volumeDB ?? file.volumeDB ?? 0,
             aecSuppression: o.aecSuppression ?? file.aecSuppression,

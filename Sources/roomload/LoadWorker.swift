@@ -2,11 +2,12 @@ import Glibc
 import RoomCore
 import RoomProtocol
 import RoomSystem
+import RoomTLS
 
 /// One synthetic participant: a signalling connection and a media socket, like roomd's.
 final class LoadClient {
     let spec: ClientSpec
-    var connection: StreamConnection?
+    var connection: (any StreamTransport)?
     var decoder = FrameDecoder()
     var udp: UDPSocket?
     var participantID: UInt32 = 0
@@ -59,6 +60,7 @@ final class LoadWorker {
     private var connecting = 0
     private var result = WorkerResult()
     private let readBuffer: UnsafeMutableRawBufferPointer
+    private let tlsContext: TLSClientContext?
     private let datagramBuffer: UnsafeMutableRawBufferPointer
     private let bindingBuffer: UnsafeMutableRawBufferPointer
     private let encoder = FrameEncoder()
@@ -78,6 +80,8 @@ final class LoadWorker {
         streamers = clients.filter(\.spec.streamer)
         waiting = clients.reversed()
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
+        // One TLS context per worker: its connections share the worker's loop thread.
+        tlsContext = try plan.tlsCAFile.map { (file) throws(SystemError) in try TLSClientContext(settings: TLSClientSettings(caFile: file)) }
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         bindingBuffer = .allocate(byteCount: 64, alignment: 8)
         bins = .allocate(capacity: DelayHistogram.binCount)
@@ -116,9 +120,12 @@ final class LoadWorker {
         while connecting < plan.maxConnecting, let client = waiting.popLast() {
             connecting += 1
             do {
-                client.connection = try StreamConnection.connect(to: plan.server, loop: loop) {
-                    [unowned self, unowned client] _, event in self.signallingEvent(client, event)
-                }
+                let stream = try StreamConnection.connect(to: plan.server, loop: loop)
+                let connection: any StreamTransport = try tlsContext.map { (context) throws(SystemError) in
+                    try TLSConnection(stream: stream, role: .client(context, serverName: plan.server.host), loop: loop)
+                } ?? stream
+                connection.setEventHandler { [unowned self, unowned client] event in self.signallingEvent(client, event) }
+                client.connection = connection
             } catch {
                 fail(client, "connect: \(error)")
             }

@@ -24,6 +24,8 @@ struct LoadPlan: Sendable {
     /// Handshakes in flight per worker at once (the rest wait), so the listen backlog and the
     /// server's accept loop never see a thundering herd.
     var maxConnecting = 32
+    /// Signalling over TLS, trusting this CA file (nil: plain signalling).
+    var tlsCAFile: String?
 }
 
 /// Latency histogram: 10 µs bins up to `binCount × 10 µs`, plus an overflow count.

@@ -13,7 +13,7 @@ let usage = """
 usage: roomload --server HOST:PORT (--config SERVER.conf [--key-id KID] | --key-id KID --secret HEX [--app APP])
                 [--rooms 50] [--participants 10] [--streamers 3] [--duration 20] [--warmup 5]
                 [--server-pid PID] [--threads 1] [--payload 60] [--level 15] [--join-timeout 60]
-                [--room-prefix load]
+                [--room-prefix load] [--tls-ca-file CA.pem]
 
 Opens rooms × participants synthetic clients against a running roomserver (loopback), each
 with its own TCP signalling connection and UDP media socket. The first --streamers of every
@@ -29,6 +29,8 @@ CLOCK_MONOTONIC) of what the server forwards. After --warmup seconds the window 
   --key-id/--secret/--app  mint with this key instead (secret in hex; app default roomd-dev)
   --server-pid PID       the server's process, for its CPU share over the window
   --threads N            event-loop threads for the clients (rooms are split between them)
+  --tls-ca-file FILE     signalling over TLS 1.3, trusting FILE (default: plain signalling, for
+                         the server's plain_listen)
 """
 
 func fail(_ text: String, status: Int32 = 64) -> Never {
@@ -53,6 +55,7 @@ struct Arguments {
     var level = 15
     var joinTimeout = 60.0
     var roomPrefix = "load"
+    var tlsCAFile: String?
 
     static func parse(_ arguments: [String]) -> Arguments {
         var a = Arguments()
@@ -92,6 +95,7 @@ struct Arguments {
             case "--level": a.level = int(option, 0 ... 127)
             case "--join-timeout": a.joinTimeout = seconds(option)
             case "--room-prefix": a.roomPrefix = value(option)
+            case "--tls-ca-file": a.tlsCAFile = value(option)
             default: fail("unknown option \"\(option)\"\n\(usage)")
             }
             i += 1
@@ -235,6 +239,7 @@ plan.payloadBytes = args.payload
 plan.audioLevel = UInt8(args.level)
 plan.totalStreamers = max(streamerOrdinal, 1)
 plan.participantsPerRoom = args.participants
+plan.tlsCAFile = args.tlsCAFile
 let finalPlan = plan
 
 printError("roomload: \(totalClients) clients (\(args.rooms) rooms × \(args.participants), \(args.streamers) streamers each) on \(args.threads) thread(s) → \(serverAddress)")

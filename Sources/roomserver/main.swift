@@ -4,21 +4,26 @@ import RoomCore
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
+import RoomTLS
 
 // Wiring only: options, configuration, the loop on the main thread, signals.
 
 let usage = """
 usage: roomserver --config FILE [--log-level LEVEL]
+       roomserver --print-spki-pin CERT.pem
        roomserver mint-token --config FILE --key KID --room ROOM --user USER [--name NAME]
                   [--publish] [--moderate] [--ttl SECONDS] [--not-before SECONDS]
 
-Runs the voice-room service (signalling over TCP, RTP forwarding over UDP) described by the
-configuration file (docs/roomserver.md). SIGINT or SIGTERM closes every room with reason
+Runs the voice-room service (signalling over TLS 1.3, RTP forwarding over UDP) described by
+the configuration file (docs/roomserver.md). SIGINT or SIGTERM closes every room with reason
 room_closed and exits 0. SIGHUP reads the configuration file again (keys, token leeway and
-room settings apply without closing a room; an invalid file changes nothing).
+room settings apply without closing a room; the TLS certificate and key are read again for
+new connections; an invalid file changes nothing).
 
   --config FILE          configuration file (see docs/roomserver.conf.example)
   --log-level LEVEL      override server.log_level: error, warning, notice, info or debug
+  --print-spki-pin CERT  print the SPKI pin of the first certificate in CERT (PEM), the
+                         value for roomd.conf's room.tls_pin, and exit
   --version              print the version and exit
   --help                 print this help and exit
 
@@ -94,6 +99,17 @@ struct Options {
     }
 }
 
+// An installer's helper, before anything else: no configuration needed.
+if CommandLine.arguments.count >= 2 && CommandLine.arguments[1] == "--print-spki-pin" {
+    guard CommandLine.arguments.count == 3 else { fail("--print-spki-pin needs one certificate file (PEM)") }
+    do {
+        printLine(try TLSCertificates.spkiPin(ofFile: CommandLine.arguments[2]))
+        exit(0)
+    } catch {
+        fail("--print-spki-pin: \(error)", status: 66)
+    }
+}
+
 let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
 let configPath = options.configPath
 let configuration = loadConfiguration(configPath)
@@ -142,6 +158,7 @@ func reloadConfiguration(_ server: RoomServer, path: String, logLevelOverridden:
     var parts: [String] = []
     if !applied.isEmpty { parts.append("applied " + applied.joined(separator: ", ")) }
     if !report.restartNeeded.isEmpty { parts.append("restart needed for " + report.restartNeeded.joined(separator: ", ")) }
+    for refusal in report.refused { Log.error("roomserver: SIGHUP: \(refusal)") }
     Log.notice("roomserver: SIGHUP: configuration \(path) reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
     if next.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
 }

@@ -29,7 +29,7 @@ class ProcessTestCase: XCTestCase {
     func launch(_ exe: String, _ args: [String], env: [String: String] = [:], log: String) throws -> Process {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
-        p.arguments = args
+        p.arguments = args + Self.signallingTrust(exe, args)
         p.environment = Self.environment(env)
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
@@ -39,6 +39,28 @@ class ProcessTestCase: XCTestCase {
         processes.append(p)
         return p
     }
+
+    /// Signalling is TLS, as installed: every roomserver these tests start serves the test
+    /// certificate (`writeServerConfig`), so a roomd joining one with `--server` is given the
+    /// test CA, unless the test chose its own TLS or plain settings.
+    static func signallingTrust(_ exe: String, _ args: [String]) -> [String] {
+        guard exe.hasSuffix("/roomd"), args.contains("--server") || args.contains("--config") else { return [] }
+        if args.contains(where: { $0 == "--tls-ca-file" || $0 == "--tls-pin" || $0 == "--plaintext-signalling" }) { return [] }
+        return ["--tls-ca-file", testCertificates + "/ca.pem"]
+    }
+
+    /// A CA and a server certificate for 127.0.0.1, 127.0.0.2 (roomproxy) and localhost, made
+    /// once per test run with scripts/make-dev-certs.
+    static let testCertificates: String = {
+        let dir = NSTemporaryDirectory() + "roomd-test-tls-\(getpid())"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: SimCard.repoRoot + "/scripts/make-dev-certs")
+        p.arguments = [dir]
+        p.standardOutput = FileHandle.nullDevice
+        try? p.run()
+        p.waitUntilExit()
+        return dir
+    }()
 
     /// This process's environment plus `extra`, without the ALSA variables: roomd sets them
     /// itself from the board profile.
@@ -120,6 +142,8 @@ class ProcessTestCase: XCTestCase {
         var text = try String(contentsOfFile: SimCard.repoRoot + "/docs/roomserver.conf.example", encoding: .utf8)
             .replacingOccurrences(of: "127.0.0.1:7700", with: "127.0.0.1:\(tcp)")
             .replacingOccurrences(of: "127.0.0.1:7701", with: "127.0.0.1:\(udp)")
+            .replacingOccurrences(of: "cert_file = tls/server.pem", with: "cert_file = \(Self.testCertificates)/server.pem")
+            .replacingOccurrences(of: "key_file = tls/server.key", with: "key_file = \(Self.testCertificates)/server.key")
         for (from, to) in replacing { text = text.replacingOccurrences(of: from, with: to) }
         try text.write(toFile: path, atomically: true, encoding: .utf8)
     }

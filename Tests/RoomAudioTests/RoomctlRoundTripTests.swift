@@ -86,7 +86,7 @@ final class RoomctlRoundTripTests: ProcessTestCase {
         try ctl("a", ["events", "--event", "mute", "--count", "1", "--timeout", "0.5"], expect: Roomctl.Exit.timeout)
 
         // A join naming a server that is not host:port is refused with the field, nothing changes.
-        let refused = try runSeparated(roomctl, ["--socket", dir + "/b.sock", "--json", "join", "--server", "roomserver.local:7700"])
+        let refused = try runSeparated(roomctl, ["--socket", dir + "/b.sock", "--json", "join", "--server", "roomserver_local:7700"])
         XCTAssertEqual(refused.status, 1)
         XCTAssertTrue(refused.stdout.contains("\"field\":\"args.server\"") && refused.stdout.contains("bad_request"), refused.stdout)
 

@@ -141,6 +141,22 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertTrue(s.stderr.contains("--server 127.0.0.1:0"), s.stderr)
     }
 
+    /// The TLS options are checked with the others, naming the option (issue 11).
+    func testTLSOptionsAreCheckedAtStart() throws {
+        let pin = try roomd(["--server", "127.0.0.1:7700", "--token", "t", "--tls-pin", "sha1/abc"])
+        XCTAssertEqual(pin.status, 2)
+        XCTAssertTrue(pin.stderr.contains("--tls-pin") && pin.stderr.contains("sha256/"), pin.stderr)
+        let both = try roomd(["--server", "127.0.0.1:7700", "--token", "t", "--plaintext-signalling", "--tls-ca-file", "ca.pem"])
+        XCTAssertEqual(both.status, 2)
+        XCTAssertTrue(both.stderr.contains("--plaintext-signalling"), both.stderr)
+        let name = try roomd(["--server", "127.0.0.1:7700", "--token", "t", "--tls-server-name", "not a name"])
+        XCTAssertEqual(name.status, 2)
+        XCTAssertTrue(name.stderr.contains("--tls-server-name"), name.stderr)
+        let host = try roomd(["--server", "rooms_example:7700", "--token", "t"])
+        XCTAssertEqual(host.status, 2)
+        XCTAssertTrue(host.stderr.contains("--server rooms_example:7700"), host.stderr)
+    }
+
     /// The recording is written as it comes: a complete WAV at the end, no `.partial` left.
     func testRecordingIsStreamedToAWholeFile() throws {
         let dir = SimCard.scratch("record")

@@ -11,10 +11,12 @@ final class RealServerTests: XCTestCase {
 
     func makeServer(loop: EventLoop, listen: SocketAddress = .ipv4Loopback(port: 0),
                     media: SocketAddress = .ipv4Loopback(port: 0)) throws -> RoomServer {
-        let configuration = RoomServerConfiguration(
-            listen: [listen], media: media,
+        // Plain signalling: RoomTLSTests runs the session and server over TLS.
+        var configuration = RoomServerConfiguration(
+            listen: [], media: media,
             keys: ["k1": RoomServerKey(keyID: "k1", appID: "app", secret: Self.secret)],
             room: RoomConfig(policy: .open, speakerLimit: 6, topN: 3))
+        configuration.plainListen = [listen]
         let server = RoomServer(configuration: configuration, loop: loop)
         try server.start()
         return server
@@ -48,7 +50,7 @@ final class RealServerTests: XCTestCase {
     func testSpeakerIsHeardThroughTheRealServerAndRestartIsSurvived() throws {
         let loop = try EventLoop()
         var server: RoomServer? = try makeServer(loop: loop)
-        let listen = server!.signallingAddresses[0]
+        let listen = server!.plainSignallingAddresses[0]
         let media = server!.mediaAddress!
         let a = try member(loop, [listen], user: "a", role: .streamer, publish: true)
         let b = try member(loop, [listen], user: "b", role: .audience, publish: false)

@@ -54,7 +54,13 @@ final class ApplianceConfigurationTests: XCTestCase {
             ("[audio]\nvolume_db = loud\n", 2, "audio.volume_db", "is not a number"),
             ("[audio]\n\nvolume_db = 30\n", 3, "audio.volume_db", "out of range"),
             ("[audio]\nprofile = opera\n", 2, "audio.profile", "speech or music"),
-            ("[room]\nserver = example.com:7700\ntoken = x\n", 2, "room.server", "host:port"),
+            ("[room]\nserver = example_com:7700\ntoken = x\n", 2, "room.server", "host:port"),
+            ("[room]\nserver = -example.com:7700\ntoken = x\n", 2, "room.server", "host:port"),
+            ("[room]\nserver = example.com:7700\ntoken = x\ntls_pin = sha1/abc\n", 4, "room.tls_pin", "must start with sha256/"),
+            ("[room]\nserver = example.com:7700\ntoken = x\ntls_pin = sha256/abc=\n", 4, "room.tls_pin", "44 characters"),
+            ("[room]\nserver = example.com:7700\ntoken = x\ntls_server_name = a b\n", 4, "room.tls_server_name", "not a host name"),
+            ("[room]\nserver = example.com:7700\ntoken = x\nplaintext_signalling = true\n", 4, "room.plaintext_signalling", "not yes or no"),
+            ("[room]\nserver = example.com:7700\ntoken = x\ntls_ca_file = ca.pem\nplaintext_signalling = yes\n", 5, "room.plaintext_signalling", "room.tls_ca_file is set"),
             ("[room]\nserver = 10.0.0.1:99999\ntoken = x\n", 2, "room.server", "host:port"),
             ("[room]\nserver = 10.0.0.1:7700\n", 2, "room.server", "needs room.token_file"),
             ("[room]\ntoken = a\ntoken_file = b\n", 3, "room.token_file", "not both"),
@@ -81,9 +87,33 @@ final class ApplianceConfigurationTests: XCTestCase {
         XCTAssertEqual(a.changedKeys(from: a), [])
     }
 
+    func testSignallingKeys() throws {
+        let pin = "sha256/" + String(repeating: "A", count: 43) + "="
+        let c = try ApplianceConfiguration.parse(text: """
+            [room]
+            server = rooms.example.org:7700, 192.0.2.10:7700
+            token_file = token
+            tls_ca_file = room-ca.pem
+            tls_pin = \(pin), \(pin.replacingOccurrences(of: "AAAA", with: "BBBB"))
+            tls_server_name = rooms.example.org
+            """, file: "/etc/roomd/roomd.conf", directory: "/etc/roomd")
+        XCTAssertEqual(c.servers, ["rooms.example.org:7700", "192.0.2.10:7700"])
+        XCTAssertEqual(c.tlsCAFile, "/etc/roomd/room-ca.pem")
+        XCTAssertEqual(c.tlsPins.count, 2)
+        XCTAssertEqual(c.tlsServerName, "rooms.example.org")
+        XCTAssertNil(c.plaintextSignalling)
+        var plain = ApplianceConfiguration()
+        plain.servers = c.servers
+        plain.plaintextSignalling = true
+        XCTAssertEqual(plain.changedKeys(from: c), ["room.token_file", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
+                                                    "room.plaintext_signalling"])
+    }
+
     func testHostPortRule() {
-        for ok in ["127.0.0.1:7700", "[::1]:7700", "10.1.2.3:1"] { XCTAssertTrue(ApplianceConfiguration.isHostPort(ok), ok) }
-        for bad in ["127.0.0.1", "1.2.3:7", "256.0.0.1:7", "host:7700", "[]:1", "1.2.3.4:0", ":7700"] {
+        for ok in ["127.0.0.1:7700", "[::1]:7700", "10.1.2.3:1", "host:7700", "room-1.example.org:7700"] {
+            XCTAssertTrue(ApplianceConfiguration.isHostPort(ok), ok)
+        }
+        for bad in ["127.0.0.1", "1.2.3:7", "256.0.0.1:7", "[]:1", "1.2.3.4:0", ":7700", "ho_st:7700", "-a.b:1", "a..b:1"] {
             XCTAssertFalse(ApplianceConfiguration.isHostPort(bad), bad)
         }
     }
@@ -141,5 +171,8 @@ final class ApplianceConfigurationExampleTests: XCTestCase {
         XCTAssertEqual(c.tokenFile, "/etc/roomd/token")
         XCTAssertEqual(c.servers, ["192.0.2.10:7700"])
         XCTAssertEqual(c.controlGroup, "roomctl")
+        XCTAssertEqual(c.tlsCAFile, "/etc/roomd/room-ca.pem")
+        XCTAssertEqual(c.tlsServerName, "rooms.example.org")
+        XCTAssertNil(c.plaintextSignalling, "TLS unless asked otherwise")
     }
 }

@@ -28,16 +28,42 @@ final class RoomServerConfigurationTests: XCTestCase {
             a = app1:base64:\(b64)
             [rooms]
             policy = moderated
-            """, file: "t.conf")
+            [tls]
+            cert_file = tls/server.pem
+            key_file = /etc/roomserver/server.key
+            """, file: "/etc/rs/t.conf")
         XCTAssertEqual(config.listen.count, 2)
+        XCTAssertEqual(config.plainListen, [])
+        XCTAssertEqual(config.tls, RoomServerTLSFiles(certFile: "/etc/rs/tls/server.pem", keyFile: "/etc/roomserver/server.key"),
+                       "relative to the file's directory")
         XCTAssertEqual(config.media.port, 7701)
         XCTAssertEqual(config.keys["a"]?.secret, Array(0 ..< 32))
         XCTAssertEqual(config.room.policy, .moderated)
         XCTAssertEqual(config.room.topN, 3)
         XCTAssertEqual(config.maxParticipants, 50)
         XCTAssertEqual(config.room.reconnectGraceMs, 20_000, "protocol.md's 20 s")
-        let short = try RoomServerConfiguration.parse(text: "[rooms]\nreconnect_grace_ms = 1000\n", file: "t.conf")
+        let short = try RoomServerConfiguration.parse(text: "[server]\nplain_listen = 127.0.0.1:7702\n[rooms]\nreconnect_grace_ms = 1000\n", file: "t.conf")
         XCTAssertEqual(short.room.reconnectGraceMs, 1000)
+        XCTAssertEqual(short.listen, [], "only plain_listen: no TLS listener, no [tls] needed")
+        XCTAssertEqual(short.plainListen.map(\.description), ["127.0.0.1:7702"])
+    }
+
+    /// TLS is the default and needs its files; plain signalling only when asked for.
+    func testTLSListenersNeedTheCertificateAndKey() {
+        let cases: [(String, String, String)] = [
+            ("[rooms]\npolicy = open\n", "server.listen", "is TLS and needs [tls] cert_file and key_file"),
+            ("[server]\nlisten = 127.0.0.1:7700\n[tls]\ncert_file = a.pem\n", "tls.cert_file", "needs tls.key_file"),
+            ("[server]\nlisten = 127.0.0.1:7700\n[tls]\nkey_file = a.key\n", "tls.key_file", "needs tls.cert_file"),
+            ("[server]\nlisten = 127.0.0.1:7700\nplain_listen = 127.0.0.1:7700\n[tls]\ncert_file = a\nkey_file = b\n",
+             "server.plain_listen", "also in server.listen"),
+            ("[server]\nplain_listen = nowhere\n", "server.plain_listen", "not an address"),
+            ("[tls]\ncert_fil = a\n", "tls.cert_fil", "did you mean"),
+        ]
+        for (text, key, fragment) in cases {
+            XCTAssertThrowsError(try RoomServerConfiguration.parse(text: text, file: "rs.conf"), text) {
+                XCTAssertTrue("\($0)".contains(key) && "\($0)".contains(fragment), "\($0)")
+            }
+        }
     }
 
     func testErrorsNameFileLineAndKey() {

@@ -74,7 +74,7 @@ final class RoomServerLimitsTests: XCTestCase {
     }
 
     func testLimitsAreReadFromTheConfigurationAndCheckedNamingTheKey() throws {
-        let base = "[keys]\ndev = app:hex:" + String(repeating: "ab", count: 32) + "\n"
+        let base = "[server]\nplain_listen = 127.0.0.1:7702\n[keys]\ndev = app:hex:" + String(repeating: "ab", count: 32) + "\n"
         let c = try RoomServerConfiguration.parse(text: base + "[limits]\nhello_timeout_ms = 2500\nmax_unjoined_per_address = 8\n"
                                                   + "media_packets_per_second = 300\n", file: "s.conf")
         XCTAssertEqual(c.limits.helloTimeoutMs, 2500)

@@ -15,11 +15,11 @@ final class RoomServerReloadTests: XCTestCase {
         next.keys = ["k2": RoomServerKey(keyID: "k2", appID: ServerHarness.app, secret: newSecret)]
         next.room.speakerLimit = 2
         next.maxParticipants = 3
-        next.listen = [.ipv4Loopback(port: 1)]
+        next.plainListen = [.ipv4Loopback(port: 1)]
         let report = h.server.reload(next)
         XCTAssertEqual(report.applied, ["keys", "rooms.speaker_limit", "rooms.max_participants"])
-        XCTAssertEqual(report.restartNeeded, ["server.listen"])
-        XCTAssertEqual(h.server.configuration.listen, [.ipv4Loopback(port: 0)], "the bound listeners stay")
+        XCTAssertEqual(report.restartNeeded, ["server.plain_listen"])
+        XCTAssertEqual(h.server.configuration.plainListen, [.ipv4Loopback(port: 0)], "the bound listeners stay")
 
         // A token of the new key joins the running room; one of the removed key is refused.
         let b = try h.connect()

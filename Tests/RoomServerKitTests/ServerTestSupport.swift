@@ -19,13 +19,16 @@ final class ServerHarness {
          configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
-            listen: [.ipv4Loopback(port: 0)], media: .ipv4Loopback(port: 0),
+            // Plain signalling: these tests are about the room service, not the transport
+            // (RoomTLSTests runs the same server behind TLS).
+            listen: [], media: .ipv4Loopback(port: 0),
             keys: [
                 "k1": RoomServerKey(keyID: "k1", appID: Self.app, secret: Self.secret),
                 "other": RoomServerKey(keyID: "other", appID: "another-app", secret: [UInt8](repeating: 9, count: 32)),
             ],
             room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3, reconnectGraceMs: reconnectGraceMs),
             maxParticipants: maxParticipants)
+        configuration.plainListen = [.ipv4Loopback(port: 0)]
         configuration.limits = limits
         var options = RoomServer.Options()
         configure(&options)
@@ -33,7 +36,7 @@ final class ServerHarness {
         try server.start()
     }
 
-    var signallingPort: UInt16 { server.signallingAddresses[0].port! }
+    var signallingPort: UInt16 { server.plainSignallingAddresses[0].port! }
     var mediaPort: UInt16 { server.mediaAddress!.port! }
 
     func token(room: String = "lobby", user: String, name: String? = nil, publish: Bool = false,

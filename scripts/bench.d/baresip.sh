@@ -69,6 +69,7 @@ mkdir -p "$leg"
 read -r BS_TCP BS_UDP < <(bs_ports tcp)
 sed -e "s/127.0.0.1:7700/127.0.0.1:$BS_TCP/; s/127.0.0.1:7701/127.0.0.1:$BS_UDP/" \
   "$ROOT/docs/roomserver.conf.example" > "$leg/server.conf"
+dev_tls "$leg"
 "$BIN/roomserver" --config "$leg/server.conf" 2> "$leg/server.log" &
 BS_SERVER=$!
 BS_PIDS+=("$BS_SERVER")
@@ -79,13 +80,13 @@ room "$leg/b.conf" input=none status="$leg/b.status" output="$leg/b-speaker.wav"
 echo "bench baresip: roomd A -> roomserver -> B (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 # roomd itself, not the roomd() function: $! must be the program's pid (CPU, RSS, cleanup)
 # shellcheck disable=SC2086
-ROOMSIM_CONFIG="$leg/b.conf" "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval 1 --server "127.0.0.1:$BS_TCP" --token "$(bs_mint b)" --role audience \
+ROOMSIM_CONFIG="$leg/b.conf" "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval 1 --server "127.0.0.1:$BS_TCP" --tls-ca-file "$leg/tls/ca.pem" --token "$(bs_mint b)" --role audience \
   --duration $((BS_CALL_S)) ${E2E_B_OPTS:-} > "$leg/b.jsonl" 2> "$leg/b.log" &
 BS_B=$!
 BS_PIDS+=("$BS_B")
 sleep 0.5
 # shellcheck disable=SC2086
-ROOMSIM_CONFIG="$leg/a.conf" "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval 1 --server "127.0.0.1:$BS_TCP" --token "$(bs_mint a --publish)" --role streamer \
+ROOMSIM_CONFIG="$leg/a.conf" "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval 1 --server "127.0.0.1:$BS_TCP" --tls-ca-file "$leg/tls/ca.pem" --token "$(bs_mint a --publish)" --role streamer \
   --duration $((BS_CALL_S + 1)) ${E2E_A_OPTS:-} > "$leg/a.jsonl" 2> "$leg/a.log" &
 BS_A=$!
 BS_PIDS+=("$BS_A")

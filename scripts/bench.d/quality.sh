@@ -44,6 +44,7 @@ read -r -a Q_LOSSES <<< "${QUALITY_LOSSES:-0 5 10 20}"
 read -r Q_TCP Q_UDP < <(free_ports tcp)
 sed -e "s/127.0.0.1:7700/127.0.0.1:$Q_TCP/; s/127.0.0.1:7701/127.0.0.1:$Q_UDP/; s/^log_level = .*/log_level = notice/" \
   "$ROOT/docs/roomserver.conf.example" > "$WORK/q-server.conf"
+dev_tls "$WORK"
 "$BIN/roomserver" --config "$WORK/q-server.conf" 2> "$WORK/q-server.log" &
 Q_SERVER=$!
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$Q_TCP) 2>/dev/null && break; sleep 0.1; done
@@ -61,12 +62,12 @@ for loss in "${Q_LOSSES[@]}"; do
   room "$run/a.conf" input="$WORK/talk.wav" input_end=silence echo=off output=none status="$run/a.status"
   room "$run/b.conf" input=none echo=off output="$run/b-speaker.wav" status="$run/b.status"
   # shellcheck disable=SC2086
-  ROOMSIM_CONFIG="$run/b.conf" roomd $q_quiet --server "127.0.0.1:$Q_TCP" --token "$(q_mint "q$loss" b)" \
+  ROOMSIM_CONFIG="$run/b.conf" roomd $q_quiet --server "127.0.0.1:$Q_TCP" --tls-ca-file "$WORK/tls/ca.pem" --token "$(q_mint "q$loss" b)" \
     --role audience --duration "$Q_B_S" ${QUALITY_B_OPTS:-} > "$run/b.jsonl" 2> "$run/b.log" &
   B=$!
   sleep 0.5
   # shellcheck disable=SC2086
-  ROOMSIM_CONFIG="$run/a.conf" roomd $q_quiet --server "127.0.0.2:$Q_TCP" --token "$(q_mint "q$loss" a --publish)" \
+  ROOMSIM_CONFIG="$run/a.conf" roomd $q_quiet --server "127.0.0.2:$Q_TCP" --tls-ca-file "$WORK/tls/ca.pem" --token "$(q_mint "q$loss" a --publish)" \
     --role streamer --duration "$Q_A_S" ${QUALITY_A_OPTS:-} > "$run/a.jsonl" 2> "$run/a.log" &
   A=$!
   wait $A || echo "bench quality: A exited with $?" >&2

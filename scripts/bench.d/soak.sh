@@ -38,6 +38,7 @@ S_PREV_EXIT="$(trap -p EXIT)"
 S_PREV_CMD="$(eval "set -- $S_PREV_EXIT"; echo "${3:-}")"
 trap 'soak_cleanup; eval "$S_PREV_CMD"' EXIT
 
+dev_tls "$WORK"
 "$BIN/roomserver" --config "$WORK/soak-server.conf" 2> "$WORK/soak-server.log" &
 S_SERVER=$!
 S_PIDS+=("$S_SERVER")
@@ -58,7 +59,7 @@ for v in a b c; do
     --ttl $((S_SECONDS + 3600)))"
   ROOMSIM_CONFIG="$WORK/soak-$v.conf" "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval "$S_SAMPLE" \
     --config none --state-dir none --control-socket none \
-    --server "127.0.0.2:$S_TCP" --token "$token" --role streamer --duration "$S_SECONDS" \
+    --server "127.0.0.2:$S_TCP" --tls-ca-file "$WORK/tls/ca.pem" --token "$token" --role streamer --duration "$S_SECONDS" \
     > "$WORK/soak-$v.jsonl" 2> "$WORK/soak-$v.log" &
   S_ROOMDS+=($!)
   S_PIDS+=($!)

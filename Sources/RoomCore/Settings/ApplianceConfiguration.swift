@@ -7,8 +7,20 @@
 public struct ApplianceConfiguration: Sendable, Equatable {
     /// The board directory (or its board.conf), absolute after parsing.
     public var boardPath: String?
-    /// Room servers tried in turn (`host:port`, numeric); empty: no room (local only).
+    /// Room servers tried in turn (`host:port`, a host name or a numeric address); empty: no
+    /// room (local only).
     public var servers: [String] = []
+    /// `room.tls_ca_file` (absolute after parsing): the CA certificate(s) the server's
+    /// certificate must chain to.
+    public var tlsCAFile: String?
+    /// `room.tls_pin`: accepted SPKI pins of the server's key ("sha256/…", comma-separated).
+    public var tlsPins: [String] = []
+    /// `room.tls_server_name`: the name the server's certificate must carry, when it is not
+    /// the host of `room.server` (e.g. the server is reached by address).
+    public var tlsServerName: String?
+    /// `room.plaintext_signalling = yes`: no TLS (development only; tokens and media keys in
+    /// clear). TLS is the default.
+    public var plaintextSignalling: Bool?
     public var token: String?
     /// Absolute after parsing. Preferred over `token`: it keeps the token out of a world-readable file.
     public var tokenFile: String?
@@ -37,7 +49,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
 
     static let schema: [(name: String, keys: [String])] = [
         ("board", ["path"]),
-        ("room", ["server", "token", "token_file", "role"]),
+        ("room", ["server", "token", "token_file", "role", "tls_ca_file", "tls_pin", "tls_server_name", "plaintext_signalling"]),
         ("audio", ["profile", "volume_db", "aec_suppression", "opus_frame_ms"]),
         ("control", ["socket", "group"]),
         ("log", ["level"]),
@@ -60,7 +72,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if let list = try values.string("room.server") {
             let servers = serverList(list)
             for s in servers where !isHostPort(s) {
-                throw values.error("room.server", "\"\(s)\" is not host:port (numeric address and port 1..65535; several are separated by commas)")
+                throw values.error("room.server", "\"\(s)\" is not host:port (a host name or numeric address, and a port 1..65535; several are separated by commas)")
             }
             c.servers = servers
         }
@@ -73,6 +85,23 @@ public struct ApplianceConfiguration: Sendable, Equatable {
             throw values.error("room.server", "needs room.token_file (or room.token)")
         }
         c.role = try values.string("room.role", oneOf: roles)
+        c.tlsCAFile = try path("room.tls_ca_file")
+        if let pins = try values.string("room.tls_pin") {
+            c.tlsPins = serverList(pins)
+            for pin in c.tlsPins {
+                if let problem = SPKIPin.problem(pin) { throw values.error("room.tls_pin", problem) }
+            }
+            if c.tlsPins.isEmpty { throw values.error("room.tls_pin", "empty (give sha256/… pins, or leave the key out)") }
+        }
+        if let name = try values.string("room.tls_server_name") {
+            guard isHostPort(name + ":1") else { throw values.error("room.tls_server_name", "\"\(name)\" is not a host name or numeric address") }
+            c.tlsServerName = name
+        }
+        c.plaintextSignalling = try values.yesNo("room.plaintext_signalling")
+        if c.plaintextSignalling == true, let other = [("room.tls_ca_file", c.tlsCAFile != nil), ("room.tls_pin", !c.tlsPins.isEmpty),
+                                                       ("room.tls_server_name", c.tlsServerName != nil)].first(where: \.1)?.0 {
+            throw values.error("room.plaintext_signalling", "yes turns TLS off, but \(other) is set: choose one")
+        }
 
         c.profile = try values.value("audio.profile", as: AudioProfile.self)
         c.volumeDB = try values.double("audio.volume_db", in: volumeRange)
@@ -103,14 +132,22 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         text.split(separator: ",").map { String($0.filter { !$0.isWhitespace }) }
     }
 
-    /// `a.b.c.d:port` or `[v6]:port` with a numeric address: the same rule as `--server`, checked
-    /// here so a typo is reported with its line rather than when roomd first connects.
+    /// `name:port`, `a.b.c.d:port` or `[v6]:port`: the same rule as `--server`, checked here so
+    /// a typo is reported with its line rather than when roomd first connects. A name is letters,
+    /// digits and hyphens in dot-separated labels (RFC 1123); all-digit labels must be an IPv4
+    /// address (so "1.2.3:7" is refused, not looked up).
     public static func isHostPort(_ s: String) -> Bool {
         guard let colon = s.lastIndex(of: ":"), let port = Int(s[s.index(after: colon)...]), (1...65535).contains(port) else { return false }
         let host = s[..<colon]
         if host.hasPrefix("[") && host.hasSuffix("]") { return host.count > 2 }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { p in p.count <= 3 && Int(p).map { (0...255).contains($0) } == true }
+        if parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isNumber) }) {
+            return parts.count == 4 && parts.allSatisfy { p in p.count <= 3 && Int(p).map { (0...255).contains($0) } == true }
+        }
+        return host.utf8.count <= 253 && parts.allSatisfy { label in
+            !label.isEmpty && label.utf8.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+        }
     }
 
     /// The keys whose values differ between two configurations, in schema order: what a
@@ -122,6 +159,10 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if token != old.token { keys.append("room.token") }
         if tokenFile != old.tokenFile { keys.append("room.token_file") }
         if role != old.role { keys.append("room.role") }
+        if tlsCAFile != old.tlsCAFile { keys.append("room.tls_ca_file") }
+        if tlsPins != old.tlsPins { keys.append("room.tls_pin") }
+        if tlsServerName != old.tlsServerName { keys.append("room.tls_server_name") }
+        if plaintextSignalling != old.plaintextSignalling { keys.append("room.plaintext_signalling") }
         if profile != old.profile { keys.append("audio.profile") }
         if volumeDB != old.volumeDB { keys.append("audio.volume_db") }
         if aecSuppression != old.aecSuppression { keys.append("audio.aec_suppression") }

@@ -1,0 +1,118 @@
+import Foundation
+import RoomClient
+import RoomCore
+import RoomProtocol
+import RoomServerKit
+import RoomSystem
+import RoomTLS
+import XCTest
+
+/// Certificates made for a test with scripts/make-dev-certs (the openssl CLI), in a temporary
+/// directory removed at the end.
+final class TestCertificates {
+    let directory: String
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "roomtls-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+
+    /// Issues `name`.pem/.key signed by CA `ca` (made on first use); returns the leaf's pin.
+    @discardableResult
+    func issue(_ name: String = "server", ca: String = "ca", san: String = "DNS:localhost,IP:127.0.0.1", days: Int = 30) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.packageRoot + "/scripts/make-dev-certs")
+        process.arguments = [directory, "--ca", ca, "--name", name, "--san", san, "--days", "\(days)"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "make-dev-certs \(name)")
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func path(_ file: String) -> String { directory + "/" + file }
+
+    static var packageRoot: String {
+        var path = #filePath
+        for _ in 0 ..< 3 { path = Files.directory(of: path) }
+        return path
+    }
+}
+
+/// roomserver with one TLS and one plain listener, and room sessions, on one loop turned by
+/// the test thread.
+final class TLSHarness {
+    static let secret = [UInt8](repeating: 7, count: 32)
+    let loop: EventLoop
+    let server: RoomServer
+    let certificates: TestCertificates
+
+    init(certificates: TestCertificates, cert: String = "server", helloTimeoutMs: Int64? = nil) throws {
+        self.certificates = certificates
+        loop = try EventLoop()
+        var configuration = RoomServerConfiguration(
+            listen: [.ipv4Loopback(port: 0)], media: .ipv4Loopback(port: 0),
+            keys: ["k1": RoomServerKey(keyID: "k1", appID: "app", secret: Self.secret)],
+            room: RoomConfig(policy: .open, speakerLimit: 6, topN: 3))
+        configuration.plainListen = [.ipv4Loopback(port: 0)]
+        if let helloTimeoutMs { configuration.limits.helloTimeoutMs = helloTimeoutMs }
+        configuration.tls = RoomServerTLSFiles(certFile: certificates.path("\(cert).pem"), keyFile: certificates.path("\(cert).key"))
+        server = RoomServer(configuration: configuration, loop: loop)
+        try server.start()
+    }
+
+    var tlsAddress: SocketAddress { server.signallingAddresses[0] }
+    var plainAddress: SocketAddress { server.plainSignallingAddresses[0] }
+
+    func token(user: String) -> String {
+        let now = RoomTokenVerifier.systemClock()
+        return RoomToken.mint(
+            claims: RoomTokenClaims(app: "app", room: "lobby", sub: user, name: user,
+                                    grants: RoomGrants(publish: true), exp: now + 3600, nbf: now, iat: now),
+            keyID: "k1", secret: Self.secret)
+    }
+
+    final class Member {
+        let outgoing = SPSCRing<MediaPacket>(capacity: 64)
+        let incoming = SPSCRing<MediaPacket>(capacity: 64)
+        var session: RoomSession!
+        var states: [RoomConnectionState] = []
+        var joined: Bool { session.connectionState == .connected }
+        var failure: String? {
+            if case .failed(let reason) = session.connectionState { return reason }
+            return nil
+        }
+    }
+
+    /// A session to `address` (default: the TLS listener) with `tls` (nil: plain).
+    func member(_ user: String, tls: TLSClientSettings?, address: SocketAddress? = nil, serverName: String? = nil) throws -> Member {
+        let m = Member()
+        var config = RoomSessionConfiguration(servers: [address ?? tlsAddress], token: token(user: user), role: .streamer)
+        config.tls = tls
+        if let serverName { config.tls?.serverName = serverName }
+        config.backoff = RoomBackoff(initial: .milliseconds(50), maximum: .milliseconds(200))
+        config.handshakeTimeout = .seconds(2)
+        m.session = try RoomSession(loop: loop, configuration: config, outgoing: m.outgoing, incoming: m.incoming)
+        m.session.onEvent = { [unowned m] event in
+            if case .stateChanged(let s) = event { m.states.append(s) }
+        }
+        m.session.start()
+        return m
+    }
+
+    @discardableResult
+    func run(seconds: Double = 5, until condition: () -> Bool) -> Bool {
+        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        while !condition() {
+            if monotonicNanoseconds() > deadline { return false }
+            _ = try? loop.runOnce(timeout: .milliseconds(10))
+        }
+        return true
+    }
+
+    func turn(seconds: Double) { _ = run(seconds: seconds) { false } }
+}
