@@ -46,6 +46,8 @@ let package = Package(
         .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CGpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        // SRTP (media encryption, docs/security.md); shim.h builds the one policy used.
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         // Headers and libraries come from pkg-config, never from fixed /usr/include paths, so a
         // cross build against an arm64 sysroot (PKG_CONFIG_SYSROOT_DIR) finds the right ones.
         // COpus: libopus's ctl calls are variadic, so shim.h wraps each in a static inline function.
@@ -90,15 +92,17 @@ let package = Package(
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
+        // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
+        .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "RoomProtocol"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
-        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomMediaCrypto"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
         .target(name: "RoomControl", dependencies: ["RoomCore", "RoomSystem"]),
         // Buttons and LEDs: libgpiod (v1) backend and a simulated backend for tests and the rig.
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
-        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol"]),
+        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomMediaCrypto"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomBuildInfo"]),
@@ -106,7 +110,7 @@ let package = Package(
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit"]),
+        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomMediaCrypto"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 

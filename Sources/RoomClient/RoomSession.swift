@@ -1,4 +1,5 @@
 import RoomCore
+import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem
 
@@ -77,6 +78,8 @@ public final class RoomSession {
     var udp: UDPSocket?
     var mediaDestination: SocketAddress?
     var mediaKey: MediaKey?
+    /// SRTP for this connection's media (nil: plain RTP, the server sent no keys).
+    var mediaCrypto: (uplink: SRTPSession, downlink: SRTPSession)?
     var ssrc: UInt32 = 0
     /// RTP sequence of the packets actually sent. The engine numbers every frame it hands
     /// over, but frames dropped here (muted, off stage) never reach anyone: listeners would

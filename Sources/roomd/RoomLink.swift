@@ -25,9 +25,13 @@ final class RoomLink {
     private var streamsByParticipant: [RoomParticipantID: UInt32] = [:]
 
     /// `enabled` false (loopback mode): the engine plays its own packets and no room is joined.
-    init(loop: EventLoop, engine: AudioEngine, enabled: Bool) throws(SystemError) {
+    /// Plain RTP accepted (`--plain-media`); otherwise a server without SRTP keys gets no media.
+    private let plainMedia: Bool
+
+    init(loop: EventLoop, engine: AudioEngine, enabled: Bool, plainMedia: Bool = false) throws(SystemError) {
         self.loop = loop
         self.engine = engine
+        self.plainMedia = plainMedia
         guard enabled else {
             // Loopback: this appliance is its own listener, its jitter buffer the report.
             lossTimer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
@@ -50,7 +54,8 @@ final class RoomLink {
     func connect(servers: [SocketAddress], token: String, role: RoomRole, muted: Bool) throws(SystemError) {
         guard let wake else { throw SystemError("roomd runs in loopback mode: no room") }
         guard let session else {
-            let configuration = RoomSessionConfiguration(servers: servers, token: token, role: role)
+            var configuration = RoomSessionConfiguration(servers: servers, token: token, role: role)
+            configuration.requireMediaEncryption = !plainMedia
             let s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
                                     incoming: engine.incomingMedia, externalSignal: wake.signal)
             s.onEvent = { [weak self] event in
