@@ -324,10 +324,30 @@ def binary(bin_dir):
              measure="shared libraries ldd resolves outside /lib and /usr/lib", libs=foreign)
 
 
+def srtp_side_by_side(path, bench, metrics):
+    """Encryption's cost: the same metric from an SRTP run and a plain run (lines carrying
+    "srtp": "on" / "off", one run of each in `path`), as one line with both values; value is
+    on minus off."""
+    runs = {}
+    for l in lines(path):
+        if l.get("bench") == bench and l.get("srtp") in ("on", "off"):
+            runs.setdefault(l["metric"], {})[l["srtp"]] = l["value"]
+    for metric in metrics:
+        for name, values in runs.items():
+            if not name.startswith(metric) or "on" not in values or "off" not in values:
+                continue
+            on, off = values["on"], values["off"]
+            emit(bench, f"{name}.srtp_cost", on - off, "%" if "pct" in name else "ms",
+                 srtp_on=on, srtp_off=off, measure="SRTP on minus plain RTP, same bench, same run of scripts/bench",
+                 relative_pct=round((on - off) / off * 100, 1) if off else None)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "marks":
         make_marks(sys.argv[2])
     elif sys.argv[1] == "binary":
         binary(sys.argv[2])
+    elif sys.argv[1] == "srtp-server":
+        srtp_side_by_side(sys.argv[2], "server", ["server.cpu_pct_", "server.p99_forward_ms", "server.p50_forward_ms"])
     else:
         {"aec": aec, "engine": engine, "selftest": selftest, "e2e": e2e}[sys.argv[1]](sys.argv[2])
