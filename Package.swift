@@ -48,6 +48,8 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // SRTP (media encryption, docs/security.md); shim.h builds the one policy used.
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        // OpenSSL's libcrypto, for tests only: an SRTP decryption independent of libsrtp2.
+        .systemLibrary(name: "CLibcrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Headers and libraries come from pkg-config, never from fixed /usr/include paths, so a
         // cross build against an arm64 sysroot (PKG_CONFIG_SYSROOT_DIR) finds the right ones.
         // COpus: libopus's ctl calls are variadic, so shim.h wraps each in a static inline function.
@@ -121,6 +123,8 @@ let package = Package(
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomMediaCryptoTests",
+                    dependencies: ["RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
