@@ -80,6 +80,8 @@ public final class RoomSession {
     var mediaKey: MediaKey?
     /// SRTP for this connection's media (nil: plain RTP, the server sent no keys).
     var mediaCrypto: (uplink: SRTPSession, downlink: SRTPSession)?
+    /// The keys `mediaCrypto` was made from (tests decrypt a capture with them; never logged).
+    var mediaEncryption: MediaEncryption?
     var ssrc: UInt32 = 0
     /// RTP sequence of the packets actually sent. The engine numbers every frame it hands
     /// over, but frames dropped here (muted, off stage) never reach anyone: listeners would

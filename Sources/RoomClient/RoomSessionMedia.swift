@@ -19,6 +19,7 @@ extension RoomSession {
             if let keys = welcome.mediaEncryption {
                 mediaCrypto = (try SRTPSession(key: keys.uplink, direction: .protect),
                                try SRTPSession(key: keys.downlink, direction: .unprotect))
+                mediaEncryption = keys
             } else if configuration.requireMediaEncryption {
                 Log.error("room: the server offers plain RTP (no SRTP keys in welcome) and media encryption is required: no media")
                 return
@@ -73,6 +74,7 @@ extension RoomSession {
         mediaDestination = nil
         mediaKey = nil
         mediaCrypto = nil
+        mediaEncryption = nil
         if isMediaPathUp {
             isMediaPathUp = false
             emit(.mediaPathChanged(up: false))
