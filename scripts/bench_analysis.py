@@ -13,6 +13,9 @@ import wave
 
 def emit(bench, metric, value, unit, **extra):
     line = {"bench": bench, "metric": metric, "value": round(value, 3), "unit": unit}
+    # scripts/bench e2e runs the call with media encrypted and plain (BENCH_SRTP=yes/no).
+    if os.environ.get("BENCH_SRTP") in ("yes", "no"):
+        line["srtp"] = "on" if os.environ["BENCH_SRTP"] == "yes" else "off"
     line.update(extra)
     print(json.dumps(line), flush=True)
 
@@ -272,6 +275,13 @@ def e2e(work):
              **{f"{k}_rss_file_mb": v.get("rss_file_mb") for k, v in rss.items()},
              **{f"{k}_rss_anon_mb": v.get("rss_anon_mb") for k, v in rss.items()},
              measure="resident memory of A (talker) and B (listener) in the call, last status line before they stop; value: the larger")
+    # roomd's own CPU over the call (whole process: engine, network, SRTP), from each one's
+    # summary line at exit.
+    summaries = {side: next((l for l in lines(f"{work}/{side}.jsonl") if l.get("summary")), None) for side in ("a", "b")}
+    if all(summaries.values()):
+        emit("e2e", "e2e.roomd_cpu_pct", summaries["a"]["cpu_pct"], "%", board="sim",
+             a_cpu_pct=summaries["a"]["cpu_pct"], b_cpu_pct=summaries["b"]["cpu_pct"],
+             measure="talker A's roomd, share of one core over its whole run (summary line); b_cpu_pct: the listener's")
     # Join: B's session start to the first audible sample at B's speaker.
     start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")
     rate, spk2 = read_wav(f"{work}/b2-speaker.wav")
@@ -347,6 +357,8 @@ if __name__ == "__main__":
         make_marks(sys.argv[2])
     elif sys.argv[1] == "binary":
         binary(sys.argv[2])
+    elif sys.argv[1] == "srtp-e2e":
+        srtp_side_by_side(sys.argv[2], "e2e", ["e2e.mouth_to_ear_ms", "e2e.rss_mb", "e2e.roomd_cpu_pct", "e2e.join_ms"])
     elif sys.argv[1] == "srtp-server":
         srtp_side_by_side(sys.argv[2], "server", ["server.cpu_pct_", "server.p99_forward_ms", "server.p50_forward_ms"])
     else:

@@ -67,7 +67,8 @@ sed -E \
   "$ROOT/docs/roomserver.conf.example" > "$WORK/server.conf"
 case "${SRTP:-yes}" in
   yes) ;;
-  no) printf '\n[media]\nsrtp = no\n' >> "$WORK/server.conf" ;;
+  no) sed -i -E "s/^srtp *=.*/srtp = no/" "$WORK/server.conf"
+      grep -q "^srtp = no" "$WORK/server.conf" || { echo "bench_server: no srtp key in the example configuration" >&2; exit 2; } ;;
   *) echo "bench_server: SRTP must be yes or no, not '$SRTP'" >&2; exit 2 ;;
 esac
 
