@@ -126,6 +126,11 @@ public final class RoomServer {
             after: .milliseconds(options.tickIntervalMs), repeating: .milliseconds(options.tickIntervalMs)
         ) { [weak self] in self?.tick() }
         Log.info("roomserver: signalling on \(signallingAddresses.map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
+        if configuration.srtp {
+            Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName), keys per participant)")
+        } else {
+            Log.warning("roomserver: media is NOT encrypted (media.srtp = no): anyone on the network path hears the rooms")
+        }
     }
 
     /// The bound signalling addresses (port 0 in the configuration resolved).
