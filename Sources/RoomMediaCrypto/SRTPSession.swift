@@ -107,6 +107,9 @@ public final class SRTPSession {
         return .rtp(length: Int(n))
     }
 
+    /// libsrtp2's version string ("libsrtp2 2.5.0"), for benchmark and diagnostic output.
+    public static var libraryVersion: String { String(cString: srtp_get_version_string()) }
+
     /// Forgets `ssrc`'s stream (rollover counter, replay window): the next packet of that SSRC
     /// starts a new one. For a sender whose sequence restarted behind what was sent.
     public func forget(ssrc: UInt32) {
