@@ -48,8 +48,12 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // SRTP (media encryption, docs/security.md); shim.h builds the one policy used.
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
-        // OpenSSL's libcrypto, for tests only: an SRTP decryption independent of libsrtp2.
+        // OpenSSL's libcrypto: the AES-GCM libsrtp2 runs on (CSRTPOpenSSLCipher), and the tests'
+        // SRTP reference decryptor.
         .systemLibrary(name: "CLibcrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libsrtp2's AES-128-GCM replaced by one on OpenSSL EVP that allocates nothing per packet
+        // (Debian's libsrtp2 is built on NSS, which does): docs/security.md.
+        .target(name: "CSRTPOpenSSLCipher", dependencies: ["CSRTP", "CLibcrypto"]),
         // Headers and libraries come from pkg-config, never from fixed /usr/include paths, so a
         // cross build against an arm64 sysroot (PKG_CONFIG_SYSROOT_DIR) finds the right ones.
         // COpus: libopus's ctl calls are variadic, so shim.h wraps each in a static inline function.
@@ -95,7 +99,7 @@ let package = Package(
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
         // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
-        .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "RoomProtocol"]),
+        .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
         .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomMediaCrypto"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,

@@ -97,6 +97,13 @@ public final class RoomSession {
     let sendBuffer: UnsafeMutableRawBufferPointer
     let receiveBuffer: UnsafeMutableRawBufferPointer
 
+    /// Sets the SRTP library up now rather than at the first `welcome` (its crypto kernel runs
+    /// known-answer tests of every cipher, tens of milliseconds the first join would otherwise
+    /// wait). roomd calls it at start; harmless to call again.
+    public static func prepareMediaEncryption() {
+        do { try SRTPLibrary.ready() } catch { Log.error("room: SRTP unavailable: \(error)") }
+    }
+
     /// - Parameters:
     ///   - outgoing: encoded packets from the audio thread (it pushes, this session pops).
     ///   - incoming: received packets for the audio thread (this session pushes).

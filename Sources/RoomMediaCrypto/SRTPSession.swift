@@ -1,4 +1,5 @@
 import CSRTP
+import CSRTPOpenSSLCipher
 import RoomProtocol
 
 /// One direction of SRTP (RFC 3711) with AEAD_AES_128_GCM (RFC 7714) for every SSRC sent or
@@ -133,13 +134,26 @@ public final class SRTPSession {
     }
 }
 
-/// libsrtp's one-time global set-up (its crypto kernel), run once before the first session.
-enum SRTPLibrary {
-    private static let status: srtp_err_status_t = srtp_init()
+/// libsrtp's one-time global set-up, run once before the first session: its crypto kernel
+/// (srtp_init), then AES-128-GCM replaced by the OpenSSL one (CSRTPOpenSSLCipher), which
+/// allocates nothing per packet. Should the replacement be refused (libsrtp runs known-answer
+/// tests on it first), the library's own GCM stays in use: slower, allocating, still correct.
+public enum SRTPLibrary {
+    private static let setUp: (status: srtp_err_status_t, openSSL: Bool) = {
+        let status = srtp_init()
+        guard status == srtp_err_status_ok else { return (status, false) }
+        return (status, roomd_srtp_use_openssl_gcm() == 0)
+    }()
 
-    static func ready() throws(SRTPError) {
-        guard status == srtp_err_status_ok else { throw SRTPError(status: status, during: "srtp_init") }
+    /// Sets libsrtp up now (programs call it at start, so the first join does not pay for it);
+    /// sessions call it too.
+    public static func ready() throws(SRTPError) {
+        guard setUp.status == srtp_err_status_ok else { throw SRTPError(status: setUp.status, during: "srtp_init") }
     }
+
+    /// Which AES-GCM does the work: "openssl" (the replacement) or "libsrtp2" (its built-in
+    /// backend; Debian's is NSS).
+    public static var gcmBackend: String { setUp.openSSL ? "openssl" : "libsrtp2" }
 }
 
 /// libsrtp refused to set a session up.

@@ -127,7 +127,9 @@ public final class RoomServer {
         ) { [weak self] in self?.tick() }
         Log.info("roomserver: signalling on \(signallingAddresses.map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
         if configuration.srtp {
-            Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName), keys per participant)")
+            // Now, not at the first join: libsrtp's set-up runs known-answer tests of every cipher.
+            do { try SRTPLibrary.ready() } catch { Log.error("roomserver: SRTP unavailable (joins will be refused): \(error)") }
+            Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName) by \(SRTPLibrary.gcmBackend), keys per participant)")
         } else {
             Log.warning("roomserver: media is NOT encrypted (media.srtp = no): anyone on the network path hears the rooms")
         }

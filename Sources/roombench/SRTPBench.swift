@@ -46,7 +46,7 @@ enum SRTPBench {
             }
         }
         let measured = Double(packets - 1000)
-        let config = ",\"config\":\"AEAD_AES_128_GCM, \(headerSize)-byte header + \(payloadSize)-byte payload, \(packets) packets, \(SRTPSession.libraryVersion)\",\"failures\":\(failures)"
+        let config = ",\"config\":\"AEAD_AES_128_GCM, \(headerSize)-byte header + \(payloadSize)-byte payload, \(packets) packets, \(SRTPSession.libraryVersion), AES-GCM by \(SRTPLibrary.gcmBackend)\",\"failures\":\(failures)"
         MicroBench.emit("srtp", "srtp.protect_ns", Double(protectNs) / measured, "ns", config)
         MicroBench.emit("srtp", "srtp.unprotect_ns", Double(unprotectNs) / measured, "ns", config)
         if probe.isAvailable && probe.verify() {

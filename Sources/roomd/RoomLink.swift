@@ -41,6 +41,7 @@ final class RoomLink {
             }
             return
         }
+        RoomSession.prepareMediaEncryption()
         let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
         self.wake = wake
         engine.outgoingSignal = wake.signal

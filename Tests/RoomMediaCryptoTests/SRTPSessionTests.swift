@@ -130,6 +130,13 @@ final class SRTPSessionTests: XCTestCase {
         XCTAssertEqual(unprotect(receiver, restarted).0, .rtp(length: restarted.count - 16))
     }
 
+    /// libsrtp accepted the OpenSSL AES-GCM (it runs its own and RFC 7714's known-answer tests
+    /// on it first); without it every packet allocates inside NSS (`scripts/bench srtp`).
+    func testTheAllocationFreeOpenSSLCipherIsInUse() throws {
+        try SRTPLibrary.ready()
+        XCTAssertEqual(SRTPLibrary.gcmBackend, "openssl")
+    }
+
     func testKeysAreRedactedAndParsedStrictly() {
         let key = SRTPMasterKey.random()
         XCTAssertEqual("\(key)", "SRTPMasterKey(<redacted>)")
