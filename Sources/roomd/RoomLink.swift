@@ -41,7 +41,9 @@ final class RoomLink {
             }
             return
         }
-        RoomSession.prepareMediaEncryption()
+        // Not with --plain-media (development, the bench's plain run): nothing of SRTP is set
+        // up until a server sends keys.
+        if !plainMedia { RoomSession.prepareMediaEncryption() }
         let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
         self.wake = wake
         engine.outgoingSignal = wake.signal
