@@ -1,3 +1,4 @@
+import Glibc
 import RoomCore
 import RoomMediaCrypto
 import RoomProtocol
@@ -135,6 +136,45 @@ final class SRTPSessionTests: XCTestCase {
     func testTheAllocationFreeOpenSSLCipherIsInUse() throws {
         try SRTPLibrary.ready()
         XCTAssertEqual(SRTPLibrary.gcmBackend, "openssl")
+    }
+
+    /// The media path allocates nothing per packet, SRTP included (libsrtp allocates once per
+    /// new SSRC, counted outside the window). Needs the allocation probe preloaded:
+    ///
+    ///     LD_PRELOAD=$PWD/.build/debug/libroomallocprobe.so \
+    ///         .build/debug/roomdPackageTests.xctest RoomMediaCryptoTests.SRTPSessionTests
+    ///
+    /// Without it the test is skipped (there is nothing to count with).
+    func testProtectAndUnprotectAllocateNothingWhenTheProbeIsLoaded() throws {
+        typealias CountFunction = @convention(c) () -> UInt
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "roomallocprobe_thread_count") else {
+            throw XCTSkip("libroomallocprobe.so not preloaded")
+        }
+        let count = unsafeBitCast(symbol, to: CountFunction.self)
+        let probeBefore = count()
+        withExtendedLifetime([Int](repeating: 1, count: 64)) {}
+        XCTAssertGreaterThan(count(), probeBefore, "the probe sees allocations")
+
+        let master = SRTPMasterKey.random()
+        let sender = try SRTPSession(key: master, direction: .protect)
+        let receiver = try SRTPSession(key: master, direction: .unprotect)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 8)
+        defer { buffer.deallocate() }
+        let plain = rtp(sequence: 0)
+        var before: UInt = 0, failures = 0
+        for i in 0 ..< 3000 {
+            if i == 100 { before = count() }                 // streams set up by then
+            buffer.copyBytes(from: plain)
+            buffer[2] = UInt8(truncatingIfNeeded: i >> 8)
+            buffer[3] = UInt8(truncatingIfNeeded: i)
+            guard let n = sender.protect(buffer, length: plain.count), case .rtp = receiver.unprotect(buffer, length: n) else {
+                failures += 1
+                continue
+            }
+        }
+        XCTAssertEqual(count() - before, 0, "heap allocations in 2900 protect + unprotect pairs")
+        XCTAssertEqual(failures, 0)
+        XCTAssertEqual(receiver.statistics.unprotected, 3000)
     }
 
     func testKeysAreRedactedAndParsedStrictly() {
