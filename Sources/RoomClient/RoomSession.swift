@@ -527,6 +527,9 @@ public final class RoomSession {
             emit(.participantJoined(info))
         case .participantLeft(let id, let reason):
             let old = participants.removeValue(forKey: id)
+            // Its SRTP stream state goes with it (known when it was on stage, the only time a
+            // participant's SSRC is shown).
+            if let ssrc = old?.ssrc { mediaCrypto?.downlink.forget(ssrc: ssrc) }
             emit(.participantLeft(id: id, reason: reason, participant: old))
         case .participantUpdated(let info):
             let old = participants[info.id]

@@ -848,6 +848,9 @@ public final class RoomServer {
         p.mediaAddress = nil
         usedSSRCs.remove(p.ssrc)
         p.room.members.removeAll { $0 === p }
+        // Each listener's downlink session keeps a stream (replay window, cipher) per SSRC it
+        // forwarded; a room with many comers and goers would pile them up for its whole life.
+        for other in p.room.members { other.crypto?.downlink.forget(ssrc: p.ssrc) }
         if let s = p.session {
             s.participant = nil
             p.session = nil
