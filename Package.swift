@@ -50,6 +50,14 @@ let package = Package(
         // macros, variadic ctrl calls and C callbacks, which CRoomTLS turns into plain functions.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "CRoomTLS", dependencies: ["COpenSSL"]),
+        // SRTP (media encryption, docs/security.md); shim.h builds the one policy used.
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        // OpenSSL's libcrypto: the AES-GCM libsrtp2 runs on (CSRTPOpenSSLCipher), and the tests'
+        // SRTP reference decryptor.
+        .systemLibrary(name: "CLibcrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libsrtp2's AES-128-GCM replaced by one on OpenSSL EVP that allocates nothing per packet
+        // (Debian's libsrtp2 is built on NSS, which does): docs/security.md.
+        .target(name: "CSRTPOpenSSLCipher", dependencies: ["CSRTP", "CLibcrypto"]),
         // Headers and libraries come from pkg-config, never from fixed /usr/include paths, so a
         // cross build against an arm64 sysroot (PKG_CONFIG_SYSROOT_DIR) finds the right ones.
         // COpus: libopus's ctl calls are variadic, so shim.h wraps each in a static inline function.
@@ -96,15 +104,17 @@ let package = Package(
         .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
+        // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
+        .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
-        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS"]),
+        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS", "RoomMediaCrypto"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
         .target(name: "RoomControl", dependencies: ["RoomCore", "RoomSystem"]),
         // Buttons and LEDs: libgpiod (v1) backend and a simulated backend for tests and the rig.
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
-        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS"]),
+        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS", "RoomMediaCrypto"]),
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
@@ -116,9 +126,9 @@ let package = Package(
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
-        .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem"]),
+        .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem", "RoomMediaCrypto", "RoomProtocol"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS"]),
+        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomMediaCrypto"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
@@ -127,9 +137,11 @@ let package = Package(
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
         .testTarget(name: "RoomGPIOTests", dependencies: ["RoomGPIO", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
-        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
-        .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
+        .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
         .testTarget(name: "RoomTLSTests", dependencies: ["RoomTLS", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomMediaCryptoTests",
+                    dependencies: ["RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomTLS"]),
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
@@ -146,7 +158,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP"],
+        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

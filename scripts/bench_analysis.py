@@ -13,6 +13,12 @@ import wave
 
 def emit(bench, metric, value, unit, **extra):
     line = {"bench": bench, "metric": metric, "value": round(value, 3), "unit": unit}
+    # scripts/bench e2e runs the call encrypted and plain (BENCH_SRTP=yes/no, and the signalling
+    # that went with it, BENCH_SIGNALLING=tls/plain).
+    if os.environ.get("BENCH_SRTP") in ("yes", "no"):
+        line["srtp"] = "on" if os.environ["BENCH_SRTP"] == "yes" else "off"
+    if os.environ.get("BENCH_SIGNALLING") in ("tls", "plain"):
+        line["signalling"] = os.environ["BENCH_SIGNALLING"]
     line.update(extra)
     print(json.dumps(line), flush=True)
 
@@ -272,6 +278,13 @@ def e2e(work):
              **{f"{k}_rss_file_mb": v.get("rss_file_mb") for k, v in rss.items()},
              **{f"{k}_rss_anon_mb": v.get("rss_anon_mb") for k, v in rss.items()},
              measure="resident memory of A (talker) and B (listener) in the call, last status line before they stop; value: the larger")
+    # roomd's own CPU over the call (whole process: engine, network, SRTP), from each one's
+    # summary line at exit.
+    summaries = {side: next((l for l in lines(f"{work}/{side}.jsonl") if l.get("summary")), None) for side in ("a", "b")}
+    if all(summaries.values()):
+        emit("e2e", "e2e.roomd_cpu_pct", summaries["a"]["cpu_pct"], "%", board="sim",
+             a_cpu_pct=summaries["a"]["cpu_pct"], b_cpu_pct=summaries["b"]["cpu_pct"],
+             measure="talker A's roomd, share of one core over its whole run (summary line); b_cpu_pct: the listener's")
     # Join: B's session start to the first audible sample at B's speaker.
     start = next(l["monotonic_ns"] for l in lines(f"{work}/b-join.jsonl") if l.get("event") == "room_session_start")
     rate, spk2 = read_wav(f"{work}/b2-speaker.wav")
@@ -324,10 +337,32 @@ def binary(bin_dir):
              measure="shared libraries ldd resolves outside /lib and /usr/lib", libs=foreign)
 
 
+def srtp_side_by_side(path, bench, metrics):
+    """Encryption's cost: the same metric from an encrypted run and a plain run (lines carrying
+    "srtp": "on" / "off" — scripts/bench pairs TLS signalling with SRTP and plain with plain —
+    one run of each in `path`), as one line with both values; value is on minus off."""
+    runs = {}
+    for l in lines(path):
+        if l.get("bench") == bench and l.get("srtp") in ("on", "off"):
+            runs.setdefault(l["metric"], {})[l["srtp"]] = l["value"]
+    for metric in metrics:
+        for name, values in runs.items():
+            if not name.startswith(metric) or "on" not in values or "off" not in values:
+                continue
+            on, off = values["on"], values["off"]
+            emit(bench, f"{name}.encryption_cost", on - off, "%" if "pct" in name else ("MB" if name.endswith("_mb") else "ms"),
+                 encrypted=on, plain=off, measure="TLS signalling + SRTP media minus plain signalling + plain RTP, same bench, same run of scripts/bench",
+                 relative_pct=round((on - off) / off * 100, 1) if off else None)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "marks":
         make_marks(sys.argv[2])
     elif sys.argv[1] == "binary":
         binary(sys.argv[2])
+    elif sys.argv[1] == "srtp-e2e":
+        srtp_side_by_side(sys.argv[2], "e2e", ["e2e.mouth_to_ear_ms", "e2e.rss_mb", "e2e.roomd_cpu_pct", "e2e.join_ms"])
+    elif sys.argv[1] == "srtp-server":
+        srtp_side_by_side(sys.argv[2], "server", ["server.cpu_pct_", "server.p99_forward_ms", "server.p50_forward_ms"])
     else:
         {"aec": aec, "engine": engine, "selftest": selftest, "e2e": e2e}[sys.argv[1]](sys.argv[2])

@@ -6,6 +6,8 @@
 # docs/roomserver.conf.example, runs roomload against it (default 50 rooms × 10 participants,
 # 3 streamers per room, 5 s warm-up, 20 s window, 2 client threads), stops the server and cleans up.
 # Options after BIN go to roomload and override the defaults (e.g. --rooms 5 --duration 10).
+# SRTP=no runs the server with `[media] srtp = no` (plain RTP, for the encryption-cost
+# comparison; roomload follows the server: it encrypts when welcome carries SRTP keys).
 # Prints roomload's JSON lines on stdout; everything else goes to stderr.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,6 +71,12 @@ sed -E \
   -e "s/^top_n *=.*/top_n = $top_n/" \
   -e "s/^max_participants *=.*/max_participants = $max_participants/" \
   "$ROOT/docs/roomserver.conf.example" > "$WORK/server.conf"
+case "${SRTP:-yes}" in
+  yes) ;;
+  no) sed -i -E "s/^srtp *=.*/srtp = no/" "$WORK/server.conf"
+      grep -q "^srtp = no" "$WORK/server.conf" || { echo "bench_server: no srtp key in the example configuration" >&2; exit 2; } ;;
+  *) echo "bench_server: SRTP must be yes or no, not '$SRTP'" >&2; exit 2 ;;
+esac
 
 if [ "$LISTEN_KEY" = listen ]; then
   mkdir -p "$WORK/tls"

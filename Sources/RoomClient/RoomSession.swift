@@ -1,4 +1,5 @@
 import RoomCore
+import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem
 import RoomTLS
@@ -82,6 +83,10 @@ public final class RoomSession {
     var udp: UDPSocket?
     var mediaDestination: SocketAddress?
     var mediaKey: MediaKey?
+    /// SRTP for this connection's media (nil: plain RTP, the server sent no keys).
+    var mediaCrypto: (uplink: SRTPSession, downlink: SRTPSession)?
+    /// The keys `mediaCrypto` was made from (tests decrypt a capture with them; never logged).
+    var mediaEncryption: MediaEncryption?
     var ssrc: UInt32 = 0
     /// RTP sequence of the packets actually sent. The engine numbers every frame it hands
     /// over, but frames dropped here (muted, off stage) never reach anyone: listeners would
@@ -96,6 +101,13 @@ public final class RoomSession {
     var lastBindingTimestampMs: UInt64 = 0
     let sendBuffer: UnsafeMutableRawBufferPointer
     let receiveBuffer: UnsafeMutableRawBufferPointer
+
+    /// Sets the SRTP library up now rather than at the first `welcome` (its crypto kernel runs
+    /// known-answer tests of every cipher, tens of milliseconds the first join would otherwise
+    /// wait). roomd calls it at start; harmless to call again.
+    public static func prepareMediaEncryption() {
+        do { try SRTPLibrary.ready() } catch { Log.error("room: SRTP unavailable: \(error)") }
+    }
 
     /// - Parameters:
     ///   - outgoing: encoded packets from the audio thread (it pushes, this session pops).
@@ -570,6 +582,9 @@ public final class RoomSession {
             emit(.participantJoined(info))
         case .participantLeft(let id, let reason):
             let old = participants.removeValue(forKey: id)
+            // Its SRTP stream state goes with it (known when it was on stage, the only time a
+            // participant's SSRC is shown).
+            if let ssrc = old?.ssrc { mediaCrypto?.downlink.forget(ssrc: ssrc) }
             emit(.participantLeft(id: id, reason: reason, participant: old))
         case .participantUpdated(let info):
             let old = participants[info.id]

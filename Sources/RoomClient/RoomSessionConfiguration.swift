@@ -57,6 +57,10 @@ public struct RoomSessionConfiguration: Sendable {
     public var leaveTimeout: Duration
     /// Signalling frame limit; must match the server's.
     public var maxFrameSize: Int
+    /// Refuse plain RTP: a `welcome` without SRTP keys starts no media (logged as an error).
+    /// roomd sets it unless `room.plain_media = yes` (development only); the library default
+    /// follows the server, for test servers that speak plain RTP.
+    public var requireMediaEncryption = false
 
     public init(
         servers: [SocketAddress], token: String, role: RoomRole = .audience,

@@ -1,4 +1,5 @@
 import RoomCore
+import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem
 
@@ -14,6 +15,21 @@ extension RoomSession {
         closeMedia()
         guard let server = serverAddress else { return }
         ssrc = welcome.ssrc
+        do {
+            if let keys = welcome.mediaEncryption {
+                mediaCrypto = (try SRTPSession(key: keys.uplink, direction: .protect),
+                               try SRTPSession(key: keys.downlink, direction: .unprotect))
+                mediaEncryption = keys
+            } else if configuration.requireMediaEncryption {
+                Log.error("room: the server offers plain RTP (no SRTP keys in welcome) and media encryption is required: no media")
+                return
+            } else {
+                Log.warning("room: media is not encrypted (the server sent no SRTP keys)")
+            }
+        } catch {
+            Log.error("room: cannot set up SRTP: \(error)")
+            return
+        }
         mediaKey = welcome.mediaKey
         do {
             let destination = try SocketAddress(ip: server.host, port: welcome.udpPort)
@@ -57,6 +73,8 @@ extension RoomSession {
         udp = nil
         mediaDestination = nil
         mediaKey = nil
+        mediaCrypto = nil
+        mediaEncryption = nil
         if isMediaPathUp {
             isMediaPathUp = false
             emit(.mediaPathChanged(up: false))
@@ -118,7 +136,16 @@ extension RoomSession {
             packet.ssrc = ssrc
             packet.sequenceNumber = sequence
             do {
-                let n = try packet.serializeRTP(into: sendBuffer)
+                var n = try packet.serializeRTP(into: sendBuffer)
+                if let uplink = mediaCrypto?.uplink {
+                    guard let protected = uplink.protect(sendBuffer, length: n) else {
+                        statistics.srtpProtectFailures += 1
+                        statistics.droppedSendFailed += 1
+                        sequence &+= 1
+                        continue
+                    }
+                    n = protected
+                }
                 if try udp.send(UnsafeRawBufferPointer(rebasing: sendBuffer[0 ..< n]), to: destination) {
                     statistics.packetsSent += 1
                 } else {
@@ -153,7 +180,7 @@ extension RoomSession {
             }
             let first = bytes[0]
             if first & 0xC0 == 0x80 {
-                receiveRTP(bytes)
+                receiveRTP(datagram.count)
             } else if BindingDatagram.looksLikeBinding(bytes) {
                 receiveBinding(bytes)
             } else {
@@ -162,8 +189,25 @@ extension RoomSession {
         }
     }
 
-    private func receiveRTP(_ bytes: UnsafeRawBufferPointer) {
+    /// RTP or SRTP in `receiveBuffer[0..<received]`, unprotected there in place.
+    private func receiveRTP(_ received: Int) {
         let arrival = mediaClockSamples(nanoseconds: monotonicNanoseconds())
+        var length = received
+        if let downlink = mediaCrypto?.downlink {
+            switch downlink.unprotect(receiveBuffer, length: received) {
+            case let .rtp(plain): length = plain
+            case .authenticationFailure:
+                statistics.srtpAuthenticationFailures += 1
+                return
+            case .replay:
+                statistics.srtpReplays += 1
+                return
+            case .malformed:
+                statistics.garbageDatagrams += 1
+                return
+            }
+        }
+        let bytes = UnsafeRawBufferPointer(rebasing: receiveBuffer[0 ..< length])
         let packet: MediaPacket
         do {
             packet = try MediaPacket(rtp: bytes, arrivalSamples: arrival)

@@ -213,6 +213,12 @@ public struct RoomSessionStatistics: Sendable, Equatable {
     public var invalidBindingDatagrams = 0
     /// Datagrams from an address other than the server's media port (dropped).
     public var foreignDatagrams = 0
+    /// SRTP packets whose tag did not verify with the downlink key (forged or corrupted; dropped).
+    public var srtpAuthenticationFailures = 0
+    /// SRTP packets refused as replays (an index already received or behind the window; dropped).
+    public var srtpReplays = 0
+    /// Outgoing packets SRTP refused to protect (counted in `droppedSendFailed` too).
+    public var srtpProtectFailures = 0
     public var bindingsSent = 0
     public var bindingAnswers = 0
     /// Signalling frames that did not decode (logged, dropped; the connection stays).

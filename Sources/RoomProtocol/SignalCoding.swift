@@ -190,6 +190,7 @@ enum SignalKey: String, CodingKey {
     case muted, reason, to, from, data, key, value, t
     case participant, by, ids, levels, expiresAt = "expires_at"
     case ssrcs, lostPermille = "lost_permille", receivers, lossReportIntervalMs = "loss_report_interval_ms"
+    case srtpProfile = "srtp_profile", srtpUplinkKey = "srtp_uplink_key", srtpDownlinkKey = "srtp_downlink_key"
 }
 
 extension SignalMessage: Codable {
@@ -208,6 +209,23 @@ extension SignalMessage: Codable {
             guard let value = try c.decodeIfPresent(String.self, forKey: .value) else { return nil }
             if let problem = SignalLimits.checkAttributeValue(value) { throw c.fieldError(.value, problem) }
             return value
+        }
+
+        /// All three `srtp_*` fields or none; a profile this side does not speak is an error (the
+        /// media would not decrypt), not a reason to fall back to plain RTP.
+        func mediaEncryption() throws -> MediaEncryption? {
+            guard let profile = try c.decodeIfPresent(String.self, forKey: .srtpProfile) else {
+                if c.contains(.srtpUplinkKey) || c.contains(.srtpDownlinkKey) {
+                    throw c.fieldError(.srtpProfile, "missing while SRTP keys are present")
+                }
+                return nil
+            }
+            guard profile == MediaEncryption.profileName else {
+                throw c.fieldError(.srtpProfile, "\"\(profile)\" is not supported (only \(MediaEncryption.profileName))")
+            }
+            return MediaEncryption(
+                uplink: try c.decode(SRTPMasterKey.self, forKey: .srtpUplinkKey),
+                downlink: try c.decode(SRTPMasterKey.self, forKey: .srtpDownlinkKey))
         }
 
         func lossReportInterval() throws -> Int? {
@@ -250,7 +268,8 @@ extension SignalMessage: Codable {
                     participants: try c.decode([ParticipantInfo].self, forKey: .participants),
                     attributes: attributes,
                     tokenExpiresAt: try c.int(.tokenExpiresAt),
-                    lossReportIntervalMs: try lossReportInterval()))
+                    lossReportIntervalMs: try lossReportInterval(),
+                    mediaEncryption: try mediaEncryption()))
         case "error":
             body = .error(
                 ErrorInfo(
@@ -350,6 +369,11 @@ extension SignalMessage: Codable {
             try c.encode(w.attributes, forKey: .attributes)
             try c.encode(w.tokenExpiresAt, forKey: .tokenExpiresAt)
             try c.encodeIfPresent(w.lossReportIntervalMs, forKey: .lossReportIntervalMs)
+            if let keys = w.mediaEncryption {
+                try c.encode(MediaEncryption.profileName, forKey: .srtpProfile)
+                try c.encode(keys.uplink, forKey: .srtpUplinkKey)
+                try c.encode(keys.downlink, forKey: .srtpDownlinkKey)
+            }
         case let .error(e):
             try c.encode(e.code, forKey: .code)
             try c.encode(e.message, forKey: .message)

@@ -121,12 +121,16 @@ extension SignalMessage {
         /// How often the server wants `loss_report`s, in milliseconds; nil: it takes none (an
         /// older server, which would answer the message `unknown_type`).
         public var lossReportIntervalMs: Int?
+        /// The SRTP keys of this participant's media (`srtp_profile`, `srtp_uplink_key`,
+        /// `srtp_downlink_key`); nil: the server sends and expects plain RTP (a development
+        /// server with `[media] srtp = false`, or an older one).
+        public var mediaEncryption: MediaEncryption?
 
         public init(
             protocolVersion: Int = roomProtocolVersion, participantID: RoomParticipantID, room: String,
             ssrc: UInt32, udpPort: UInt16, mediaKey: MediaKey, policy: RoomStagePolicy,
             speakerLimit: Int, participants: [ParticipantInfo], attributes: [String: String],
-            tokenExpiresAt: Int, lossReportIntervalMs: Int? = nil
+            tokenExpiresAt: Int, lossReportIntervalMs: Int? = nil, mediaEncryption: MediaEncryption? = nil
         ) {
             self.protocolVersion = protocolVersion
             self.participantID = participantID
@@ -140,6 +144,7 @@ extension SignalMessage {
             self.attributes = attributes
             self.tokenExpiresAt = tokenExpiresAt
             self.lossReportIntervalMs = lossReportIntervalMs
+            self.mediaEncryption = mediaEncryption
         }
     }
 

@@ -162,6 +162,23 @@ public struct ParticipantInfo: Sendable, Hashable, Codable {
     }
 }
 
+extension SRTPMasterKey: Codable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let key = SRTPMasterKey(base64: text) else {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "not base64 of \(SRTPMasterKey.size) bytes (key and salt)")
+        }
+        self = key
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(base64)
+    }
+}
+
 extension MediaKey: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()

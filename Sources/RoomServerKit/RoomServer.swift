@@ -1,5 +1,6 @@
 import FoundationEssentials
 import RoomCore
+import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem
 import RoomTLS
@@ -78,6 +79,9 @@ public final class RoomServer {
     private let readBuffer: UnsafeMutableRawBufferPointer
     private let datagramBuffer: UnsafeMutableRawBufferPointer
     private let replyBuffer: UnsafeMutableRawBufferPointer
+    /// Each forwarded copy is re-protected here for its listener (the decrypted packet in
+    /// `datagramBuffer` is the source of every copy).
+    private let forwardBuffer: UnsafeMutableRawBufferPointer
 
     public init(configuration: RoomServerConfiguration, loop: EventLoop, options: Options = Options()) {
         self.configuration = configuration
@@ -89,6 +93,7 @@ public final class RoomServer {
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         replyBuffer = .allocate(byteCount: 64, alignment: 8)
+        forwardBuffer = .allocate(byteCount: 2048 + SRTPSession.trailerRoom, alignment: 8)
     }
 
     deinit {
@@ -97,6 +102,7 @@ public final class RoomServer {
         readBuffer.deallocate()
         datagramBuffer.deallocate()
         replyBuffer.deallocate()
+        forwardBuffer.deallocate()
     }
 
     // MARK: - Starting and stopping
@@ -141,6 +147,13 @@ public final class RoomServer {
             after: .milliseconds(options.tickIntervalMs), repeating: .milliseconds(options.tickIntervalMs)
         ) { [weak self] in self?.tick() }
         Log.info("roomserver: signalling on \((signallingAddresses + plainSignallingAddresses).map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
+        if configuration.srtp {
+            // Now, not at the first join: libsrtp's set-up runs known-answer tests of every cipher.
+            do { try SRTPLibrary.ready() } catch { Log.error("roomserver: SRTP unavailable (joins will be refused): \(error)") }
+            Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName) by \(SRTPLibrary.gcmBackend), keys per participant)")
+        } else {
+            Log.warning("roomserver: media is NOT encrypted (media.srtp = no): anyone on the network path hears the rooms")
+        }
     }
 
     /// The bound TLS signalling addresses (port 0 in the configuration resolved).
@@ -238,6 +251,9 @@ public final class RoomServer {
             tls = new.tls
         }
         if new.media != old.media { report.restartNeeded.append("server.media") }
+        // Every participant's keys and sessions follow this; switching under a call would
+        // leave the room half encrypted.
+        if new.srtp != old.srtp { report.restartNeeded.append("media.srtp") }
         if new.logLevel != old.logLevel { report.applied.append("server.log_level") }
         if new.keys != old.keys { report.applied.append("keys") }
         if new.tokenLeeway != old.tokenLeeway { report.applied.append("server.token_leeway") }
@@ -252,6 +268,7 @@ public final class RoomServer {
         kept.plainListen = old.plainListen
         kept.tls = tls
         kept.media = old.media
+        kept.srtp = old.srtp
         configuration = kept
         if new.keys != old.keys || new.tokenLeeway != old.tokenLeeway {
             verifier = RoomTokenVerifier(keys: kept.keys.mapValues(\.secret), leeway: kept.tokenLeeway, clock: options.wallClock)
@@ -287,6 +304,15 @@ public final class RoomServer {
         let ssrc: UInt32
         /// Replaced when a new connection resumes the seat: the old connection's key dies with it.
         var mediaKey: MediaKey
+        /// Its SRTP keys and sessions (nil when `media.srtp = no`), replaced with the media key.
+        var crypto: ParticipantCrypto?
+        /// Forwarded sequence numbers continue across a resume (see `rebaseSequence`).
+        var sequenceOffset: UInt16 = 0
+        var lastForwardedSequence: UInt16?
+        /// Set when the seat is resumed: a restarted client numbers from anywhere again, and
+        /// each listener's SRTP stream for this SSRC would refuse numbers behind the ones it saw
+        /// (replay), so the next packet's number is rebased to follow the last one forwarded.
+        var rebaseSequence = false
         var claims: RoomTokenClaims
         weak var session: Session?
         /// When its connection was lost (monotonic ms), while it waits out the reconnect grace
@@ -306,13 +332,34 @@ public final class RoomServer {
         var lossByReceiver: [RoomParticipantID: (permille: UInt16, atMs: Int64)] = [:]
         var lossSent: (permille: UInt16, atMs: Int64)?
 
-        init(id: RoomParticipantID, room: RoomState, ssrc: UInt32, mediaKey: MediaKey, claims: RoomTokenClaims) {
+        init(id: RoomParticipantID, room: RoomState, ssrc: UInt32, mediaKey: MediaKey, crypto: ParticipantCrypto?,
+             claims: RoomTokenClaims) {
             self.id = id
             self.room = room
             self.ssrc = ssrc
             self.mediaKey = mediaKey
+            self.crypto = crypto
             self.claims = claims
         }
+    }
+
+    /// One participant session's SRTP: its keys (sent in `welcome`), the session that
+    /// unprotects what it publishes and the one that protects what is forwarded to it.
+    final class ParticipantCrypto {
+        let keys: MediaEncryption
+        let uplink: SRTPSession
+        let downlink: SRTPSession
+
+        init() throws(SRTPError) {
+            keys = .random()
+            uplink = try SRTPSession(key: keys.uplink, direction: .unprotect)
+            downlink = try SRTPSession(key: keys.downlink, direction: .protect)
+        }
+    }
+
+    /// Fresh SRTP for a participant session, or nil when `media.srtp = no`.
+    private func newCrypto() throws(SRTPError) -> ParticipantCrypto? {
+        configuration.srtp ? try ParticipantCrypto() : nil
     }
 
     final class RoomState {
@@ -632,6 +679,14 @@ public final class RoomServer {
             return
         }
 
+        let crypto: ParticipantCrypto?
+        do {
+            crypto = try newCrypto()
+        } catch {
+            Log.error("roomserver: cannot set up SRTP for a participant: \(error)")
+            refuseJoin(.internalError, "media encryption could not be set up")
+            return
+        }
         let id = nextParticipantID
         nextParticipantID = nextParticipantID == UInt32.max ? 1 : nextParticipantID + 1
         let now = nowMs()
@@ -646,7 +701,7 @@ public final class RoomServer {
             refuseJoin(ErrorCode(error.code), error.message)
             return
         }
-        let p = Participant(id: id, room: state, ssrc: newSSRC(), mediaKey: .random(), claims: claims)
+        let p = Participant(id: id, room: state, ssrc: newSSRC(), mediaKey: .random(), crypto: crypto, claims: claims)
         p.session = s
         s.participant = p
         participants[id] = p
@@ -687,6 +742,15 @@ public final class RoomServer {
     private func resume(_ p: Participant, session s: Session, claims: RoomTokenClaims, requestID: Int?) {
         let state = p.room
         let now = nowMs()
+        let crypto: ParticipantCrypto?
+        do {
+            crypto = try newCrypto()
+        } catch {
+            Log.error("roomserver: cannot set up SRTP for a participant: \(error)")
+            statistics.joinsRefused += 1
+            refuse(s, .internalError, "media encryption could not be set up", requestID: requestID, close: true)
+            return
+        }
         let effects: [RoomEffect]
         do {
             effects = try state.room.handle(.refreshToken(p.id, expiresAt: roomInstant(forExpiry: claims.exp, now: now)), now: now)
@@ -707,6 +771,8 @@ public final class RoomServer {
         p.claims = claims
         p.mediaKey = .random()
         p.replayGuard = BindingReplayGuard()
+        p.crypto = crypto
+        p.rebaseSequence = true
         // Media starts afresh: nothing is sent until the new connection's binding arrives.
         if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
         p.mediaAddress = nil
@@ -851,6 +917,9 @@ public final class RoomServer {
         p.mediaAddress = nil
         usedSSRCs.remove(p.ssrc)
         p.room.members.removeAll { $0 === p }
+        // Each listener's downlink session keeps a stream (replay window, cipher) per SSRC it
+        // forwarded; a room with many comers and goers would pile them up for its whole life.
+        for other in p.room.members { other.crypto?.downlink.forget(ssrc: p.ssrc) }
         if let s = p.session {
             s.participant = nil
             p.session = nil
@@ -873,7 +942,8 @@ public final class RoomServer {
                     participantID: id, room: state.name, ssrc: p.ssrc, udpPort: media?.localPort ?? 0,
                     mediaKey: p.mediaKey, policy: snapshot.policy, speakerLimit: snapshot.speakerLimit,
                     participants: snapshot.participants.map(info), attributes: attributes,
-                    tokenExpiresAt: p.claims.exp, lossReportIntervalMs: Int(options.lossReportIntervalMs)))
+                    tokenExpiresAt: p.claims.exp, lossReportIntervalMs: Int(options.lossReportIntervalMs),
+                    mediaEncryption: p.crypto?.keys))
             case let .participantJoined(i): return .participantJoined(info(i))
             case let .participantLeft(pid, reason): return .participantLeft(participantID: pid, reason: reason)
             case let .participantUpdated(i): return .participantUpdated(info(i))
@@ -977,12 +1047,13 @@ public final class RoomServer {
                 statistics.dropped.truncated += 1
                 continue
             }
-            handleDatagram(UnsafeRawBufferPointer(rebasing: datagramBuffer[0 ..< datagram.count]),
-                           from: datagram.source, socket: socket)
+            handleDatagram(datagram.count, from: datagram.source, socket: socket)
         }
     }
 
-    private func handleDatagram(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, socket: UDPSocket) {
+    /// The datagram is `datagramBuffer[0..<count]` (SRTP is unprotected there, in place).
+    private func handleDatagram(_ count: Int, from source: SocketAddress, socket: UDPSocket) {
+        let bytes = UnsafeRawBufferPointer(rebasing: datagramBuffer[0 ..< count])
         guard let first = bytes.first else {
             statistics.dropped.garbage += 1
             return
@@ -990,7 +1061,7 @@ public final class RoomServer {
         if BindingDatagram.looksLikeBinding(bytes) {
             handleBinding(bytes, from: source, socket: socket)
         } else if first & 0xC0 == 0x80 {
-            handleRTP(bytes, from: source, socket: socket)
+            handleRTP(count, from: source, socket: socket)
         } else {
             statistics.dropped.garbage += 1
         }
@@ -1022,22 +1093,50 @@ public final class RoomServer {
         sendDatagram(UnsafeRawBufferPointer(rebasing: replyBuffer[0 ..< n]), to: source, socket: socket)
     }
 
-    private func handleRTP(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, socket: UDPSocket) {
+    /// An RTP or SRTP packet in `datagramBuffer[0..<received]`.
+    ///
+    /// The rate limit is taken before the packet is decrypted, so a flood costs the server a
+    /// header read per packet, not a decryption. SRTP authenticates the RTP header but leaves it
+    /// readable, so the SSRC check comes first too; the RFC 6464 level is read after the tag
+    /// has verified (a forged level could otherwise steer the top-N selection).
+    private func handleRTP(_ received: Int, from source: SocketAddress, socket: UDPSocket) {
         guard let p = byAddress[source] else {
             statistics.dropped.unknownAddress += 1
             return
         }
-        guard let packet = try? RTPPacket.parse(bytes) else {
+        guard received >= RTPPacket.fixedHeaderSize else {
             statistics.dropped.malformedRTP += 1
             return
         }
-        guard packet.ssrc == p.ssrc else {
+        let claimedSSRC = UInt32(datagramBuffer[8]) << 24 | UInt32(datagramBuffer[9]) << 16
+            | UInt32(datagramBuffer[10]) << 8 | UInt32(datagramBuffer[11])
+        guard claimedSSRC == p.ssrc else {
             statistics.dropped.wrongSSRC += 1
             return
         }
         let now = nowMs()
-        guard p.mediaAllowance.take(bytes: bytes.count, now: now, limits: configuration.limits) else {
+        guard p.mediaAllowance.take(bytes: received, now: now, limits: configuration.limits) else {
             statistics.dropped.rateLimited += 1
+            return
+        }
+        var length = received
+        if let crypto = p.crypto {
+            switch crypto.uplink.unprotect(datagramBuffer, length: received) {
+            case let .rtp(plain): length = plain
+            case .authenticationFailure:
+                statistics.dropped.srtpAuthentication += 1
+                return
+            case .replay:
+                statistics.dropped.srtpReplay += 1
+                return
+            case .malformed:
+                statistics.dropped.malformedRTP += 1
+                return
+            }
+        }
+        let bytes = UnsafeRawBufferPointer(rebasing: datagramBuffer[0 ..< length])
+        guard let packet = try? RTPPacket.parse(bytes) else {
+            statistics.dropped.malformedRTP += 1
             return
         }
         p.lastMediaMs = now
@@ -1061,11 +1160,39 @@ public final class RoomServer {
             return
         }
         statistics.packetsForwarded += 1
+        rebaseSequence(of: p, packet: packet)
         let idle = options.mediaIdleTimeoutMs
         for other in state.members where other !== p {
             guard let address = other.mediaAddress, other.session != nil, now - other.lastMediaMs <= idle else { continue }
-            sendDatagram(bytes, to: address, socket: socket)
+            if let downlink = other.crypto?.downlink {
+                // Hop by hop: each listener gets the packet protected with its own key.
+                forwardBuffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: length)
+                guard let n = downlink.protect(forwardBuffer, length: length) else {
+                    statistics.sendFailures += 1
+                    continue
+                }
+                sendDatagram(UnsafeRawBufferPointer(rebasing: forwardBuffer[0 ..< n]), to: address, socket: socket)
+            } else {
+                sendDatagram(bytes, to: address, socket: socket)
+            }
         }
+    }
+
+    /// Rewrites the decrypted packet's sequence number (in `datagramBuffer`) to continue the
+    /// publisher's forwarded sequence after its seat was resumed (`Participant.rebaseSequence`).
+    /// Only with SRTP: plain RTP is forwarded exactly as received.
+    private func rebaseSequence(of p: Participant, packet: RTPPacket) {
+        guard p.crypto != nil else { return }
+        if p.rebaseSequence {
+            p.rebaseSequence = false
+            if let last = p.lastForwardedSequence { p.sequenceOffset = last &+ 1 &- packet.sequenceNumber }
+        }
+        let forwarded = packet.sequenceNumber &+ p.sequenceOffset
+        if p.sequenceOffset != 0 {
+            datagramBuffer[2] = UInt8(forwarded >> 8)
+            datagramBuffer[3] = UInt8(truncatingIfNeeded: forwarded)
+        }
+        p.lastForwardedSequence = forwarded
     }
 
     /// Sends `sender` the worst loss among the fresh reports on its stream: at most once per

@@ -79,6 +79,10 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     public var tokenLeeway = 30
     /// What one peer may take from the server (`[limits]`).
     public var limits = RoomServerLimits()
+    /// Media encrypted with SRTP (`media.srtp`, default yes). `no` sends and expects plain RTP
+    /// (no `srtp_*` keys in `welcome`): for development and for the bench's on/off comparison
+    /// only — anyone on the path then hears the room (docs/security.md).
+    public var srtp = true
 
     public static let defaultListen = "127.0.0.1:7700"
     public static let defaultMedia = "127.0.0.1:7701"
@@ -100,6 +104,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         ("tls", ["cert_file", "key_file"]),
         ("keys", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
+        ("media", ["srtp"]),
         ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second"]),
     ]
 
@@ -202,6 +207,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         limits.mediaPacketsPerSecond = try values.int("limits.media_packets_per_second", in: 50 ... 100_000) ?? limits.mediaPacketsPerSecond
         limits.mediaBytesPerSecond = try values.int("limits.media_bytes_per_second", in: 10_000 ... 100_000_000) ?? limits.mediaBytesPerSecond
         configuration.limits = limits
+        configuration.srtp = try values.yesNo("media.srtp") ?? true
         // Last, so a typo elsewhere is reported as itself first.
         if !listen.isEmpty && tls == nil {
             throw values.error("server.listen", "is TLS and needs [tls] cert_file and key_file (docs/security.md, \"Certificate setup for an installer\"); server.plain_listen serves plain signalling for development")

@@ -64,10 +64,16 @@ public struct RoomServerStatistics: Sendable, Equatable {
         public var rateLimited = 0
         /// RTP from a participant whose signalling connection is lost (in its reconnect grace).
         public var disconnected = 0
+        /// SRTP whose authentication tag did not verify with the sender's uplink key (forged,
+        /// corrupted, plain RTP to an encrypting server, or an old key).
+        public var srtpAuthentication = 0
+        /// SRTP refused by the sender's replay window (a packet index already received or
+        /// too old).
+        public var srtpReplay = 0
 
         public var total: Int {
             garbage + truncated + badBinding + bindingReplay + unknownAddress + malformedRTP + wrongSSRC
-                + notPublishing + notForwarded + rateLimited + disconnected
+                + notPublishing + notForwarded + rateLimited + disconnected + srtpAuthentication + srtpReplay
         }
     }
 

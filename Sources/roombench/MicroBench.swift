@@ -13,8 +13,9 @@ enum MicroBench {
             case "apm": apm()
             case "apmdelay": apmDelay()
             case "opus": opus()
+            case "srtp": SRTPBench.run()
             default:
-                printError("roombench: unknown bench \(name) (apm, apmdelay, opus)\n")
+                printError("roombench: unknown bench \(name) (apm, apmdelay, opus, srtp)\n")
                 return 2
             }
         }

@@ -60,7 +60,7 @@ struct Daemon {
         farEndFeeder?.topUp()   // a full ring before the first period plays
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
         let room: RoomLink
-        do { room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback) } catch { throw .os("\(error)") }
+        do { room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback, plainMedia: options.plainMedia) } catch { throw .os("\(error)") }
         let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room)
         reload = { [unowned appliance] in _ = appliance.reloadAndLog(origin: "SIGHUP") }
         try attachControlAndPanel(appliance, board: board, boardFile: boardFile, settings: initial)

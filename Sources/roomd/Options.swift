@@ -11,6 +11,9 @@ struct Options {
     var board: String?
     var loopback = false
     var loopbackLossPercent = 0
+    /// Accept plain RTP from a server that sends no SRTP keys (development, the bench's
+    /// encryption-off run). Without it such a server gets no media from this appliance.
+    var plainMedia = false
     var farEnd: String?
     var farEndOnce = false
     var farEndGainDB = 0.0
@@ -66,6 +69,8 @@ struct Options {
                              default streamer
       --loopback             play the cleaned, Opus-coded capture on the speaker
       --loopback-loss PCT    drop PCT % of loopback packets (FEC and concealment at work)
+      --plain-media          development only: accept a server that sends media unencrypted
+                             (no SRTP keys in welcome); default: no media with such a server
       --far-end FILE.wav     play FILE as a far-end talker (mono or first channel, board rate)
       --far-end-once         play the far-end file once instead of looping it
       --far-end-gain-db DB   scale the far-end talker (default 0)
@@ -103,6 +108,7 @@ struct Options {
             case "--help", "-h": return .exit(usage, 0)
             case "--version": return .exit(versionLine(program: "roomd"), 0)
             case "--loopback": o.loopback = true
+            case "--plain-media": o.plainMedia = true
             case "--json": o.json = true
             case "--far-end-once": o.farEndOnce = true
             case "--plaintext-signalling": o.plaintextSignalling = true

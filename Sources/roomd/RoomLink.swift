@@ -26,9 +26,13 @@ final class RoomLink {
     private var streamsByParticipant: [RoomParticipantID: UInt32] = [:]
 
     /// `enabled` false (loopback mode): the engine plays its own packets and no room is joined.
-    init(loop: EventLoop, engine: AudioEngine, enabled: Bool) throws(SystemError) {
+    /// Plain RTP accepted (`--plain-media`); otherwise a server without SRTP keys gets no media.
+    private let plainMedia: Bool
+
+    init(loop: EventLoop, engine: AudioEngine, enabled: Bool, plainMedia: Bool = false) throws(SystemError) {
         self.loop = loop
         self.engine = engine
+        self.plainMedia = plainMedia
         guard enabled else {
             // Loopback: this appliance is its own listener, its jitter buffer the report.
             lossTimer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
@@ -38,6 +42,9 @@ final class RoomLink {
             }
             return
         }
+        // Not with --plain-media (development, the bench's plain run): nothing of SRTP is set
+        // up until a server sends keys.
+        if !plainMedia { RoomSession.prepareMediaEncryption() }
         let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
         self.wake = wake
         engine.outgoingSignal = wake.signal
@@ -55,6 +62,7 @@ final class RoomLink {
             var configuration = RoomSessionConfiguration(servers: [], token: token, role: role)
             configuration.endpoints = servers
             configuration.tls = tls
+            configuration.requireMediaEncryption = !plainMedia
             let s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
                                     incoming: engine.incomingMedia, externalSignal: wake.signal)
             s.onEvent = { [weak self] event in

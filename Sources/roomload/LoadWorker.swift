@@ -1,5 +1,6 @@
 import Glibc
 import RoomCore
+import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem
 import RoomTLS
@@ -13,6 +14,9 @@ final class LoadClient {
     var participantID: UInt32 = 0
     var ssrc: UInt32 = 0
     var mediaKey: MediaKey?
+    /// SRTP when the server sent keys (like roomd): protects what it sends, unprotects what it gets.
+    var uplink: SRTPSession?
+    var downlink: SRTPSession?
     var welcomed = false
     var bound = false
     var onStage = false
@@ -63,6 +67,9 @@ final class LoadWorker {
     private let tlsContext: TLSClientContext?
     private let datagramBuffer: UnsafeMutableRawBufferPointer
     private let bindingBuffer: UnsafeMutableRawBufferPointer
+    /// A streamer's packet is copied here and protected (its own buffer keeps the plain
+    /// template, rewritten in place for every send).
+    private let protectBuffer: UnsafeMutableRawBufferPointer
     private let encoder = FrameEncoder()
     private var windowStart: UInt64 = 0
     private var windowEnd: UInt64 = 0
@@ -84,6 +91,7 @@ final class LoadWorker {
         tlsContext = try plan.tlsCAFile.map { (file) throws(SystemError) in try TLSClientContext(settings: TLSClientSettings(caFile: file)) }
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         bindingBuffer = .allocate(byteCount: 64, alignment: 8)
+        protectBuffer = .allocate(byteCount: 2048 + SRTPSession.trailerRoom, alignment: 8)
         bins = .allocate(capacity: DelayHistogram.binCount)
         bins.initialize(repeating: 0, count: DelayHistogram.binCount)
         result.clients = clients.count
@@ -94,6 +102,7 @@ final class LoadWorker {
         readBuffer.deallocate()
         datagramBuffer.deallocate()
         bindingBuffer.deallocate()
+        protectBuffer.deallocate()
         bins.deallocate()
         for c in clients { c.packet?.deallocate() }
     }
@@ -207,6 +216,16 @@ final class LoadWorker {
         c.participantID = w.participantID
         c.ssrc = w.ssrc
         c.mediaKey = w.mediaKey
+        if let keys = w.mediaEncryption {
+            do {
+                c.uplink = try SRTPSession(key: keys.uplink, direction: .protect)
+                c.downlink = try SRTPSession(key: keys.downlink, direction: .unprotect)
+            } catch {
+                fail(c, "SRTP: \(error)")
+                return
+            }
+            result.srtpClients += 1
+        }
         Shared.mediaPort.store(Int(w.udpPort), ordering: .relaxed)
         c.onStage = w.participants.first { $0.id == w.participantID }?.stage == .onStage
         connecting -= 1
@@ -310,7 +329,18 @@ final class LoadWorker {
             base.storeBytes(of: now, toByteOffset: p + 4, as: UInt64.self)
             base.storeBytes(of: c.counter, toByteOffset: p + 12, as: UInt32.self)
             base.storeBytes(of: UInt8(truncatingIfNeeded: c.spec.index), toByteOffset: p + 16, as: UInt8.self)
-            if Glibc.send(udp.fileDescriptor, base, c.packetLength, Int32(MSG_DONTWAIT)) < 0 {
+            var sendFrom = UnsafeRawPointer(base), sendLength = c.packetLength
+            if let uplink = c.uplink {
+                protectBuffer.baseAddress!.copyMemory(from: base, byteCount: c.packetLength)
+                guard let n = uplink.protect(protectBuffer, length: c.packetLength) else {
+                    result.srtpFailures &+= 1
+                    c.nextSendNs += interval
+                    continue
+                }
+                sendFrom = UnsafeRawPointer(protectBuffer.baseAddress!)
+                sendLength = n
+            }
+            if Glibc.send(udp.fileDescriptor, sendFrom, sendLength, Int32(MSG_DONTWAIT)) < 0 {
                 result.sendFailures &+= 1
             } else if windowStart != 0 && now >= windowStart && now < windowEnd {
                 c.sentInWindow &+= 1
@@ -336,6 +366,14 @@ final class LoadWorker {
             guard n >= 12 else { continue }
             let b0 = datagramBuffer[0]
             if b0 & 0xC0 == 0x80 {
+                var n = n
+                if let downlink = c.downlink {
+                    guard case let .rtp(plain) = downlink.unprotect(datagramBuffer, length: n) else {
+                        result.srtpFailures &+= 1
+                        continue
+                    }
+                    n = plain
+                }
                 // RTP: skip header, CSRCs and the extension to reach our payload.
                 var offset = 12 + 4 * Int(b0 & 0x0F)
                 if b0 & 0x10 != 0 {

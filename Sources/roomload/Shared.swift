@@ -81,6 +81,9 @@ struct WorkerResult: Sendable {
     var streamers = 0
     var clients = 0
     var failures: [String] = []
+    /// Clients the server gave SRTP keys, and packets SRTP refused (to protect or to unprotect).
+    var srtpClients = 0
+    var srtpFailures: UInt64 = 0
 }
 
 /// Shared between the main thread and the workers.

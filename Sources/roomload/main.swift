@@ -306,7 +306,10 @@ var histogram = DelayHistogram()
 var sent: UInt64 = 0, expected: UInt64 = 0, received: UInt64 = 0, sendFailures: UInt64 = 0, skipped: UInt64 = 0
 var onStage = 0, streamers = 0, lossyReceivers = 0, worstLoss = 0.0
 var failures: [String] = []
+var srtpClients = 0, srtpFailures: UInt64 = 0
 for r in Shared.results.withLock({ $0 }) {
+    srtpClients += r.srtpClients
+    srtpFailures += r.srtpFailures
     histogram.merge(r.histogram)
     sent += r.sentInWindow
     expected += r.expectedInWindow
@@ -326,7 +329,9 @@ if lateFailures > 0 {
 }
 
 let window = Double(after.time - before.time) / 1e9
-let context = "\"rooms\":\(args.rooms),\"participants\":\(totalClients),\"streamers_per_room\":\(args.streamers)"
+// Whether the server encrypted media (it sends SRTP keys in welcome, or none: `media.srtp = no`).
+let srtpState = srtpClients == 0 ? "off" : srtpClients == totalClients ? "on" : "mixed"
+let context = "\"srtp\":\"\(srtpState)\",\"rooms\":\(args.rooms),\"participants\":\(totalClients),\"streamers_per_room\":\(args.streamers)"
 func emit(_ metric: String, _ value: Double?, _ unit: String, _ extra: String = "") {
     guard let value else { return }
     printLine("{\"bench\":\"server\",\"metric\":\"\(metric)\",\"value\":\(number(value)),\"unit\":\"\(unit)\",\(context)\(extra)}")
@@ -357,5 +362,6 @@ if let a = before.host, let b = after.host, b.total > a.total {
 }
 emit("roomload.cpu_pct", Double(after.ownNs - before.ownNs) / 1e9 / window * 100, "%",
      ",\"threads\":\(args.threads),\"host_busy_pct\":\(hostBusy),\"cores\":\(sysconf(Int32(_SC_NPROCESSORS_ONLN))),\"skipped_sends\":\(skipped),\"send_failures\":\(sendFailures)")
-printError("roomload: \(onStage)/\(streamers) streamers on stage; join \(Int(joinMs)) ms; \(histogram.overflow) samples over 200 ms; \(lossyReceivers) receivers missed packets (worst \(number(worstLoss)) %)")
+if srtpFailures > 0 { printError("roomload: SRTP refused \(srtpFailures) packets") }
+printError("roomload: media SRTP \(srtpState); \(onStage)/\(streamers) streamers on stage; join \(Int(joinMs)) ms; \(histogram.overflow) samples over 200 ms; \(lossyReceivers) receivers missed packets (worst \(number(worstLoss)) %)")
 exit(lateFailures > 0 ? 1 : 0)

@@ -195,6 +195,7 @@ do {
     exit(71)
 }
 let stats = server.statistics
-Log.notice("roomserver: stopped; \(stats.joins) joins, \(stats.packetsForwarded) packets forwarded, \(stats.dropped.total) datagrams dropped")
+Log.notice("roomserver: stopped; \(stats.joins) joins, \(stats.packetsForwarded) packets forwarded, \(stats.dropped.total) datagrams dropped"
+           + " (\(stats.dropped.srtpAuthentication) failed SRTP authentication, \(stats.dropped.srtpReplay) SRTP replays, \(stats.dropped.badBinding + stats.dropped.bindingReplay) bad or replayed bindings)")
 withExtendedLifetime(signals) {}
 exit(0)

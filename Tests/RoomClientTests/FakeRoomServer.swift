@@ -43,6 +43,9 @@ final class FakeRoomServer {
     var listener: TCPListener?
     let udp: UDPSocket
     let mediaKey = MediaKey(bytes: Array(1 ... 16))!
+    /// SRTP keys to hand out in `welcome` (nil: plain RTP, like `[media] srtp = no`). The fake
+    /// does not encrypt by itself: tests protect what they send with `downlink`.
+    var mediaEncryption: MediaEncryption?
     var address: SocketAddress
     var clients: [Client] = []
 
@@ -169,7 +172,8 @@ final class FakeRoomServer {
             client.info = me
             send(.welcome(.init(participantID: id, room: "lobby", ssrc: 0x1000 + id, udpPort: udp.localPort,
                                 mediaKey: mediaKey, policy: .open, speakerLimit: 6, participants: others + [me],
-                                attributes: attributes, tokenExpiresAt: 2_000_000_000)), to: client)
+                                attributes: attributes, tokenExpiresAt: 2_000_000_000, mediaEncryption: mediaEncryption)),
+                 to: client)
         case .ping(let t):
             pings += 1
             if answerPings { send(.pong(t: t), to: client) }

@@ -243,6 +243,33 @@ final class SignalMessageTests: XCTestCase {
         }
     }
 
+    /// The SRTP keys (docs/protocol.md, "Media encryption"): all three fields or none, only the
+    /// one profile, keys of exactly 28 bytes; redacted when printed.
+    func testWelcomeCarriesSRTPKeys() throws {
+        guard case .welcome(var w) = Self.samples[2].body else { return XCTFail() }
+        XCTAssertNil(w.mediaEncryption)
+        let plain = try JSONSerializationLite.text(SignalMessage(.welcome(w)).encode())
+        XCTAssertFalse(plain.contains("srtp"), "no keys, no srtp fields")
+        let keys = MediaEncryption(uplink: SRTPMasterKey(bytes: Array(0 ..< 28))!, downlink: SRTPMasterKey(bytes: Array(100 ..< 128))!)
+        w.mediaEncryption = keys
+        let encoded = try SignalMessage(.welcome(w)).encode()
+        let object = try JSONSerializationLite.object(encoded)
+        XCTAssertEqual(object["srtp_profile"], "AEAD_AES_128_GCM")
+        XCTAssertEqual(object["srtp_uplink_key"], Base64.encode(Array(0 ..< 28)))
+        XCTAssertEqual(object["srtp_downlink_key"], Base64.encode(Array(100 ..< 128)))
+        guard case let .welcome(back) = try SignalMessage.decode(encoded).body else { return XCTFail() }
+        XCTAssertEqual(back.mediaEncryption, keys)
+        XCTAssertFalse("\(back)".contains(Base64.encode(Array(0 ..< 28))), "keys are redacted when printed")
+
+        let text = JSONSerializationLite.text(encoded)
+        assertInvalidField(text.replacingOccurrences(of: #""AEAD_AES_128_GCM""#, with: #""AES_CM_128_NULL_AUTH""#),
+                           "srtp_profile", reasonContains: "not supported")
+        assertInvalidField(text.replacingOccurrences(of: #""srtp_profile":"AEAD_AES_128_GCM","#, with: ""),
+                           "srtp_profile", reasonContains: "missing")
+        assertInvalidField(text.replacingOccurrences(of: Base64.encode(Array(0 ..< 28)), with: Base64.encode(Array(0 ..< 16))),
+                           "srtp_uplink_key", reasonContains: "28 bytes")
+    }
+
     func testMalformedPayloads() {
         assertError("not json", .malformedJSON("not valid UTF-8 JSON"))
         assertError("[1,2]", .malformedJSON("not a JSON object"))

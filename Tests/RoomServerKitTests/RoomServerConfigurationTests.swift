@@ -17,6 +17,21 @@ final class RoomServerConfigurationTests: XCTestCase {
         XCTAssertEqual(config.room.speakerLimit, 6)
         XCTAssertEqual(config.room.topN, 3)
         XCTAssertEqual(config.maxParticipants, 50)
+        XCTAssertTrue(config.srtp, "the example encrypts media")
+    }
+
+    /// `[media] srtp`: yes by default; `no` only when written; anything else names the key.
+    func testMediaEncryptionSwitch() throws {
+        // A plain listener only, so no [tls] section is needed for these.
+        let base = "[server]\nplain_listen = 127.0.0.1:7702\n"
+        XCTAssertTrue(try RoomServerConfiguration.parse(text: base, file: "t.conf").srtp)
+        XCTAssertFalse(try RoomServerConfiguration.parse(text: base + "[media]\nsrtp = no\n", file: "t.conf").srtp)
+        XCTAssertTrue(try RoomServerConfiguration.parse(text: base + "[media]\nsrtp = yes\n", file: "t.conf").srtp)
+        XCTAssertThrowsError(try RoomServerConfiguration.parse(text: base + "[media]\nsrtp = off\n", file: "t.conf")) {
+            XCTAssertTrue("\($0)".contains("media.srtp"), "\($0)")
+            XCTAssertTrue("\($0)".contains("yes or no"), "\($0)")
+        }
+        XCTAssertThrowsError(try RoomServerConfiguration.parse(text: base + "[media]\nsrtp_profile = x\n", file: "t.conf"))
     }
 
     func testDefaultsAndLists() throws {

@@ -126,7 +126,7 @@ final class RoomServerMediaTests: XCTestCase {
         XCTAssertTrue(h.run {
             var buffer = [UInt8](repeating: 0, count: 2048)
             if let d = try? buffer.withUnsafeMutableBytes({ try moved.receive(into: $0) }), d.source.port == h.mediaPort {
-                if Array(buffer[0 ..< d.count]) == packet { got = packet }
+                if b.unprotect(Array(buffer[0 ..< d.count])) == packet { got = packet }
             }
             return !got.isEmpty
         })

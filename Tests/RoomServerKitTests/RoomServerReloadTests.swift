@@ -39,4 +39,17 @@ final class RoomServerReloadTests: XCTestCase {
         XCTAssertTrue(h.run { d.welcome != nil })
         XCTAssertEqual(d.welcome?.speakerLimit, 2)
     }
+
+    /// Switching media encryption needs a restart: a room half encrypted would be a room some
+    /// cannot hear (and a plain half anyone on the path can).
+    func testMediaEncryptionNeedsARestart() throws {
+        let h = try ServerHarness()
+        var next = h.server.configuration
+        next.srtp = false
+        let report = h.server.reload(next)
+        XCTAssertEqual(report.restartNeeded, ["media.srtp"])
+        XCTAssertTrue(h.server.configuration.srtp)
+        let a = try h.join("alice", bind: false)
+        XCTAssertNotNil(a.welcome?.mediaEncryption)
+    }
 }

@@ -1,4 +1,5 @@
 import RoomCore
+import RoomMediaCrypto
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
@@ -15,7 +16,7 @@ final class ServerHarness {
     var clients: [TestClient] = []
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
-         reconnectGraceMs: Int64 = 20_000, limits: RoomServerLimits = RoomServerLimits(),
+         reconnectGraceMs: Int64 = 20_000, limits: RoomServerLimits = RoomServerLimits(), srtp: Bool = true,
          configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
@@ -30,6 +31,7 @@ final class ServerHarness {
             maxParticipants: maxParticipants)
         configuration.plainListen = [.ipv4Loopback(port: 0)]
         configuration.limits = limits
+        configuration.srtp = srtp
         var options = RoomServer.Options()
         configure(&options)
         server = RoomServer(configuration: configuration, loop: loop, options: options)
@@ -96,6 +98,11 @@ final class ServerHarness {
 struct TestFailure: Error {}
 
 /// A protocol client on the harness's loop: TCP signalling plus one UDP socket.
+///
+/// Speaks SRTP when its `welcome` carries keys, as roomd does: `sendRTP` protects with the
+/// uplink key, and received RTP is unprotected with the downlink key before it lands in
+/// `datagrams` (so tests compare plain packets); what arrived on the wire is in `wireDatagrams`,
+/// and RTP that did not unprotect is counted in `refusedSRTP` and not kept in `datagrams`.
 final class TestClient {
     let connection: StreamConnection
     let udp: UDPSocket
@@ -103,6 +110,10 @@ final class TestClient {
     var decoder = FrameDecoder()
     var messages: [SignalMessage] = []
     var datagrams: [[UInt8]] = []
+    var wireDatagrams: [[UInt8]] = []
+    var refusedSRTP: [SRTPSession.Outcome] = []
+    var uplink: SRTPSession?
+    var downlink: SRTPSession?
     var closed = false
     var bindingClock: UInt64 = 1000
     var sequence: UInt16 = 0
@@ -120,9 +131,17 @@ final class TestClient {
             }
         }
         try udp.onReadable(loop: loop) { [unowned self] socket in
-            var buffer = [UInt8](repeating: 0, count: 2048)
+            var buffer = [UInt8](repeating: 0, count: 2048 + SRTPSession.trailerRoom)
             while let d = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }) {
-                self.datagrams.append(Array(buffer[0 ..< d.count]))
+                self.wireDatagrams.append(Array(buffer[0 ..< d.count]))
+                guard d.count > 0, buffer[0] & 0xC0 == 0x80, let downlink = self.downlink else {
+                    self.datagrams.append(Array(buffer[0 ..< d.count]))
+                    continue
+                }
+                switch buffer.withUnsafeMutableBytes({ downlink.unprotect($0, length: d.count) }) {
+                case let .rtp(length): self.datagrams.append(Array(buffer[0 ..< length]))
+                case let refused: self.refusedSRTP.append(refused)
+                }
             }
         }
     }
@@ -135,7 +154,13 @@ final class TestClient {
             case let .bytes(n)?:
                 guard let frames = try? decoder.feed(buffer[0 ..< n]) else { closed = true; connection.close(); return }
                 for frame in frames {
-                    if let message = try? SignalMessage.decode(frame) { messages.append(message) }
+                    if let message = try? SignalMessage.decode(frame) {
+                        messages.append(message)
+                        if case let .welcome(w) = message.body, let keys = w.mediaEncryption {
+                            uplink = try! SRTPSession(key: keys.uplink, direction: .protect)
+                            downlink = try! SRTPSession(key: keys.downlink, direction: .unprotect)
+                        }
+                    }
                 }
             case .wouldBlock?: return
             case .endOfStream?, nil:
@@ -190,13 +215,31 @@ final class TestClient {
         return Array(out[0 ..< n])
     }
 
-    /// Sends one RTP packet with the assigned SSRC (or `ssrc`); returns the bytes sent.
+    /// Sends one RTP packet with the assigned SSRC (or `ssrc`), SRTP-protected when the
+    /// welcome gave keys; returns the plain RTP packet.
     @discardableResult
-    func sendRTP(ssrc: UInt32? = nil) throws -> [UInt8] {
+    func sendRTP(ssrc: UInt32? = nil, level: UInt8 = 20) throws -> [UInt8] {
         sequence &+= 1
-        let packet = Self.rtp(ssrc: ssrc ?? welcome!.ssrc, sequence: sequence)
-        _ = try udp.send(packet, to: .ipv4Loopback(port: mediaPort))
+        let packet = Self.rtp(ssrc: ssrc ?? welcome!.ssrc, sequence: sequence, level: level)
+        _ = try udp.send(protect(packet), to: .ipv4Loopback(port: mediaPort))
         return packet
+    }
+
+    /// A datagram received elsewhere (another socket of this client), unprotected with this
+    /// client's downlink key when it has one; nil when SRTP refuses it.
+    func unprotect(_ wire: [UInt8]) -> [UInt8]? {
+        guard let downlink else { return wire }
+        var buffer = wire
+        guard case let .rtp(n) = buffer.withUnsafeMutableBytes({ downlink.unprotect($0, length: wire.count) }) else { return nil }
+        return Array(buffer[0 ..< n])
+    }
+
+    /// `packet` as this client would put it on the wire (SRTP when it has keys).
+    func protect(_ packet: [UInt8]) -> [UInt8] {
+        guard let uplink else { return packet }
+        var buffer = packet + [UInt8](repeating: 0, count: SRTPSession.trailerRoom)
+        let n = buffer.withUnsafeMutableBytes { uplink.protect($0, length: packet.count) }
+        return Array(buffer[0 ..< n!])
     }
 
     func errors() -> [SignalMessage.ErrorInfo] {

@@ -65,6 +65,9 @@ enum FuzzTarget: String, CaseIterable {
     /// RTP datagrams (RFC 3550, RFC 6464 audio level) as roomd and roomserver parse them, and
     /// the media binding datagram.
     case rtp
+    /// SRTP (AEAD_AES_128_GCM through libsrtp2 and the OpenSSL cipher): unprotect of arbitrary
+    /// datagrams, and protect → unprotect round trips of whatever parses as RTP.
+    case srtp
     /// The jitter buffer driven by a fuzzed sequence of inserts and playout decisions.
     case jitter
     /// roomd.conf (INI reader + appliance configuration).
@@ -82,6 +85,7 @@ enum FuzzTarget: String, CaseIterable {
         case .signal: fuzzSignal(bytes)
         case .token: fuzzToken(bytes)
         case .rtp: fuzzRTP(bytes)
+        case .srtp: fuzzSRTP(bytes)
         case .jitter: fuzzJitter(bytes)
         case .roomdconf: fuzzRoomdConf(bytes)
         case .serverconf: fuzzServerConf(bytes)

@@ -1,0 +1,32 @@
+// libsrtp2 (Debian's libsrtp2-dev). srtp_policy_t is a C struct with nested policies and a raw key
+// pointer; filling it from Swift is clumsy and easy to get wrong, so one function builds the
+// policy roomd uses and creates the session with it.
+#ifndef ROOMD_CSRTP_SHIM_H
+#define ROOMD_CSRTP_SHIM_H
+#include <srtp2/srtp.h>
+#include <string.h>
+#include <arpa/inet.h>
+
+/// Creates an SRTP session for AEAD_AES_128_GCM (RFC 7714, 16-byte tag) with `key` = 16 bytes of
+/// master key followed by 12 bytes of master salt, for every SSRC of one direction:
+/// `outbound` nonzero protects (sender), zero unprotects (receiver). `window` is the replay
+/// window in packets (libsrtp accepts 64...32768).
+static inline srtp_err_status_t roomd_srtp_create_gcm128(srtp_t *session, const unsigned char *key, int outbound,
+                                                         unsigned long window) {
+    srtp_policy_t policy;
+    memset(&policy, 0, sizeof policy);
+    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
+    srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
+    policy.ssrc.type = outbound ? ssrc_any_outbound : ssrc_any_inbound;
+    policy.key = (unsigned char *)key;
+    policy.window_size = window;
+    policy.allow_repeat_tx = 0;
+    policy.next = NULL;
+    return srtp_create(session, &policy);
+}
+
+/// srtp_remove_stream takes the SSRC in network byte order.
+static inline srtp_err_status_t roomd_srtp_remove_ssrc(srtp_t session, unsigned int ssrc) {
+    return srtp_remove_stream(session, htonl(ssrc));
+}
+#endif

@@ -1,0 +1,170 @@
+import CSRTP
+import CSRTPOpenSSLCipher
+import RoomProtocol
+
+/// One direction of SRTP (RFC 3711) with AEAD_AES_128_GCM (RFC 7714) for every SSRC sent or
+/// received under one master key: roomd's uplink (it protects, the server unprotects) or a
+/// participant's downlink (the server protects every stream it forwards to that participant,
+/// the participant unprotects them). libsrtp2 does the work: it derives the session keys,
+/// keeps the rollover counter and the replay window per SSRC, and encrypts in place.
+///
+/// Packets are transformed in place in the caller's buffer; nothing here allocates per packet.
+/// (libsrtp itself allocates once per new SSRC, when it clones the session's stream template;
+/// docs/security.md says what Debian's NSS-backed libsrtp2 does inside each packet.)
+///
+/// Not thread-safe (libsrtp sessions are not): each session belongs to one thread, which in
+/// roomd and roomserver is the network thread, never the audio thread.
+public final class SRTPSession {
+    public enum Direction: Sendable {
+        /// Encrypts and tags outgoing packets.
+        case protect
+        /// Checks and decrypts incoming packets, refusing replays.
+        case unprotect
+    }
+
+    /// What became of the packets given to this session. Each packet counts once.
+    public struct Statistics: Sendable, Equatable {
+        public var protected = 0
+        public var unprotected = 0
+        /// Refused: the tag did not verify (forged, corrupted, or another key).
+        public var authenticationFailures = 0
+        /// Refused: this SSRC's packet index was seen already or is behind the replay window.
+        public var replays = 0
+        /// Refused for anything else (too short to be SRTP, libsrtp out of memory...).
+        public var otherFailures = 0
+        public init() {}
+    }
+
+    public let direction: Direction
+    public private(set) var statistics = Statistics()
+    private var session: srtp_t?
+
+    /// Bytes a protected packet is longer than the RTP packet (the GCM tag).
+    public static let overhead = SRTPMasterKey.tagSize
+    /// Room `protect` needs after the packet (libsrtp may write up to its largest trailer).
+    public static let trailerRoom = Int(SRTP_MAX_TRAILER_LEN)
+    /// Packets per SSRC the receiver remembers for replay checking: 1 s of 20 ms audio is 50, but
+    /// a forwarded stream can arrive reordered after a burst; the window is cheap (a bitmap).
+    public static let replayWindow = 1024
+
+    /// - Parameter key: the master key and salt, `SRTPMasterKey.size` bytes.
+    public init(key: SRTPMasterKey, direction: Direction) throws(SRTPError) {
+        try SRTPLibrary.ready()
+        self.direction = direction
+        var created: srtp_t?
+        let status = key.bytes.withUnsafeBufferPointer { k in
+            roomd_srtp_create_gcm128(&created, k.baseAddress, direction == .protect ? 1 : 0, UInt(Self.replayWindow))
+        }
+        guard status == srtp_err_status_ok, let created else { throw SRTPError(status: status, during: "srtp_create") }
+        session = created
+    }
+
+    deinit {
+        if let session { srtp_dealloc(session) }
+    }
+
+    /// Encrypts the RTP packet in `buffer[0..<length]` in place and appends its tag; returns the
+    /// SRTP length, or nil (counted) when libsrtp refuses it. `buffer` must have
+    /// `trailerRoom` bytes beyond `length`.
+    public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
+        guard let session, direction == .protect, let base = buffer.baseAddress,
+              length >= 12, buffer.count - length >= Self.trailerRoom
+        else {
+            statistics.otherFailures += 1
+            return nil
+        }
+        var n = Int32(length)
+        let status = srtp_protect(session, base, &n)
+        guard status == srtp_err_status_ok else {
+            count(status)
+            return nil
+        }
+        statistics.protected += 1
+        return Int(n)
+    }
+
+    /// The outcome of `unprotect`.
+    public enum Outcome: Equatable, Sendable {
+        /// The packet verified and was decrypted in place; the RTP packet is this many bytes.
+        case rtp(length: Int)
+        case authenticationFailure
+        case replay
+        case malformed
+    }
+
+    /// Verifies and decrypts the SRTP packet in `buffer[0..<length]` in place. A refused packet
+    /// is counted under its reason; its bytes are then undefined.
+    public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Outcome {
+        guard let session, direction == .unprotect, let base = buffer.baseAddress,
+              length >= 12 + Self.overhead, length <= buffer.count
+        else {
+            statistics.otherFailures += 1
+            return .malformed
+        }
+        var n = Int32(length)
+        let status = srtp_unprotect(session, base, &n)
+        guard status == srtp_err_status_ok else { return count(status) }
+        statistics.unprotected += 1
+        return .rtp(length: Int(n))
+    }
+
+    /// libsrtp2's version string ("libsrtp2 2.5.0"), for benchmark and diagnostic output.
+    public static var libraryVersion: String { String(cString: srtp_get_version_string()) }
+
+    /// Forgets `ssrc`'s stream (rollover counter, replay window): the next packet of that SSRC
+    /// starts a new one. For a sender whose sequence restarted behind what was sent.
+    public func forget(ssrc: UInt32) {
+        guard let session else { return }
+        _ = roomd_srtp_remove_ssrc(session, ssrc)
+    }
+
+    @discardableResult
+    private func count(_ status: srtp_err_status_t) -> Outcome {
+        switch status {
+        case srtp_err_status_auth_fail:
+            statistics.authenticationFailures += 1
+            return .authenticationFailure
+        case srtp_err_status_replay_fail, srtp_err_status_replay_old:
+            statistics.replays += 1
+            return .replay
+        default:
+            statistics.otherFailures += 1
+            return .malformed
+        }
+    }
+}
+
+/// libsrtp's one-time global set-up, run once before the first session: its crypto kernel
+/// (srtp_init), then AES-128-GCM replaced by the OpenSSL one (CSRTPOpenSSLCipher), which
+/// allocates nothing per packet. Should the replacement be refused (libsrtp runs known-answer
+/// tests on it first), the library's own GCM stays in use: slower, allocating, still correct.
+public enum SRTPLibrary {
+    private static let setUp: (status: srtp_err_status_t, openSSL: Bool) = {
+        let status = srtp_init()
+        guard status == srtp_err_status_ok else { return (status, false) }
+        return (status, roomd_srtp_use_openssl_gcm() == 0)
+    }()
+
+    /// Sets libsrtp up now (programs call it at start, so the first join does not pay for it);
+    /// sessions call it too.
+    public static func ready() throws(SRTPError) {
+        guard setUp.status == srtp_err_status_ok else { throw SRTPError(status: setUp.status, during: "srtp_init") }
+    }
+
+    /// Which AES-GCM does the work: "openssl" (the replacement) or "libsrtp2" (its built-in
+    /// backend; Debian's is NSS).
+    public static var gcmBackend: String { setUp.openSSL ? "openssl" : "libsrtp2" }
+}
+
+/// libsrtp refused to set a session up.
+public struct SRTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let status: Int
+    public let operation: String
+
+    init(status: srtp_err_status_t, during operation: String) {
+        self.status = Int(status.rawValue)
+        self.operation = operation
+    }
+
+    public var description: String { "libsrtp2 \(operation) failed with status \(status)" }
+}

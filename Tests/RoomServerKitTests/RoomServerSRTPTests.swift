@@ -1,0 +1,208 @@
+import RoomCore
+import RoomMediaCrypto
+import RoomProtocol
+import RoomServerKit
+import RoomSystem
+import XCTest
+
+/// Media encryption on the server (docs/security.md, "Media (SRTP)"): each publisher's packets
+/// are unprotected with its uplink key and re-protected for every listener with that listener's
+/// downlink key; whatever does not verify is dropped and counted, and never forwarded.
+final class RoomServerSRTPTests: XCTestCase {
+    private var server: SocketAddress!
+
+    private func harness(srtp: Bool = true, tick: Int64? = nil) throws -> ServerHarness {
+        let h = try ServerHarness(srtp: srtp) { if let tick { $0.tickIntervalMs = tick } }
+        server = .ipv4Loopback(port: h.mediaPort)
+        return h
+    }
+
+    /// `needle` occurs somewhere in `haystack`.
+    private func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard needle.count <= haystack.count else { return false }
+        return (0 ... haystack.count - needle.count).contains { Array(haystack[$0 ..< $0 + needle.count]) == needle }
+    }
+
+    func testEachListenerGetsItsOwnProtectedCopyWithTheHeaderReadable() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        let c = try h.join("carol")
+        let keys = try [a, b, c].map { try XCTUnwrap($0.welcome?.mediaEncryption) }
+        XCTAssertEqual(Set(keys.flatMap { [$0.uplink, $0.downlink] }).count, 6, "two fresh keys per participant")
+        for l in [b, c] { l.wireDatagrams.removeAll(); l.datagrams.removeAll() }
+
+        let plain = try a.sendRTP()
+        XCTAssertTrue(h.run { b.datagrams.contains(plain) && c.datagrams.contains(plain) })
+        let toB = try XCTUnwrap(b.wireDatagrams.last), toC = try XCTUnwrap(c.wireDatagrams.last)
+        XCTAssertEqual(toB.count, plain.count + SRTPMasterKey.tagSize)
+        XCTAssertNotEqual(toB, toC, "hop by hop: each listener's copy is protected with its own key")
+        let payload: [UInt8] = [0xFC, 1, 2, 3, 4, 5, 6, 7]
+        XCTAssertTrue(contains(plain, payload))
+        XCTAssertFalse(contains(toB, payload) || contains(toC, payload), "no plaintext payload on the wire")
+        // The header, audio level included, stays readable (SRTP authenticates it, encrypts only the payload).
+        let header = try toB.withUnsafeBytes { try RTPPacket.parse($0) }
+        XCTAssertEqual(header.ssrc, a.welcome!.ssrc)
+        XCTAssertEqual(header.audioLevel?.level, 20)
+        // Carol's key does not open Bob's copy.
+        XCTAssertNil(c.unprotect(toB))
+        XCTAssertEqual(h.server.statistics.dropped.total, 0)
+    }
+
+    func testBadTagIsDroppedCountedAndNotForwarded() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        b.wireDatagrams.removeAll()
+        var forged = a.protect(TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 100))
+        forged[forged.count - 20] ^= 0x01   // one payload bit
+        _ = try a.udp.send(forged, to: server)
+        // Plain RTP to an encrypting server is no better than a forgery (this one's 8-byte
+        // payload is shorter than a tag: malformed).
+        let plainRTP = TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 101)
+        _ = try a.udp.send(plainRTP + [UInt8](repeating: 0x55, count: 40), to: server)
+        _ = try a.udp.send(plainRTP, to: server)
+        // Bob's key is not Alice's.
+        let wrongKey = try SRTPSession(key: b.welcome!.mediaEncryption!.uplink, direction: .protect)
+        let other = TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 102)
+        var buffer = other + [UInt8](repeating: 0, count: SRTPSession.trailerRoom)
+        let n = try XCTUnwrap(buffer.withUnsafeMutableBytes { wrongKey.protect($0, length: other.count) })
+        _ = try a.udp.send(Array(buffer[0 ..< n]), to: server)
+
+        XCTAssertTrue(h.run {
+            h.server.statistics.dropped.srtpAuthentication == 3 && h.server.statistics.dropped.malformedRTP == 1
+        }, "\(h.server.statistics.dropped)")
+        h.settle(seconds: 0.1)
+        XCTAssertEqual(h.server.statistics.packetsForwarded, 0)
+        XCTAssertTrue(b.datagrams.isEmpty && b.wireDatagrams.isEmpty, "nothing forged reaches a listener")
+        // The genuine stream is unaffected.
+        let plain = try a.sendRTP()
+        XCTAssertTrue(h.run { b.datagrams == [plain] })
+    }
+
+    func testReplayedPacketIsDroppedAndCounted() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        b.wireDatagrams.removeAll()
+        let wire = a.protect(TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 7))
+        _ = try a.udp.send(wire, to: server)
+        XCTAssertTrue(h.run { b.datagrams.count == 1 })
+        for _ in 0 ..< 3 { _ = try a.udp.send(wire, to: server) }
+        XCTAssertTrue(h.run { h.server.statistics.dropped.srtpReplay == 3 }, "\(h.server.statistics.dropped)")
+        h.settle(seconds: 0.1)
+        XCTAssertEqual(b.wireDatagrams.count, 1, "a replay is not forwarded")
+        XCTAssertEqual(h.server.statistics.packetsForwarded, 1)
+    }
+
+    /// The level that picks the forwarded top-N is read after the tag verified: a forged
+    /// packet announcing a loud speaker changes nothing.
+    func testForgedLevelsDoNotMakeAnActiveSpeaker() throws {
+        let h = try harness(tick: 50)
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        for i in 0 ..< 20 {
+            var forged = a.protect(TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: UInt16(200 + i), level: 0))
+            forged[forged.count - 1] ^= 0xFF
+            _ = try a.udp.send(forged, to: server)
+        }
+        XCTAssertTrue(h.run { h.server.statistics.dropped.srtpAuthentication == 20 })
+        h.settle(seconds: 0.2)
+        XCTAssertFalse(b.has { if case let .activeSpeakers(s) = $0 { s.ids.contains(a.id) } else { false } })
+        // Genuine packets with a level do (the level is readable to the server under SRTP).
+        for _ in 0 ..< 5 { try a.sendRTP(level: 12) }
+        XCTAssertTrue(h.run { b.has { if case let .activeSpeakers(s) = $0 { s.ids == [a.id] && s.levels == [12] } else { false } } })
+    }
+
+    /// A publisher that comes back on a new connection (roomd restarted within the grace)
+    /// numbers its packets from the start again; its listeners' SRTP streams for that SSRC
+    /// would refuse them as replays, so the server continues the forwarded numbering.
+    func testSequenceContinuesForListenersWhenAPublisherResumes() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        b.datagrams.removeAll()
+        for _ in 0 ..< 3 { try a.sendRTP() }
+        XCTAssertTrue(h.run { b.datagrams.count == 3 })
+        let id = a.id
+        a.connection.close()
+        XCTAssertTrue(h.run { h.server.connectionCount == 1 })
+        let back = try h.connect()
+        back.send(.hello(.init(client: "test/1", token: h.token(user: "alice", publish: true), role: .streamer,
+                               previousParticipantID: id)))
+        XCTAssertTrue(h.run { back.welcome != nil })
+        XCTAssertEqual(back.welcome?.participantID, id)
+        XCTAssertNotEqual(back.welcome?.mediaEncryption, a.welcome?.mediaEncryption, "a resumed seat gets fresh SRTP keys")
+        try back.sendBinding()
+        XCTAssertTrue(h.run { !back.datagrams.isEmpty })
+        // The old connection's key is dead: its packets are forgeries now.
+        _ = try a.udp.send(a.protect(TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 50)), to: server)
+        for _ in 0 ..< 3 { try back.sendRTP() }   // sequence 1, 2, 3 again
+        XCTAssertTrue(h.run { b.datagrams.count == 6 }, "refused: \(b.refusedSRTP)")
+        let sequences = b.datagrams.map { UInt16($0[2]) << 8 | UInt16($0[3]) }
+        XCTAssertEqual(sequences, [1, 2, 3, 4, 5, 6])
+        XCTAssertEqual(b.refusedSRTP, [])
+        XCTAssertTrue(h.run { h.server.statistics.dropped.unknownAddress + h.server.statistics.dropped.srtpAuthentication == 1 })
+    }
+
+    func testPlainModeSendsNoKeysAndForwardsRTPAsIs() throws {
+        let h = try harness(srtp: false)
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let b = try h.join("bob")
+        XCTAssertNil(a.welcome?.mediaEncryption)
+        b.wireDatagrams.removeAll()
+        let plain = try a.sendRTP()
+        XCTAssertTrue(h.run { b.wireDatagrams == [plain] })
+    }
+
+    // MARK: - Binding datagrams
+
+    /// Issue 11: one binding with a huge timestamp moved a participant's media and locked its
+    /// own re-binds out. Without the key it is a forgery; with the key (a leaked one) it is
+    /// beyond the lead limit. Either way it is dropped and counted, the media stays where it
+    /// was, and the participant's next genuine binding is accepted.
+    func testFarFutureBindingNeitherMovesMediaNorLocksTheVictimOut() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let victim = try h.join("bob")
+        let attacker = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        let accepted = h.server.statistics.bindingsAccepted
+
+        _ = try attacker.send(BindingDatagram(participantID: victim.id, timestampMs: .max).encoded(key: .random()), to: server)
+        _ = try attacker.send(BindingDatagram(participantID: victim.id, timestampMs: .max).encoded(key: victim.welcome!.mediaKey), to: server)
+        _ = try attacker.send(BindingDatagram(participantID: victim.id, timestampMs: victim.bindingClock + 3_600_000)
+            .encoded(key: victim.welcome!.mediaKey), to: server)
+        XCTAssertTrue(h.run {
+            h.server.statistics.dropped.badBinding == 1 && h.server.statistics.dropped.bindingReplay == 2
+        }, "\(h.server.statistics.dropped)")
+        XCTAssertEqual(h.server.statistics.bindingsAccepted, accepted)
+
+        // The victim still hears the room at its own address, and its next binding is taken.
+        victim.datagrams.removeAll()
+        let plain = try a.sendRTP()
+        XCTAssertTrue(h.run { victim.datagrams.contains(plain) })
+        try victim.sendBinding()
+        XCTAssertTrue(h.run { h.server.statistics.bindingsAccepted == accepted + 1 })
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        h.settle(seconds: 0.05)
+        XCTAssertNil(try buffer.withUnsafeMutableBytes { try attacker.receive(into: $0) }, "the attacker got nothing")
+    }
+
+    func testReplayedAndStaleBindingsFromElsewhereAreDroppedAndCounted() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let victim = try h.join("bob")
+        // Captured off the wire: the victim's last binding, and an older one.
+        let last = BindingDatagram(participantID: victim.id, timestampMs: victim.bindingClock).encoded(key: victim.welcome!.mediaKey)
+        let stale = BindingDatagram(participantID: victim.id, timestampMs: victim.bindingClock - 500).encoded(key: victim.welcome!.mediaKey)
+        let attacker = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        _ = try attacker.send(last, to: server)
+        _ = try attacker.send(stale, to: server)
+        XCTAssertTrue(h.run { h.server.statistics.dropped.bindingReplay == 2 }, "\(h.server.statistics.dropped)")
+        victim.datagrams.removeAll()
+        let plain = try a.sendRTP()
+        XCTAssertTrue(h.run { victim.datagrams.contains(plain) }, "media stays at the victim's address")
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        XCTAssertNil(try buffer.withUnsafeMutableBytes { try attacker.receive(into: $0) })
+    }
+}
