@@ -420,16 +420,29 @@ public final class RoomServer {
     /// Why a new connection is turned away, if it is: the server is full (or near its file
     /// descriptor limit), or the peer's address already has as many connections waiting to
     /// join as one host may.
+    /// Why `connection` cannot be taken, or nil. At capacity the oldest connection that has not
+    /// joined gives way instead (`statistics.connectionsEvicted`): otherwise whoever opens the
+    /// most connections first — 1100 that never say hello — would hold every slot, and an
+    /// appliance reconnecting after a blip could not join until the flood stopped. Joined
+    /// participants are never evicted; only when every slot holds one is the newcomer refused.
+    /// The per-address cap is checked first, so one address cannot evict the others' waits.
     private func refusal(of connection: any StreamTransport) -> String? {
-        let open = sessions.count
-        if open >= connectionCapacity { return "\(open) connections open, the most this server takes" }
         let host = connection.peerAddress.host
         var waiting = 0
-        for s in sessions.values where s.participant == nil && !s.closing && s.connection.peerAddress.host == host {
-            waiting += 1
+        var oldestUnjoined: Session?
+        for s in sessions.values where s.participant == nil && !s.closing {
+            if s.connection.peerAddress.host == host { waiting += 1 }
+            if oldestUnjoined == nil || s.acceptedMs < oldestUnjoined!.acceptedMs { oldestUnjoined = s }
         }
         if waiting >= configuration.limits.maxUnjoinedPerAddress {
             return "\(host) has \(waiting) connections that have not joined"
+        }
+        // Closing sessions count: they hold their descriptor until flushed.
+        let open = sessions.count
+        if open >= connectionCapacity {
+            guard let victim = oldestUnjoined else { return "\(open) connections open and joined, the most this server takes" }
+            statistics.connectionsEvicted += 1
+            closeSession(victim, flush: false)
         }
         return nil
     }

@@ -25,9 +25,13 @@ public struct RoomServerStatistics: Sendable, Equatable {
     public var receiverLossSent = 0
     /// Connections closed for sending no valid `hello` within `limits.hello_timeout_ms`.
     public var helloTimeouts = 0
-    /// Connections refused at accept: the server is at `max_connections` (or near its file
-    /// descriptor limit), or the peer's address has `max_unjoined_per_address` not joined yet.
+    /// Connections refused at accept: every slot (`max_connections`, or the file descriptor
+    /// limit minus a reserve) holds a joined participant, or the peer's address has
+    /// `max_unjoined_per_address` not joined yet.
     public var connectionsRefused = 0
+    /// Connections that had not joined, closed at capacity to make room for a new one (the
+    /// oldest first), so a flood of silent connections cannot keep appliances out.
+    public var connectionsEvicted = 0
 
     // Media.
     public var datagramsReceived = 0

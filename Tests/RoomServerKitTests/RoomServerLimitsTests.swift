@@ -47,6 +47,36 @@ final class RoomServerLimitsTests: XCTestCase {
         _ = try h.join("carol")
     }
 
+    /// At capacity the oldest connection that has not joined makes room for the newcomer;
+    /// joined participants are never closed for it, and only when every slot is joined is the
+    /// newcomer refused.
+    func testAtCapacityTheOldestUnjoinedConnectionGivesWay() throws {
+        var limits = RoomServerLimits()
+        limits.maxConnections = 3
+        let h = try ServerHarness(limits: limits)
+        let member = try h.join("alice")
+        let oldest = try h.connect()
+        h.settle(seconds: 0.05)
+        let newer = try h.connect()
+        h.settle(seconds: 0.1)
+        let newcomer = try h.connect()
+        XCTAssertTrue(h.run(seconds: 2) { oldest.closed }, "the oldest silent connection gives way")
+        XCTAssertEqual(h.server.statistics.connectionsEvicted, 1)
+        XCTAssertEqual(h.server.statistics.connectionsRefused, 0)
+        XCTAssertFalse(newer.closed)
+        XCTAssertFalse(member.closed, "a joined participant is never evicted")
+        newcomer.send(.hello(.init(client: "test/1", token: h.token(user: "bob"), role: .audience)))
+        XCTAssertTrue(h.run { newcomer.welcome != nil }, "the newcomer joins")
+        newer.send(.hello(.init(client: "test/1", token: h.token(user: "carol"), role: .audience)))
+        XCTAssertTrue(h.run { newer.welcome != nil })
+        // Every slot joined: the next one is refused, nobody is evicted.
+        let refused = try h.connect()
+        XCTAssertTrue(h.run(seconds: 2) { refused.closed })
+        XCTAssertEqual(h.server.statistics.connectionsRefused, 1)
+        XCTAssertEqual(h.server.statistics.connectionsEvicted, 1)
+        XCTAssertFalse(member.closed || newer.closed || newcomer.closed)
+    }
+
     /// A publisher sending far beyond any codec's rate is forwarded only up to its budget; the
     /// rest is dropped and counted. A normal stream stays untouched.
     func testAFloodingPublisherIsForwardedOnlyUpToItsBudget() throws {
