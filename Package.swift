@@ -118,9 +118,9 @@ let package = Package(
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
-        .target(name: "RoomICE"),
+        .target(name: "RoomICE", dependencies: ["CLibcrypto"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
-        .target(name: "RoomJanus", dependencies: ["RoomProtocol"]),
+        .target(name: "RoomJanus", dependencies: ["RoomProtocol", "CLibcrypto"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),

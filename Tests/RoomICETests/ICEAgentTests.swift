@@ -4,14 +4,8 @@ import XCTest
 /// Two agents wired through an in-memory network (loss, address translation, one-way cuts), on
 /// a simulated clock in 5 ms steps.
 final class ICEAgentTests: XCTestCase {
-    /// A keyed stand-in for HMAC-SHA1: what the agent's logic needs is that the right key
-    /// verifies and any other does not (the real HMAC comes from OpenSSL in roomd).
-    static let mac: STUNIntegrity = { key, data in
-        var acc = [UInt8](repeating: 0x5C, count: 20)
-        for (i, b) in data.enumerated() { acc[i % 20] = (acc[i % 20] &* 31) &+ b &+ key[i % max(key.count, 1)] }
-        for (i, k) in key.enumerated() { acc[i % 20] ^= k &* 7 }
-        return acc
-    }
+    /// The HMAC roomd uses (OpenSSL's HMAC-SHA1).
+    static let mac: STUNIntegrity = STUNMessage.hmacSHA1
 
     struct Net {
         var rng: UInt64 = 0x1234_5678

@@ -60,6 +60,21 @@ final class STUNMessageTests: XCTestCase {
         XCTAssertEqual(m.xorMappedAddress, STUNAddress(ip: [192, 0, 2, 1], port: 32853))
     }
 
+    /// RFC 5769's MESSAGE-INTEGRITY, with OpenSSL's HMAC-SHA1 and the vectors' password.
+    func testRFC5769IntegrityVerifiesWithTheRealHMAC() throws {
+        let password = Array("VOkJxbRl1RmTxUk/WvJxBt".utf8)
+        for sample in [Self.rfc5769Request, Self.rfc5769Response] {
+            let good = try STUNMessage.parse(sample, key: password, hmac: STUNMessage.hmacSHA1)
+            XCTAssertTrue(good.checks.integrityValid)
+            let bad = try STUNMessage.parse(sample, key: Array("VOkJxbRl1RmTxUk/WvJxBu".utf8), hmac: STUNMessage.hmacSHA1)
+            XCTAssertFalse(bad.checks.integrityValid)
+        }
+        // What this codec signs from the request's attributes, the same HMAC verifies.
+        let (again, _) = try STUNMessage.parse(Self.rfc5769Request)
+        let bytes = again.serialize(key: password, hmac: STUNMessage.hmacSHA1)
+        XCTAssertTrue(try STUNMessage.parse(bytes, key: password, hmac: STUNMessage.hmacSHA1).checks.integrityValid)
+    }
+
     func testMessagesRoundTripAndTheFingerprintCatchesAnyFlippedBit() throws {
         let txid: [UInt8] = Array(1...12)
         let message = STUNMessage(class: .success, transactionID: txid, attributes: [

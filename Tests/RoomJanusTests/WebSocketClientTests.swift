@@ -63,6 +63,12 @@ final class WebSocketClientTests: XCTestCase {
         XCTAssertTrue(c.isOpen)
     }
 
+    func testOpenSSLsSHA1GivesRFC6455sAcceptKey() {
+        var c = WebSocketClient(nonce: Self.nonce, sha1: WebSocketClient.sha1, maskSource: { 7 })
+        c.open(host: "h")
+        XCTAssertEqual(c.receive(Array(Self.accepted.utf8)), [.opened])
+    }
+
     func testABadHandshakeIsRefusedWithTheReason() {
         func refusal(_ response: String) -> String? {
             var c = client()
