@@ -145,7 +145,7 @@ let package = Package(
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
-        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus"]),
+        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomICE", "RoomSDP", "RoomSystem"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],

@@ -1,0 +1,195 @@
+import Foundation
+import Glibc
+import RoomICE
+import RoomJanus
+import RoomSDP
+import RoomSystem
+import XCTest
+
+/// Against the real Janus (Debian's `janus` 1.1.2, skipped when it is not installed): the
+/// appliance's WebSocket client, AudioBridge session, SDP offer and ICE agent, together. Janus
+/// (libnice, full ICE) must answer the offer and complete connectivity checks with the agent —
+/// interoperability of everything below DTLS, which is not built yet (docs/webrtc.md).
+final class JanusLiveTests: XCTestCase {
+    var janus: Process?
+    var directory = ""
+
+    override func tearDown() {
+        if let janus, janus.isRunning { janus.terminate(); janus.waitUntilExit() }
+        try? FileManager.default.removeItem(atPath: directory)
+        super.tearDown()
+    }
+
+    /// This machine's first IPv4 interface other than loopback: libnice (Janus's ICE) gathers
+    /// no loopback candidates, so the media runs on this address — still local traffic.
+    static func localInterface() -> (name: String, address: String)? {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return nil }
+        defer { freeifaddrs(list) }
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            guard let addr = entry.pointee.ifa_addr, addr.pointee.sa_family == sa_family_t(AF_INET),
+                  entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0,
+                  entry.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
+            var text = [CChar](repeating: 0, count: 64)
+            addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                var a = sin.pointee.sin_addr
+                _ = inet_ntop(AF_INET, &a, &text, 64)
+            }
+            return (String(cString: entry.pointee.ifa_name), String(cString: text))
+        }
+        return nil
+    }
+
+    /// Janus with only the WebSocket transport (on loopback) and the AudioBridge; ICE on `interface`.
+    func startJanus(interface: (name: String, address: String)) throws -> Int {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
+        directory = NSTemporaryDirectory() + "roomd-janus-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let port = Int.random(in: 20_000 ... 40_000)
+        let lib = "/usr/lib/x86_64-linux-gnu/janus"
+        let files = [
+            "janus.jcfg": """
+            general: { configs_folder = "\(directory)" plugins_folder = "\(lib)/plugins" transports_folder = "\(lib)/transports"
+                       events_folder = "\(lib)/events" loggers_folder = "\(lib)/loggers" debug_level = 4 session_timeout = 60 }
+            plugins: { disable = "libjanus_echotest.so,libjanus_videocall.so,libjanus_sip.so,libjanus_nosip.so,libjanus_streaming.so,libjanus_textroom.so,libjanus_recordplay.so,libjanus_voicemail.so,libjanus_lua.so,libjanus_duktape.so,libjanus_videoroom.so" }
+            transports: { disable = "libjanus_http.so,libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so" }
+            events: { broadcast = false }
+            loggers: { disable = "libjanus_jsonlog.so" }
+            nat: { ice_enforce_list = "\(interface.name)" ignore_mdns = true }
+            """,
+            "janus.transport.websockets.jcfg": """
+            general: { json = "plain" ws = true ws_port = \(port) ws_interface = "lo" wss = false }
+            admin: { admin_ws = false }
+            """,
+            "janus.plugin.audiobridge.jcfg": """
+            general: { }
+            room-1234: { description = "roomd test room" sampling_rate = 48000 }
+            """,
+        ]
+        for (name, text) in files { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/janus")
+        p.arguments = ["-C", directory + "/janus.jcfg", "-F", directory, "-L", directory + "/janus.log"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        janus = p
+        return port
+    }
+
+    func testTheApplianceJoinsAnAudioBridgeAndCompletesICEWithJanus() throws {
+        guard let interface = Self.localInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
+        let port = try startJanus(interface: interface)
+        let loop = try EventLoop()
+        let start = DispatchTime.now().uptimeNanoseconds
+        func nowMs() -> UInt64 { (DispatchTime.now().uptimeNanoseconds - start) / 1_000_000 }
+        func run(seconds: Double, until condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while !condition() && Date() < deadline { _ = try? loop.runOnce(timeout: .milliseconds(10)) }
+            return condition()
+        }
+
+        // The media socket and the local ICE side.
+        let udp = try UDPSocket(bindingTo: try SocketAddress(ip: interface.address, port: 0))
+        var rng = SystemRandomNumberGenerator()
+        let local = OpusAudioNegotiation.LocalEndpoint(
+            iceUfrag: "rmd\(rng.next() % 10_000)", icePassword: "roomd-live-test-password-\(rng.next() % 1_000_000)",
+            fingerprint: DTLSFingerprint(algorithm: "sha-256", digest: (0 ..< 32).map { _ in UInt8.random(in: 0 ... 255) }),
+            candidates: [ICECandidate(foundation: "1", priority: ICECandidate.priority(kind: .host),
+                                      address: interface.address, port: Int(udp.localPort), kind: .host)],
+            ssrc: UInt32.random(in: 1 ... .max), cname: "roomd-test")
+        let agent = ICEAgent(role: .controlling, local: .init(ufrag: local.iceUfrag, password: local.icePassword),
+                             tieBreaker: rng.next(), hmac: STUNMessage.hmacSHA1, random: { UInt64.random(in: 0 ... .max) })
+        func flushICE() {
+            for out in agent.takeOutgoing() {
+                let ip = out.destination.ip.map(String.init).joined(separator: ".")
+                if let to = try? SocketAddress(ip: ip, port: out.destination.port) { _ = try? udp.send(out.bytes, to: to) }
+            }
+        }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        try udp.onReadable(loop: loop) { socket in
+            while let d = buffer.withUnsafeMutableBytes({ try? socket.receive(into: $0) }) ?? nil {
+                let parts = d.source.host.split(separator: ".").compactMap { UInt8($0) }
+                guard parts.count == 4, let p = d.source.port else { continue }
+                buffer.withUnsafeBytes { _ = agent.receive(UnsafeRawBufferPointer(rebasing: $0[0 ..< d.count]),
+                                                           from: STUNAddress(ip: parts, port: p), now: nowMs()) }
+            }
+            flushICE()
+        }
+
+        // The WebSocket to Janus and the AudioBridge session on it.
+        var ws = WebSocketClient(nonce: (0 ..< 16).map { _ in UInt8.random(in: 0 ... 255) }, sha1: WebSocketClient.sha1,
+                                 maskSource: { UInt32.random(in: 0 ... .max) })
+        var session = JanusAudioBridgeSession(room: 1234, display: "roomd live test")
+        var outputs: [JanusAudioBridgeSession.Output] = []
+        var connection: StreamConnection?
+        let janusAddress = try SocketAddress(ip: "127.0.0.1", port: UInt16(port))
+        func pump() {
+            for text in session.takeOutgoing() { ws.send(text: text) }
+            let bytes = ws.takeOutgoing()
+            if !bytes.isEmpty { _ = connection?.write(bytes) }
+        }
+        var opened = false
+        XCTAssertTrue(run(seconds: 5) {
+            if connection == nil || connection?.isOpen == false {
+                connection = try? StreamConnection.connect(to: janusAddress, loop: loop) { c, event in
+                    switch event {
+                    case .connected:
+                        ws.open(host: "127.0.0.1:\(port)")
+                        pump()
+                    case .readable:
+                        var chunk = [UInt8](repeating: 0, count: 65_536)
+                        while case .bytes(let n)? = try? chunk.withUnsafeMutableBytes({ try c.read(into: $0) }) {
+                            for event in ws.receive(chunk[0 ..< n]) {
+                                switch event {
+                                case .opened: opened = true
+                                case .text(let t): outputs += session.receive(t, now: nowMs())
+                                default: break
+                                }
+                            }
+                        }
+                        pump()
+                    default: break
+                    }
+                }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            return opened
+        }, "WebSocket to Janus on port \(port)")
+
+        let offer = OpusAudioNegotiation.offer(local, sessionID: "\(UInt32.random(in: 1 ... .max))")
+        session.join(offer: offer.text, muted: true, now: nowMs())
+        pump()
+        XCTAssertTrue(run(seconds: 5) { outputs.contains { if case .answer = $0 { true } else { false } } || session.state != .joining && session.state != .attaching && session.state != .creatingSession },
+                      "Janus answered: \(outputs)")
+        guard case .answer(let sdp)? = outputs.first(where: { if case .answer = $0 { true } else { false } }) else {
+            return XCTFail("no SDP answer from Janus; state \(session.state), outputs \(outputs)")
+        }
+        XCTAssertTrue(outputs.contains { if case .joined = $0 { true } else { false } }, "\(outputs)")
+        let agreement = try OpusAudioNegotiation.accept(answer: try SessionDescription(parsing: sdp), to: local)
+        XCTAssertEqual(agreement.payloadType, 111)
+        XCTAssertFalse(agreement.remoteCandidates.isEmpty, "Janus offers host candidates on loopback:\n\(sdp)")
+
+        agent.start(remote: .init(ufrag: agreement.remoteUfrag, password: agreement.remotePassword),
+                    candidates: agreement.remoteCandidates.compactMap { c in
+                        let parts = c.address.split(separator: ".").compactMap { UInt8($0) }
+                        return parts.count == 4 ? (STUNAddress(ip: parts, port: UInt16(c.port)), c.priority) : nil
+                    }, now: nowMs())
+        if agreement.remoteCandidatesComplete { agent.remoteCandidatesComplete() }
+        session.trickle(.end, now: nowMs())
+        pump()
+        let connected = run(seconds: 6) {
+            agent.tick(now: nowMs())
+            flushICE()
+            return agent.state == .connected
+        }
+        let log = (try? String(contentsOfFile: directory + "/janus.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(connected, "ICE with Janus: \(agent.state), \(agent.counters)\nanswer:\n\(sdp)\nJanus log:\n\(log.suffix(3000))")
+        XCTAssertEqual(agent.counters.refusedIntegrity, 0, "every answer from Janus verified with its password")
+        session.leave(now: nowMs())
+        pump()
+        _ = run(seconds: 0.3) { false }
+    }
+}
