@@ -50,6 +50,8 @@ let package = Package(
         // macros, variadic ctrl calls and C callbacks, which CRoomTLS turns into plain functions.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "CRoomTLS", dependencies: ["COpenSSL"]),
+        // DTLS 1.2 + use_srtp on OpenSSL for the WebRTC path (issue 12), plain functions like CRoomTLS.
+        .target(name: "CRoomDTLS", dependencies: ["COpenSSL"]),
         // SRTP (media encryption, docs/security.md); shim.h builds the one policy used.
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         // OpenSSL's libcrypto: the AES-GCM libsrtp2 runs on (CSRTPOpenSSLCipher), and the tests'
@@ -119,6 +121,8 @@ let package = Package(
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomICE", dependencies: ["CLibcrypto"]),
+        // DTLS-SRTP handshakes and keys for the WebRTC path (issue 12, docs/webrtc.md).
+        .target(name: "RoomDTLS", dependencies: ["CRoomDTLS", "RoomSDP"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
         .target(name: "RoomJanus", dependencies: ["RoomProtocol", "CLibcrypto"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
@@ -145,7 +149,8 @@ let package = Package(
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
-        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomICE", "RoomSDP", "RoomSystem"]),
+        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomICE", "RoomSDP", "RoomDTLS", "RoomSystem"]),
+        .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import RoomDTLS
 import RoomICE
 import RoomJanus
 import RoomSDP
@@ -8,8 +9,9 @@ import XCTest
 
 /// Against the real Janus (Debian's `janus` 1.1.2, skipped when it is not installed): the
 /// appliance's WebSocket client, AudioBridge session, SDP offer and ICE agent, together. Janus
-/// (libnice, full ICE) must answer the offer and complete connectivity checks with the agent —
-/// interoperability of everything below DTLS, which is not built yet (docs/webrtc.md).
+/// (libnice, full ICE) must answer the offer, complete connectivity checks with the agent, and
+/// finish DTLS-SRTP with `DTLSEndpoint` — Janus then reports the PeerConnection up (`webrtcup`).
+/// Media (SRTP/RTCP through the engine) is the next step (docs/webrtc.md).
 final class JanusLiveTests: XCTestCase {
     var janus: Process?
     var directory = ""
@@ -37,7 +39,8 @@ final class JanusLiveTests: XCTestCase {
                 var a = sin.pointee.sin_addr
                 _ = inet_ntop(AF_INET, &a, &text, 64)
             }
-            return (String(cString: entry.pointee.ifa_name), String(cString: text))
+            let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return (String(validatingCString: entry.pointee.ifa_name) ?? "", address)
         }
         return nil
     }
@@ -79,7 +82,7 @@ final class JanusLiveTests: XCTestCase {
         return port
     }
 
-    func testTheApplianceJoinsAnAudioBridgeAndCompletesICEWithJanus() throws {
+    func testTheApplianceJoinsAnAudioBridgeAndJanusReportsThePeerConnectionUp() throws {
         guard let interface = Self.localInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
         let port = try startJanus(interface: interface)
         let loop = try EventLoop()
@@ -94,9 +97,11 @@ final class JanusLiveTests: XCTestCase {
         // The media socket and the local ICE side.
         let udp = try UDPSocket(bindingTo: try SocketAddress(ip: interface.address, port: 0))
         var rng = SystemRandomNumberGenerator()
+        let identity = try DTLSIdentity()
+        var dtls: DTLSEndpoint?
         let local = OpusAudioNegotiation.LocalEndpoint(
             iceUfrag: "rmd\(rng.next() % 10_000)", icePassword: "roomd-live-test-password-\(rng.next() % 1_000_000)",
-            fingerprint: DTLSFingerprint(algorithm: "sha-256", digest: (0 ..< 32).map { _ in UInt8.random(in: 0 ... 255) }),
+            fingerprint: identity.fingerprint,
             candidates: [ICECandidate(foundation: "1", priority: ICECandidate.priority(kind: .host),
                                       address: interface.address, port: Int(udp.localPort), kind: .host)],
             ssrc: UInt32.random(in: 1 ... .max), cname: "roomd-test")
@@ -107,14 +112,26 @@ final class JanusLiveTests: XCTestCase {
                 let ip = out.destination.ip.map(String.init).joined(separator: ".")
                 if let to = try? SocketAddress(ip: ip, port: out.destination.port) { _ = try? udp.send(out.bytes, to: to) }
             }
+            // DTLS goes where ICE selected.
+            if let dtls, let selected = agent.selectedAddress,
+               let to = try? SocketAddress(ip: selected.ip.map(String.init).joined(separator: "."), port: selected.port) {
+                for datagram in dtls.takeOutgoing() { _ = try? udp.send(datagram, to: to) }
+            }
         }
         var buffer = [UInt8](repeating: 0, count: 2048)
         try udp.onReadable(loop: loop) { socket in
             while let d = buffer.withUnsafeMutableBytes({ try? socket.receive(into: $0) }) ?? nil {
                 let parts = d.source.host.split(separator: ".").compactMap { UInt8($0) }
                 guard parts.count == 4, let p = d.source.port else { continue }
-                buffer.withUnsafeBytes { _ = agent.receive(UnsafeRawBufferPointer(rebasing: $0[0 ..< d.count]),
-                                                           from: STUNAddress(ip: parts, port: p), now: nowMs()) }
+                buffer.withUnsafeBytes {
+                    let datagram = UnsafeRawBufferPointer(rebasing: $0[0 ..< d.count])
+                    let from = STUNAddress(ip: parts, port: p)
+                    if agent.receive(datagram, from: from, now: nowMs()) { return }
+                    // RFC 7983: 20-63 is DTLS; only from where ICE selected.
+                    if let first = datagram.first, (20 ... 63).contains(first), from == agent.selectedAddress {
+                        dtls?.receive(datagram, now: nowMs())
+                    }
+                }
             }
             flushICE()
         }
@@ -188,6 +205,24 @@ final class JanusLiveTests: XCTestCase {
         let log = (try? String(contentsOfFile: directory + "/janus.log", encoding: .utf8)) ?? ""
         XCTAssertTrue(connected, "ICE with Janus: \(agent.state), \(agent.counters)\nanswer:\n\(sdp)\nJanus log:\n\(log.suffix(3000))")
         XCTAssertEqual(agent.counters.refusedIntegrity, 0, "every answer from Janus verified with its password")
+
+        // DTLS-SRTP: Janus answered setup:active, so it sends the ClientHello; the appliance serves.
+        XCTAssertEqual(agreement.dtlsRole, .server)
+        let endpoint = try DTLSEndpoint(identity: identity, role: agreement.dtlsRole == .client ? .client : .server,
+                                        expectedPeer: agreement.remoteFingerprint)
+        dtls = endpoint
+        endpoint.start(now: nowMs())
+        let up = run(seconds: 6) {
+            agent.tick(now: nowMs())
+            endpoint.tick(now: nowMs())
+            flushICE()
+            if case .failed = endpoint.state { return true }
+            return outputs.contains(.mediaUp)
+        }
+        XCTAssertTrue(up, "Janus's webrtcup: DTLS \(endpoint.state), outputs \(outputs)")
+        guard case .connected(let keys) = endpoint.state else { return XCTFail("DTLS: \(endpoint.state)") }
+        XCTAssertEqual(keys.profile, "SRTP_AEAD_AES_128_GCM", "Janus's libsrtp offers GCM too")
+        XCTAssertTrue(outputs.contains(.mediaUp), "Janus reports the PeerConnection up")
         session.leave(now: nowMs())
         pump()
         _ = run(seconds: 0.3) { false }
