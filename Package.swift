@@ -149,7 +149,7 @@ let package = Package(
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
-        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomICE", "RoomSDP", "RoomDTLS", "RoomSystem"]),
+        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomICE", "RoomSDP", "RoomDTLS", "RoomMediaCrypto", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],

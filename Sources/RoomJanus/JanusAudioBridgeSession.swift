@@ -31,6 +31,8 @@ public struct JanusAudioBridgeSession {
         case participantLeft(UInt64)
         /// Janus's PeerConnection is up (ICE + DTLS done on its side).
         case mediaUp
+        /// Janus started (true) or stopped (false) receiving our audio (its `media` event).
+        case janusReceivesAudio(Bool)
         /// Janus hung up the PeerConnection (reason), or the room went away.
         case hangup(String)
         case failed(String)
@@ -165,8 +167,11 @@ public struct JanusAudioBridgeSession {
             return fail("Janus detached the AudioBridge handle")
         case "timeout":
             return fail("Janus timed the session out (no keepalive for its session_timeout)")
+        case "media":
+            guard m.type == "audio" else { return [] }
+            return [.janusReceivesAudio(m.receiving ?? false)]
         default:
-            return []   // media, slowlink: the appliance's own meters say the same
+            return []   // slowlink: the appliance's own meters say the same
         }
     }
 

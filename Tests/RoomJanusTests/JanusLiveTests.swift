@@ -1,7 +1,10 @@
 import Foundation
 import Glibc
 import RoomDTLS
+import RoomCore
 import RoomICE
+import RoomMediaCrypto
+import RoomProtocol
 import RoomJanus
 import RoomSDP
 import RoomSystem
@@ -99,6 +102,8 @@ final class JanusLiveTests: XCTestCase {
         var rng = SystemRandomNumberGenerator()
         let identity = try DTLSIdentity()
         var dtls: DTLSEndpoint?
+        var srtpIn: SRTPSession?
+        var fromJanus = (rtp: 0, decrypted: 0, refused: 0)
         let local = OpusAudioNegotiation.LocalEndpoint(
             iceUfrag: "rmd\(rng.next() % 10_000)", icePassword: "roomd-live-test-password-\(rng.next() % 1_000_000)",
             fingerprint: identity.fingerprint,
@@ -130,6 +135,14 @@ final class JanusLiveTests: XCTestCase {
                     // RFC 7983: 20-63 is DTLS; only from where ICE selected.
                     if let first = datagram.first, (20 ... 63).contains(first), from == agent.selectedAddress {
                         dtls?.receive(datagram, now: nowMs())
+                    }
+                    // RTP (not RTCP: payload types 200-206 with rtcp-mux, RFC 5761) from Janus.
+                    if datagram.count > 12, datagram[0] & 0xC0 == 0x80, !(72 ... 78).contains(datagram[1] & 0x7F),
+                       from == agent.selectedAddress, let srtpIn {
+                        fromJanus.rtp += 1
+                        var copy = Array(datagram)
+                        let outcome = copy.withUnsafeMutableBytes { srtpIn.unprotect($0, length: datagram.count) }
+                        if case .rtp = outcome { fromJanus.decrypted += 1 } else { fromJanus.refused += 1 }
                     }
                 }
             }
@@ -223,6 +236,38 @@ final class JanusLiveTests: XCTestCase {
         guard case .connected(let keys) = endpoint.state else { return XCTFail("DTLS: \(endpoint.state)") }
         XCTAssertEqual(keys.profile, "SRTP_AEAD_AES_128_GCM", "Janus's libsrtp offers GCM too")
         XCTAssertTrue(outputs.contains(.mediaUp), "Janus reports the PeerConnection up")
+
+        // Media both ways with the exported keys: 2 s of 20 ms Opus frames (CELT silence, the
+        // RFC 6464 level in extension 1 as negotiated) to Janus, whatever Janus sends decrypted.
+        let sendKey = try XCTUnwrap(SRTPMasterKey(bytes: keys.local)), receiveKey = try XCTUnwrap(SRTPMasterKey(bytes: keys.remote))
+        let srtpOut = try SRTPSession(key: sendKey, direction: .protect)
+        srtpIn = try SRTPSession(key: receiveKey, direction: .unprotect)
+        let opusSilence: [UInt8] = [0xF8, 0xFF, 0xFE]
+        var packetBuffer = [UInt8](repeating: 0, count: 1500)
+        var sequence: UInt16 = UInt16.random(in: 0 ... 1000)
+        var nextSend = nowMs()
+        _ = run(seconds: 2.5) {
+            if nowMs() >= nextSend, let selected = agent.selectedAddress,
+               let to = try? SocketAddress(ip: selected.ip.map(String.init).joined(separator: "."), port: selected.port) {
+                let header = RTPPacket(sequenceNumber: sequence, timestamp: UInt32(sequence) &* 960, ssrc: offer.media[0].attribute("ssrc")
+                    .flatMap { UInt32($0.split(separator: " ")[0]) } ?? 1, audioLevel: RTPAudioLevel(voiceActivity: false, level: 127))
+                let n = packetBuffer.withUnsafeMutableBytes { out in
+                    opusSilence.withUnsafeBytes { try? header.serialize(payload: $0, into: out, audioLevelExtensionID: agreement.audioLevelExtensionID ?? 1) }
+                } ?? 0
+                if let total = packetBuffer.withUnsafeMutableBytes({ srtpOut.protect($0, length: n) }) {
+                    _ = try? udp.send(Array(packetBuffer[0 ..< total]), to: to)
+                }
+                sequence &+= 1
+                nextSend += 20
+            }
+            agent.tick(now: nowMs())
+            flushICE()
+            return false
+        }
+        XCTAssertTrue(outputs.contains(.janusReceivesAudio(true)), "Janus decrypts our SRTP and says it receives audio: \(outputs)")
+        XCTAssertGreaterThanOrEqual(srtpOut.statistics.protected, 100, "2 s of 20 ms packets sent")
+        XCTAssertGreaterThan(fromJanus.rtp, 0, "Janus sends the room's mix")
+        XCTAssertEqual(fromJanus.decrypted, fromJanus.rtp, "every RTP packet from Janus decrypts with the exported key (\(fromJanus))")
         session.leave(now: nowMs())
         pump()
         _ = run(seconds: 0.3) { false }
