@@ -123,6 +123,8 @@ let package = Package(
         .target(name: "RoomICE", dependencies: ["CLibcrypto"]),
         // DTLS-SRTP handshakes and keys for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomDTLS", dependencies: ["CRoomDTLS", "RoomSDP"]),
+        // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
+        .target(name: "RoomWebRTC", dependencies: ["RoomICE", "RoomDTLS", "RoomSDP", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
         .target(name: "RoomJanus", dependencies: ["RoomProtocol", "CLibcrypto"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
@@ -149,7 +151,7 @@ let package = Package(
         .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
-        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomICE", "RoomSDP", "RoomDTLS", "RoomMediaCrypto", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
