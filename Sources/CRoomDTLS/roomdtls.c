@@ -11,6 +11,7 @@
 #include <openssl/srtp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,14 +110,19 @@ static long out_ctrl(BIO *b, int cmd, long num, void *ptr) {
 
 static int out_create(BIO *b) { BIO_set_init(b, 1); return 1; }
 
+static BIO_METHOD *method;
+static pthread_once_t method_once = PTHREAD_ONCE_INIT;
+
+static void make_out_method(void) {
+    method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "roomdtls datagrams");
+    BIO_meth_set_write(method, out_write);
+    BIO_meth_set_ctrl(method, out_ctrl);
+    BIO_meth_set_create(method, out_create);
+}
+
+// One method for every endpoint, made once whichever thread comes first.
 static BIO_METHOD *out_method(void) {
-    static BIO_METHOD *method;
-    if (!method) {
-        method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "roomdtls datagrams");
-        BIO_meth_set_write(method, out_write);
-        BIO_meth_set_ctrl(method, out_ctrl);
-        BIO_meth_set_create(method, out_create);
-    }
+    pthread_once(&method_once, make_out_method);
     return method;
 }
 
