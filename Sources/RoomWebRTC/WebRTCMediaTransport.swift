@@ -50,6 +50,9 @@ public final class WebRTCMediaTransport {
     private var srtpOut: SRTPSession?
     private var srtpIn: SRTPSession?
     private var timer: EventLoop.TimerID?
+    /// The selected pair's remote address as a socket address, kept from the moment ICE selects
+    /// it: media in and out compare and send with it, so no packet formats an address.
+    private var selectedDestination: SocketAddress?
     private var buffer = [UInt8](repeating: 0, count: 2048)
     private var sendBuffer = [UInt8](repeating: 0, count: 1500 + SRTPSession.trailerRoom)
 
@@ -116,7 +119,7 @@ public final class WebRTCMediaTransport {
     /// until connected, or when the packet does not fit.
     @discardableResult
     public func sendRTP(_ packet: UnsafeRawBufferPointer) -> Bool {
-        guard case .connected = state, let srtpOut, let destination = selectedSocketAddress,
+        guard case .connected = state, let srtpOut, let destination = selectedDestination,
               packet.count + SRTPSession.trailerRoom <= sendBuffer.count else { return false }
         let sent: Bool = sendBuffer.withUnsafeMutableBytes { out in
             out.copyMemory(from: packet)
@@ -138,9 +141,8 @@ public final class WebRTCMediaTransport {
 
     private var now: UInt64 { (monotonicNanoseconds() - start) / 1_000_000 }
 
-    private var selectedSocketAddress: SocketAddress? {
-        guard let s = agent?.selectedAddress else { return nil }
-        return try? SocketAddress(ip: s.ip.map(String.init).joined(separator: "."), port: s.port)
+    private static func socketAddress(_ a: STUNAddress) -> SocketAddress? {
+        try? SocketAddress(ip: a.ip.map(String.init).joined(separator: "."), port: a.port)
     }
 
     private func tick() {
@@ -159,7 +161,8 @@ public final class WebRTCMediaTransport {
         case .consentLost: state = .failed("ICE: the peer stopped answering consent checks"); return
         default: break
         }
-        if state == .checking, agent.state == .connected {
+        if state == .checking, agent.state == .connected, let selected = agent.selectedAddress {
+            selectedDestination = Self.socketAddress(selected)
             state = .securing
             dtls.start(now: now)
         }
@@ -187,23 +190,27 @@ public final class WebRTCMediaTransport {
     private func flush() {
         guard let agent else { return }
         for out in agent.takeOutgoing() {
-            if let to = try? SocketAddress(ip: out.destination.ip.map(String.init).joined(separator: "."), port: out.destination.port) {
-                _ = try? socket.send(out.bytes, to: to)
-            }
+            if let to = Self.socketAddress(out.destination) { _ = try? socket.send(out.bytes, to: to) }
         }
-        if let dtls, let to = selectedSocketAddress {
+        if let dtls, let to = selectedDestination {
             for datagram in dtls.takeOutgoing() { _ = try? socket.send(datagram, to: to) }
         }
     }
 
     private func readAll() {
         while let d = buffer.withUnsafeMutableBytes({ try? socket.receive(into: $0) }) ?? nil {
-            guard let agent, let p = d.source.port, let from = Self.stunAddress(d.source.host, p) else { continue }
+            guard let agent, d.count > 0 else { continue }
             buffer.withUnsafeMutableBytes { raw in
                 let datagram = UnsafeMutableRawBufferPointer(rebasing: raw[0 ..< d.count])
-                if agent.receive(UnsafeRawBufferPointer(datagram), from: from, now: now) { return }
-                guard let first = datagram.first else { return }
-                guard from == agent.selectedAddress else { statistics.fromElsewhere += 1; return }
+                let first = datagram[0]
+                if first < 4 {
+                    // STUN (RFC 7983): checks and consent, from any candidate.
+                    guard let p = d.source.port, let from = Self.stunAddress(d.source.host, p) else { return }
+                    _ = agent.receive(UnsafeRawBufferPointer(datagram), from: from, now: now)
+                    return
+                }
+                // Everything else only from where ICE selected (and consent holds).
+                guard let selected = selectedDestination, d.source == selected else { statistics.fromElsewhere += 1; return }
                 if (20 ... 63).contains(first) {
                     dtls?.receive(UnsafeRawBufferPointer(datagram), now: now)
                 } else if (128 ... 191).contains(first), d.count > 12 {
