@@ -212,12 +212,11 @@ public final class ICEAgent {
     /// is only accepted from where consent was given.
     @discardableResult
     public func receive(_ bytes: UnsafeRawBufferPointer, from source: STUNAddress, now: UInt64) -> Bool {
-        guard STUNMessage.looksLikeSTUN(bytes) else { return false }
-        // Integrity is checked per class below, with the key that class uses.
-        guard let plain = try? STUNMessage.parse(bytes) else { return true }
-        switch plain.message.messageClass {
+        guard let header = STUNMessage.peekHeader(bytes) else { return false }
+        // Parsed once, in the handler, with the key its class is signed with.
+        switch header.messageClass {
         case .request: handleRequest(bytes, from: source, now: now)
-        case .success, .error: handleResponse(bytes, plain.message, from: source, now: now)
+        case .success, .error: handleResponse(bytes, transactionID: header.transactionID, from: source, now: now)
         case .indication: break   // keepalives: nothing to do
         }
         return true
@@ -274,10 +273,11 @@ public final class ICEAgent {
         }
     }
 
-    private func handleResponse(_ bytes: UnsafeRawBufferPointer, _ unsigned: STUNMessage, from source: STUNAddress, now: UInt64) {
+    private func handleResponse(_ bytes: UnsafeRawBufferPointer, transactionID: [UInt8], from source: STUNAddress, now: UInt64) {
         guard let remote else { return }
-        let isConsent = consent.map { $0.transaction == unsigned.transactionID } ?? false
-        guard isConsent || pairs.contains(where: { $0.status == .inProgress && $0.transaction == unsigned.transactionID }) else { return }
+        // Only answers to our own transactions are worth an HMAC.
+        let isConsent = consent.map { $0.transaction == transactionID } ?? false
+        guard isConsent || pairs.contains(where: { $0.status == .inProgress && $0.transaction == transactionID }) else { return }
         guard let (m, checks) = try? STUNMessage.parse(bytes, key: Array(remote.password.utf8), hmac: hmac), checks.integrityValid else {
             counters.refusedIntegrity += 1
             return

@@ -54,6 +54,14 @@ public struct STUNMessage: Sendable, Equatable {
         return readU32(bytes, 4) == magicCookie && readU16(bytes, 2) & 3 == 0
     }
 
+    /// The class and transaction id from the 20-byte header alone, without reading the
+    /// attributes: enough to route a datagram (and to drop an unsolicited response) before
+    /// the one full parse that checks its integrity.
+    static func peekHeader(_ bytes: UnsafeRawBufferPointer) -> (messageClass: Class, transactionID: [UInt8])? {
+        guard looksLikeSTUN(bytes) else { return nil }
+        return (split(type: readU16(bytes, 0)).class, Array(bytes[8 ..< headerSize]))
+    }
+
     // MARK: Attributes by kind
 
     public func attribute(_ type: STUNAttributeType) -> STUNAttribute? { attributes.first { $0.type == type.rawValue } }
