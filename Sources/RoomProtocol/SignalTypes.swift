@@ -162,13 +162,21 @@ public struct ParticipantInfo: Sendable, Hashable, Codable {
     }
 }
 
-extension SRTPMasterKey: Codable {
+/// A key that travels in JSON as standard padded base64 of an exact length: `welcome`'s
+/// binding key and SRTP keys share one decoder, so a wrong length is refused the same way.
+protocol Base64JSONKey: Codable {
+    init?(base64 text: String)
+    var base64: String { get }
+    /// What the base64 must hold, for the error ("16 bytes").
+    static var expectedContent: String { get }
+}
+
+extension Base64JSONKey {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
-        guard let key = SRTPMasterKey(base64: text) else {
-            throw DecodingError.dataCorruptedError(
-                in: container, debugDescription: "not base64 of \(SRTPMasterKey.size) bytes (key and salt)")
+        guard let key = Self(base64: text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not base64 of \(Self.expectedContent)")
         }
         self = key
     }
@@ -179,21 +187,12 @@ extension SRTPMasterKey: Codable {
     }
 }
 
-extension MediaKey: Codable {
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let text = try container.decode(String.self)
-        guard let key = MediaKey(base64: text) else {
-            throw DecodingError.dataCorruptedError(
-                in: container, debugDescription: "not base64 of \(MediaKey.size) bytes")
-        }
-        self = key
-    }
+extension SRTPMasterKey: Base64JSONKey {
+    static var expectedContent: String { "\(size) bytes (key and salt)" }
+}
 
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(base64)
-    }
+extension MediaKey: Base64JSONKey {
+    static var expectedContent: String { "\(size) bytes" }
 }
 
 // Integer decoding that always names the field. JSONDecoder reports a fractional or
