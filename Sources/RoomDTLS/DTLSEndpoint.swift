@@ -1,6 +1,11 @@
 import CRoomDTLS
 import RoomSDP
 
+/// The C string CRoomDTLS wrote into `buffer` (its error texts, the profile name).
+private func text(_ buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 /// Why DTLS could not be set up or did not complete.
 public struct DTLSError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
@@ -16,7 +21,7 @@ public final class DTLSIdentity: @unchecked Sendable {
     public init() throws(DTLSError) {
         var err = [CChar](repeating: 0, count: 256)
         guard let raw = roomdtls_identity_generate(&err, err.count) else {
-            throw DTLSError(message: String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            throw DTLSError(message: text(err))
         }
         self.raw = raw
         var digest = [UInt8](repeating: 0, count: 32)
@@ -72,7 +77,7 @@ public final class DTLSEndpoint {
         var err = [CChar](repeating: 0, count: 256)
         guard let raw = roomdtls_new(identity.raw, role == .client ? 1 : 0, Self.profiles, Int32(mtu), Int32(initialTimeoutMs),
                                      &err, err.count) else {
-            throw DTLSError(message: String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            throw DTLSError(message: text(err))
         }
         self.raw = raw
         self.identity = identity
@@ -140,7 +145,7 @@ public final class DTLSEndpoint {
         }
         var name = [CChar](repeating: 0, count: 64)
         guard roomdtls_srtp_profile(raw, &name, name.count) == 0 else { state = .failed("no SRTP profile was negotiated"); return }
-        let profile = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let profile = text(name)
         let (keyLength, saltLength) = profile == "SRTP_AEAD_AES_128_GCM" ? (16, 12) : (16, 14)
         var material = [UInt8](repeating: 0, count: 2 * (keyLength + saltLength))
         guard roomdtls_export_srtp_keys(raw, &material, material.count) == 0 else { state = .failed("the key export failed"); return }
