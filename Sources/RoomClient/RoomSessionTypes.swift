@@ -122,6 +122,22 @@ public struct RoomJoinInfo: Sendable, Equatable {
     public var isRejoin: Bool
     /// How often the server wants `reportLoss` (nil: it takes no loss reports).
     public var lossReportIntervalMs: Int? = nil
+
+    public init(room: String, participantID: RoomParticipantID, ssrc: UInt32, policy: RoomStagePolicy, speakerLimit: Int,
+                participants: [ParticipantInfo], attributes: [String: String], tokenExpiresAt: Int, restored: Bool,
+                isRejoin: Bool, lossReportIntervalMs: Int? = nil) {
+        self.room = room
+        self.participantID = participantID
+        self.ssrc = ssrc
+        self.policy = policy
+        self.speakerLimit = speakerLimit
+        self.participants = participants
+        self.attributes = attributes
+        self.tokenExpiresAt = tokenExpiresAt
+        self.restored = restored
+        self.isRejoin = isRejoin
+        self.lossReportIntervalMs = lossReportIntervalMs
+    }
 }
 
 /// A request the server refused, or one that could not be sent.
@@ -151,6 +167,12 @@ public struct RoomRequestFailure: Sendable, Equatable {
     /// The request's wire type, e.g. `raise_hand`.
     public var request: String
     public var error: RoomRequestError
+
+    public init(requestID: Int, request: String, error: RoomRequestError) {
+        self.requestID = requestID
+        self.request = request
+        self.error = error
+    }
 }
 
 public typealias RoomRequestCompletion = (Result<Void, RoomRequestError>) -> Void

@@ -87,6 +87,17 @@ public struct JanusAudioBridgeSession {
         sendMessage(body, jsep: nil, purpose: "configure", now: now)
     }
 
+    /// Mute and the name browsers show, in one `configure` (the appliance shows a raised hand
+    /// in its name: AudioBridge has no hand).
+    public mutating func configure(muted: Bool, display: String, now: UInt64) {
+        self.display = display
+        guard state == .joined || state == .joining else { startMuted = muted; return }
+        var body = JanusPluginRequest(request: "configure")
+        body.muted = muted
+        body.display = display
+        sendMessage(body, jsep: nil, purpose: "configure", now: now)
+    }
+
     /// A local ICE candidate (or `.end`).
     public mutating func trickle(_ candidate: JanusTrickle, now: UInt64) {
         guard let sessionID, let handleID, state == .joining || state == .joined else { return }

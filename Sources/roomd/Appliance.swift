@@ -2,6 +2,7 @@ import Glibc
 import RoomAudio
 import RoomClient
 import RoomControl
+import RoomJanusBackend
 import RoomCore
 import RoomSystem
 
@@ -27,7 +28,7 @@ final class Appliance {
         engine.mixer.masterGain = linear(fromDB: Float(settings.effective.volumeDB))
     }
 
-    var session: RoomSession? { room.session }
+    var session: (any RoomBackend)? { room.session }
 
     // MARK: settings changed at run time
 
@@ -73,12 +74,25 @@ final class Appliance {
         guard !addresses.isEmpty else {
             throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
         }
+        let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
+        if e.backend == .janus {
+            try room.connect(try Self.janusTarget(e, addresses: addresses, role: roomRole), muted: session?.isSelfMuted ?? e.muted)
+            settingsToken = nil
+            return
+        }
         let joinToken: String
         if let token { joinToken = token } else { joinToken = try Self.readToken(e) }
-        let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
-        try room.connect(servers: addresses, tls: e.signalling.tlsSettings, token: joinToken, role: roomRole,
+        try room.connect(.roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: joinToken, role: roomRole),
                          muted: session?.isSelfMuted ?? e.muted)
         settingsToken = requested == nil && token == nil ? joinToken : nil
+    }
+
+    /// A Janus AudioBridge room from the settings: `room.server` is Janus's WebSocket transport,
+    /// TLS (wss) with the same checks as roomserver's signalling unless plaintext is asked for.
+    static func janusTarget(_ e: EffectiveSettings, addresses: [HostPort], role: RoomRole) throws(SystemError) -> RoomTarget {
+        guard let room = e.janusRoom else { throw SystemError("room.backend = janus needs room.janus_room (the AudioBridge room number)") }
+        return .janus(JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: room, pin: e.janusPin,
+                                             display: e.displayName, role: role))
     }
 
     /// Host names stay names: the session resolves them at each attempt.
@@ -148,11 +162,21 @@ final class Appliance {
             }
         }
         let roomChanged = after.servers != before.servers || after.role != before.role || after.signalling != before.signalling
+            || after.backend != before.backend || after.janusRoom != before.janusRoom || after.janusPin != before.janusPin
+            || (after.backend == .janus && after.displayName != before.displayName)
         // The token file is compared by content: rotating a token is rewriting that file and
         // reloading, with the path unchanged.
         var token: String?
         var addresses: [HostPort] = []
-        if !after.servers.isEmpty && room.isEnabled {
+        var janus: RoomTarget?
+        if !after.servers.isEmpty && room.isEnabled && after.backend == .janus {
+            do {
+                addresses = try Self.addresses(after.servers)
+                janus = try Self.janusTarget(after, addresses: addresses, role: RoomRole(rawValue: after.role) ?? .streamer)
+            } catch {
+                return .failure(.system("room: \(error)"))
+            }
+        } else if !after.servers.isEmpty && room.isEnabled {
             do {
                 token = try Self.readToken(after)
                 addresses = try Self.addresses(after.servers)
@@ -187,13 +211,22 @@ final class Appliance {
                 report.restartNeeded.append("control.group")
             }
         }
-        if roomChanged, let token, !addresses.isEmpty {
+        let roomKeys = ["room.server", "room.role", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
+                        "room.plaintext_signalling", "room.backend", "room.janus_room", "room.janus_pin", "room.display_name"]
+        if roomChanged, let janus {
             do {
-                try room.connect(servers: addresses, tls: now.signalling.tlsSettings, token: token, role: RoomRole(rawValue: now.role) ?? .streamer,
+                try room.connect(janus, muted: session?.isSelfMuted ?? now.muted)
+                settingsToken = nil
+                report.rejoined += roomKeys.filter { changedFileKeys.contains($0) }
+            } catch {
+                Log.error("room: \(error)")
+            }
+        } else if roomChanged, let token, !addresses.isEmpty {
+            do {
+                try room.connect(.roomserver(servers: addresses, tls: now.signalling.tlsSettings, token: token, role: RoomRole(rawValue: now.role) ?? .streamer),
                                  muted: session?.isSelfMuted ?? now.muted)
                 settingsToken = token
-                report.rejoined += ["room.server", "room.role", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
-                                    "room.plaintext_signalling"].filter { changedFileKeys.contains($0) }
+                report.rejoined += roomKeys.filter { changedFileKeys.contains($0) }
             } catch {
                 Log.error("room: \(error)")
             }

@@ -12,7 +12,7 @@ import RoomSystem
 final class ControlBridge {
     private unowned let appliance: Appliance
     private var engine: AudioEngine { appliance.engine }
-    private var session: RoomSession? { appliance.session }
+    private var session: (any RoomBackend)? { appliance.session }
     private var server: ControlServer?
     /// Per-participant playback volume in dB, applied to the participant's SSRC when known.
     /// Kept for the room session only: participant ids are new at every join (docs/config.md).
@@ -158,6 +158,7 @@ final class ControlBridge {
             return o
         }
         let state = session.connectionState
+        o["backend"] = .string(session.backendName)
         o["connection"] = .string(state.name)
         if case .failed(let reason) = state { o["reason"] = .string(reason) }
         if case .disconnected(let reason) = state { o["reason"] = .string("\(reason)") }

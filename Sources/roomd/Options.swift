@@ -34,6 +34,9 @@ struct Options {
     var tlsPins: [String]?
     var tlsServerName: String?
     var plaintextSignalling = false
+    var backend: RoomBackendKind?
+    var janusRoom: UInt64?
+    var displayName: String?
     var controlSocket: String?
     var controlGroup: String?
     var stateDirectory: String?
@@ -54,6 +57,10 @@ struct Options {
       --board PATH           board directory or its board.conf (default board/sim)
       --server ADDR[,ADDR]   join a room on roomserver at ADDR (host:port, a host name or a
                              numeric address; a list is tried in turn for failover)
+      --backend KIND         roomserver (default) or janus: --server is then a Janus
+                             WebSocket transport (wss unless --plaintext-signalling)
+      --janus-room N         the Janus AudioBridge room to join (with --backend janus)
+      --display-name NAME    the name people in a Janus room see (default: the host name)
       --token TOKEN          the room token (JWT from the room service, or roomserver mint-token)
       --token-file PATH      read the token from PATH instead (keeps it out of ps and the journal)
       --tls-ca-file PATH     trust the server's certificate when it chains to a CA in PATH (PEM)
@@ -132,6 +139,17 @@ struct Options {
                 if let bad = o.servers.first(where: { !ApplianceConfiguration.isHostPort($0) }) {
                     return .exit("roomd: --server \(bad): not host:port (a host name, numeric IPv4 a.b.c.d or [IPv6], port 1-65535)", 2)
                 }
+            case "--backend":
+                guard let v = value(a), let kind = RoomBackendKind(rawValue: v) else { return .exit("roomd: --backend takes roomserver or janus", 2) }
+                o.backend = kind
+            case "--janus-room":
+                guard let v = value(a), let n = UInt64(v), n > 0 else { return .exit("roomd: --janus-room needs a room number (1 or more)", 2) }
+                o.janusRoom = n
+            case "--display-name":
+                guard let v = value(a), (1 ... 64).contains(v.count), !v.contains(where: { $0.isNewline || $0 == "\"" }) else {
+                    return .exit("roomd: --display-name needs 1-64 characters, no quotes or line breaks", 2)
+                }
+                o.displayName = v
             case "--token", "--token-file":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }
                 if a == "--token" { o.token = v } else { o.tokenFile = v }
@@ -193,7 +211,9 @@ struct Options {
             }
             i += 1
         }
-        if !o.servers.isEmpty && o.token == nil && o.tokenFile == nil { return .exit("roomd: --server needs --token or --token-file", 2) }
+        if o.backend == .janus && !o.servers.isEmpty && o.janusRoom == nil { return .exit("roomd: --backend janus needs --janus-room", 2) }
+        if o.janusRoom != nil && o.backend != .janus { return .exit("roomd: --janus-room needs --backend janus", 2) }
+        if !o.servers.isEmpty && o.backend != .janus && o.token == nil && o.tokenFile == nil { return .exit("roomd: --server needs --token or --token-file", 2) }
         if o.token != nil && o.tokenFile != nil { return .exit("roomd: --token and --token-file exclude each other", 2) }
         // A token belongs to a server: never the command line's token with the file's server.
         if o.servers.isEmpty && (o.token != nil || o.tokenFile != nil) { return .exit("roomd: --token needs --server", 2) }

@@ -18,7 +18,7 @@ final class Panel {
     private var buttons: Buttons?
     private let leds: LEDController
     private let room: RoomLink
-    private var session: RoomSession? { room.session }
+    private var session: (any RoomBackend)? { room.session }
     /// Called after every button action (roomd records the mute state).
     var afterAction: (() -> Void)?
 

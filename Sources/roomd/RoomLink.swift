@@ -1,18 +1,33 @@
 import RoomAudio
 import RoomClient
 import RoomCore
+import RoomJanusBackend
 import RoomProtocol
 import RoomSystem
 import RoomTLS
 
+/// Which room to join, and on what kind of server (`room.backend`).
+enum RoomTarget {
+    case roomserver(servers: [HostPort], tls: TLSClientSettings?, token: String, role: RoomRole)
+    case janus(JanusRoomConfiguration)
+
+    var kind: RoomBackendKind {
+        switch self {
+        case .roomserver: .roomserver
+        case .janus: .janus
+        }
+    }
+}
+
 /// roomd's membership of a room, which may start later than the audio (a `join` or a reload
-/// that adds a server) and may move to other servers. The engine's "packets waiting" eventfd
+/// that adds a server) and may move to other servers or to another kind of server (roomserver
+/// or Janus: a `RoomBackend` either way). The engine's "packets waiting" eventfd
 /// belongs here, not to a session, because the engine needs it before it starts and keeps it
 /// for its whole life. On the event-loop thread.
 final class RoomLink {
     private let loop: EventLoop
     private let engine: AudioEngine
-    private(set) var session: RoomSession?
+    private(set) var session: (any RoomBackend)?
     /// Room events of whichever session is current. Set before `connect`.
     var onEvent: ((RoomSessionEvent) -> Void)?
     private var wake: EventSignalSource?
@@ -52,34 +67,29 @@ final class RoomLink {
 
     var isEnabled: Bool { wake != nil }
 
-    /// Joins `servers` with `token` and `role`: creates the session on first use, otherwise
-    /// leaves the current room properly first (others see "left", not a timeout). Self mute is
-    /// carried over, so a muted appliance never speaks into the new room.
-    /// `tls` nil: plain signalling (only when the settings ask for it).
-    func connect(servers: [HostPort], tls: TLSClientSettings?, token: String, role: RoomRole, muted: Bool) throws(SystemError) {
-        guard let wake else { throw SystemError("roomd runs in loopback mode: no room") }
+    /// Joins `target`: creates the session on first use, otherwise leaves the current room
+    /// properly first (others see "left", not a timeout). Self mute is carried over, so a muted
+    /// appliance never speaks into the new room. A change of backend replaces the session.
+    func connect(_ target: RoomTarget, muted: Bool) throws(SystemError) {
+        guard wake != nil else { throw SystemError("roomd runs in loopback mode: no room") }
         guard let session else {
-            var configuration = RoomSessionConfiguration(servers: [], token: token, role: role)
-            configuration.endpoints = servers
-            configuration.tls = tls
-            configuration.requireMediaEncryption = !plainMedia
-            let s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
-                                    incoming: engine.incomingMedia, externalSignal: wake.signal)
-            s.onEvent = { [weak self] event in
-                self?.followLoss(event)
-                self?.followStreams(event)
-                self?.onEvent?(event)
-            }
-            if muted { s.setMute(true) }
-            session = s
-            s.start()
+            try create(target, muted: muted)
             return
         }
-        let restart: () -> Void = { [weak session] in
-            guard let session else { return }
+        let sameKind = (session is RoomSession) == (target.kind == .roomserver)
+        let restart: () -> Void = { [weak self, weak session] in
+            guard let self, let session else { return }
             do {
-                try session.reconfigure(endpoints: servers, token: token, role: role, tls: .some(tls))
-                session.start()
+                switch target {
+                case .roomserver(let servers, let tls, let token, let role):
+                    guard sameKind, let s = session as? RoomSession else { return try self.replace(target, muted: muted) }
+                    try s.reconfigure(endpoints: servers, token: token, role: role, tls: .some(tls))
+                    s.start()
+                case .janus(let configuration):
+                    guard sameKind, let s = session as? JanusRoomSession else { return try self.replace(target, muted: muted) }
+                    try s.reconfigure(configuration)
+                    s.start()
+                }
             } catch {
                 Log.error("room: \(error)")
             }
@@ -88,6 +98,40 @@ final class RoomLink {
         case .idle, .disconnected: restart()
         default: session.leave { _ in restart() }
         }
+    }
+
+    private func replace(_ target: RoomTarget, muted: Bool) throws(SystemError) {
+        session?.onEvent = nil
+        session?.stop()
+        session = nil
+        try create(target, muted: muted)
+    }
+
+    private func create(_ target: RoomTarget, muted: Bool) throws(SystemError) {
+        guard let wake else { throw SystemError("roomd runs in loopback mode: no room") }
+        let s: any RoomBackend
+        switch target {
+        case .roomserver(let servers, let tls, let token, let role):
+            var configuration = RoomSessionConfiguration(servers: [], token: token, role: role)
+            configuration.endpoints = servers
+            configuration.tls = tls
+            configuration.requireMediaEncryption = !plainMedia
+            s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
+                                incoming: engine.incomingMedia, externalSignal: wake.signal)
+        case .janus(let configuration):
+            // DTLS-SRTP needs the SRTP library whatever --plain-media says.
+            RoomSession.prepareMediaEncryption()
+            s = try JanusRoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
+                                     incoming: engine.incomingMedia)
+        }
+        s.onEvent = { [weak self] event in
+            self?.followLoss(event)
+            self?.followStreams(event)
+            self?.onEvent?(event)
+        }
+        if muted { s.setMute(true) }
+        session = s
+        s.start()
     }
 
     /// Starts the current session again after a leave (or a removal), with its configuration.
@@ -101,7 +145,7 @@ final class RoomLink {
     func shutdown(timeout: Duration = .seconds(3)) {
         if let session {
             var left = false
-            session.leave { _ in left = true }
+            session.leave(completion: { _ in left = true })
             let deadline = monotonicNanoseconds() + timeout.monotonicNanosecondCount
             while !left && monotonicNanoseconds() < deadline { _ = try? loop.runOnce(timeout: .milliseconds(50)) }
         }

@@ -1,3 +1,4 @@
+import Glibc
 import RoomCore
 import RoomSystem
 import RoomTLS
@@ -11,6 +12,11 @@ struct EffectiveSettings: Equatable {
     var token: String?
     var tokenFile: String?
     var role: String
+    var backend: RoomBackendKind
+    var janusRoom: UInt64?
+    var janusPin: String?
+    /// The name people in a Janus room see.
+    var displayName: String
     /// How the signalling server is checked (TLS unless `plaintextSignalling`).
     var signalling: SignallingSecurity
     var profile: AudioProfile
@@ -99,6 +105,14 @@ final class SettingsStore {
         return try ApplianceConfiguration.parse(text: text, file: path, directory: Files.directory(of: path))
     }
 
+    /// The default name in a Janus room: the board's host name (installers name boards by room).
+    static let hostName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "roomd" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "roomd" : String(name.prefix(64))
+    }()
+
     var effective: EffectiveSettings { effective(file: file) }
 
     /// What the settings would be with `file` as the configuration file (a reload's preview).
@@ -114,6 +128,11 @@ final class SettingsStore {
             token: tokenFromOptions ? o.token : file.token,
             tokenFile: tokenFromOptions ? o.tokenFile : file.tokenFile,
             role: o.role ?? file.role ?? "streamer",
+            // The command line's server comes with the command line's backend.
+            backend: o.servers.isEmpty ? (o.backend ?? file.backend ?? .roomserver) : (o.backend ?? .roomserver),
+            janusRoom: o.servers.isEmpty ? (o.janusRoom ?? file.janusRoom) : o.janusRoom,
+            janusPin: o.servers.isEmpty ? file.janusPin : nil,
+            displayName: o.displayName ?? file.displayName ?? Self.hostName,
             signalling: SignallingSecurity(
                 caFile: o.tlsCAFile ?? file.tlsCAFile, pins: o.tlsPins ?? file.tlsPins,
                 serverName: o.tlsServerName ?? file.tlsServerName,

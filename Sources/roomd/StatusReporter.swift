@@ -10,7 +10,7 @@ final class StatusReporter {
     private let json: Bool
     private let engine: AudioEngine
     private let room: RoomLink
-    private var session: RoomSession? { room.session }
+    private var session: (any RoomBackend)? { room.session }
     private var last: EngineSnapshot
     private var lastCPU: UInt64
     private var lastTime: UInt64

@@ -21,6 +21,16 @@ public struct ApplianceConfiguration: Sendable, Equatable {
     /// `room.plaintext_signalling = yes`: no TLS (development only; tokens and media keys in
     /// clear). TLS is the default.
     public var plaintextSignalling: Bool?
+    /// `room.backend`: which kind of server `room.server` is (our roomserver, or a Janus
+    /// WebSocket transport). nil: roomserver.
+    public var backend: RoomBackendKind?
+    /// `room.janus_room`: the AudioBridge room number (backend janus).
+    public var janusRoom: UInt64?
+    /// `room.janus_pin`: the AudioBridge room's PIN, when it has one.
+    public var janusPin: String?
+    /// `room.display_name`: the name people in the room see (Janus; roomserver takes the
+    /// token's name). nil: the host name.
+    public var displayName: String?
     public var token: String?
     /// Absolute after parsing. Preferred over `token`: it keeps the token out of a world-readable file.
     public var tokenFile: String?
@@ -49,7 +59,8 @@ public struct ApplianceConfiguration: Sendable, Equatable {
 
     static let schema: [(name: String, keys: [String])] = [
         ("board", ["path"]),
-        ("room", ["server", "token", "token_file", "role", "tls_ca_file", "tls_pin", "tls_server_name", "plaintext_signalling"]),
+        ("room", ["server", "token", "token_file", "role", "tls_ca_file", "tls_pin", "tls_server_name", "plaintext_signalling",
+                  "backend", "janus_room", "janus_pin", "display_name"]),
         ("audio", ["profile", "volume_db", "aec_suppression", "opus_frame_ms"]),
         ("control", ["socket", "group"]),
         ("log", ["level"]),
@@ -81,7 +92,24 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if c.token != nil && c.tokenFile != nil {
             throw values.error("room.token_file", "give room.token or room.token_file, not both")
         }
-        if !c.servers.isEmpty && c.token == nil && c.tokenFile == nil {
+        c.backend = try values.value("room.backend", as: RoomBackendKind.self)
+        if let room = try values.string("room.janus_room") {
+            guard let n = UInt64(room), n > 0 else { throw values.error("room.janus_room", "\"\(room)\" is not a room number (1 or more)") }
+            guard c.backend == .janus else { throw values.error("room.janus_room", "only for room.backend = janus") }
+            c.janusRoom = n
+        }
+        c.janusPin = try values.string("room.janus_pin")
+        if c.janusPin != nil && c.backend != .janus { throw values.error("room.janus_pin", "only for room.backend = janus") }
+        if let name = try values.string("room.display_name") {
+            guard (1 ... 64).contains(name.count), !name.contains(where: { $0.isNewline || $0 == "\"" }) else {
+                throw values.error("room.display_name", "1-64 characters, no quotes or line breaks")
+            }
+            c.displayName = name
+        }
+        if c.backend == .janus && !c.servers.isEmpty && c.janusRoom == nil {
+            throw values.error("room.backend", "janus needs room.janus_room (the AudioBridge room number)")
+        }
+        if !c.servers.isEmpty && c.backend != .janus && c.token == nil && c.tokenFile == nil {
             throw values.error("room.server", "needs room.token_file (or room.token)")
         }
         c.role = try values.string("room.role", oneOf: roles)
@@ -163,6 +191,10 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if tlsPins != old.tlsPins { keys.append("room.tls_pin") }
         if tlsServerName != old.tlsServerName { keys.append("room.tls_server_name") }
         if plaintextSignalling != old.plaintextSignalling { keys.append("room.plaintext_signalling") }
+        if backend != old.backend { keys.append("room.backend") }
+        if janusRoom != old.janusRoom { keys.append("room.janus_room") }
+        if janusPin != old.janusPin { keys.append("room.janus_pin") }
+        if displayName != old.displayName { keys.append("room.display_name") }
         if profile != old.profile { keys.append("audio.profile") }
         if volumeDB != old.volumeDB { keys.append("audio.volume_db") }
         if aecSuppression != old.aecSuppression { keys.append("audio.aec_suppression") }
@@ -173,6 +205,14 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if stateDirectory != old.stateDirectory { keys.append("state.directory") }
         return keys
     }
+}
+
+/// What serves the appliance's room (`room.backend`).
+public enum RoomBackendKind: String, Sendable, Equatable, CaseIterable {
+    /// Our roomserver: token, stage and moderation (docs/protocol.md).
+    case roomserver
+    /// A Janus AudioBridge room over WebRTC, where browsers join too (docs/janus.md).
+    case janus
 }
 
 /// What the appliance is tuned for. Speech: voice codec mode, noise suppression and gain
