@@ -1,0 +1,125 @@
+import Foundation
+import XCTest
+
+/// Two real roomd processes in one Janus AudioBridge room (`room.backend = janus`, issue 12),
+/// with Janus from Debian run by `scripts/janus-dev`: the talker's voice reaches the listener
+/// through Janus's mixer over ICE + DTLS-SRTP; mute, stepping down and the raised hand are seen
+/// by the other side (as Janus reports them to every participant, browsers included); a Janus
+/// restart is survived by both appliances; leaving is seen. Skipped when janus is not installed
+/// (scripts/setup installs it for the suite).
+final class JanusRoomProcessTests: ProcessTestCase {
+    private var roomctl = ""
+
+    private func json(_ socket: String, _ command: [String]) -> [String: Any] {
+        guard let r = try? runSeparated(roomctl, ["--socket", socket, "--json"] + command) else { return [:] }
+        let object = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any]
+        return (object?["result"] as? [String: Any]) ?? object ?? [:]
+    }
+
+    private func status(_ socket: String) -> [String: Any] { json(socket, ["status"]) }
+
+    private func participants(_ socket: String) -> [[String: Any]] {
+        json(socket, ["participants"])["participants"] as? [[String: Any]] ?? []
+    }
+
+    /// Polls `condition` every 100 ms for up to `seconds`.
+    @discardableResult
+    private func eventually(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        return condition()
+    }
+
+    private func inRoomWithMedia(_ socket: String) -> Bool {
+        let s = status(socket)
+        return s["connection"] as? String == "connected" && s["media_path"] as? Bool == true
+    }
+
+    private func startJanus(_ dir: String, port: Int? = nil) throws -> (Process, Int) {
+        try? FileManager.default.removeItem(atPath: dir + "/ws_port")
+        let p = try launch(SimCard.repoRoot + "/scripts/janus-dev", [dir] + (port.map { ["\($0)"] } ?? []), log: dir + "/janus-dev.log")
+        var found: Int?
+        eventually(15) {
+            found = (try? String(contentsOfFile: dir + "/ws_port", encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            return found != nil || !p.isRunning
+        }
+        guard let found else {
+            let log = (try? String(contentsOfFile: dir + "/janus-dev.log", encoding: .utf8)) ?? ""
+            throw XCTSkip("Janus did not start here (\(log.suffix(300)))")
+        }
+        return (p, found)
+    }
+
+    func testTwoAppliancesTalkThroughJanusAndSurviveItsRestart() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
+        let roomd = try executable("roomd")
+        roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("janus-room")
+        var (janus, port) = try startJanus(dir)
+
+        // A talks without pause (speech-like sound, looped); B listens and records its speaker.
+        SimCard.writeWAV(dir + "/a-mic.wav", SimCard.speechLike(seconds: 4, seed: 0.4, level: 0.25))
+        let talker = try E2E.writeRoom(dir, "a", input: dir + "/a-mic.wav", inputEnd: "loop", extra: ["echo_gain_db = -10", "noise_dbfs = -70"])
+        let listener = try E2E.writeRoom(dir, "b", extra: ["echo_gain_db = -10", "noise_dbfs = -70"])
+        func appliance(_ name: String, _ room: String, _ extra: [String]) throws {
+            try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--backend", "janus", "--janus-room", "1234",
+                               "--server", "127.0.0.1:\(port)", "--plaintext-signalling", "--duration", "60",
+                               "--stats-interval", "0", "--config", "none", "--state-dir", "none",
+                               "--control-socket", dir + "/\(name).sock"] + extra,
+                       env: ["ROOMSIM_CONFIG": room], log: dir + "/\(name).log")
+        }
+        try appliance("b", listener, ["--role", "audience", "--display-name", "Listener B"])
+        try appliance("a", talker, ["--role", "streamer", "--display-name", "Room 4.12"])
+        let a = dir + "/a.sock", b = dir + "/b.sock"
+        waitForSocket(a)
+        waitForSocket(b)
+        func log(_ name: String) -> String { ((try? String(contentsOfFile: dir + "/\(name).log", encoding: .utf8)) ?? "").suffix(1500).description }
+
+        XCTAssertTrue(eventually(10) { inRoomWithMedia(a) && inRoomWithMedia(b) }, "A: \(status(a))\nB: \(status(b))\n\(log("a"))\n\(log("b"))")
+        XCTAssertEqual(status(a)["backend"] as? String, "janus")
+        XCTAssertEqual(status(a)["room"] as? String, "janus:1234")
+        XCTAssertEqual(status(b)["stage"] as? String, "off", "an audience appliance joins muted, off stage")
+
+        // B hears A through Janus's mix.
+        XCTAssertTrue(eventually(5) { (status(b)["speaker_dbfs"] as? Double ?? -100) > -45 }, "B's speaker: \(status(b))")
+        func seenByB() -> [String: Any]? { participants(b).first { ($0["name"] as? String)?.hasPrefix("Room 4.12") == true } }
+        XCTAssertEqual(seenByB()?["muted"] as? Bool, false, "\(participants(b))")
+
+        // A's mute button: Janus mutes A for the room; B sees it and hears nothing.
+        _ = json(a, ["mute"])
+        XCTAssertTrue(eventually(3) { seenByB()?["muted"] as? Bool == true }, "\(participants(b))")
+        XCTAssertTrue(eventually(3) { (status(b)["speaker_dbfs"] as? Double ?? 0) < -60 }, "B still hears A: \(status(b))")
+        _ = json(a, ["unmute"])
+        XCTAssertTrue(eventually(3) { seenByB()?["muted"] as? Bool == false }, "\(participants(b))")
+        XCTAssertTrue(eventually(3) { (status(b)["speaker_dbfs"] as? Double ?? -100) > -45 }, "\(status(b))")
+
+        // Janus restarts on the same port: both appliances join again by themselves, and B
+        // hears A again.
+        janus.terminate()
+        janus.waitUntilExit()
+        XCTAssertTrue(eventually(5) { status(a)["connection"] as? String != "connected" }, "A did not notice Janus going away: \(status(a))")
+        (janus, port) = try startJanus(dir, port: port)
+        XCTAssertTrue(eventually(15) { inRoomWithMedia(a) && inRoomWithMedia(b) }, "after the restart:\nA: \(status(a))\nB: \(status(b))\n\(log("a"))")
+        XCTAssertTrue(eventually(3) { seenByB() != nil }, "B sees A again: \(participants(b))")
+        XCTAssertTrue(eventually(5) { (status(b)["speaker_dbfs"] as? Double ?? -100) > -45 }, "B hears A after the restart: \(status(b))")
+
+        // Off the stage and a raised hand: Janus mutes A and shows the hand in its name (an
+        // AudioBridge has no hand; docs/janus.md).
+        _ = json(a, ["step_down"])
+        XCTAssertTrue(eventually(3) { seenByB()?["muted"] as? Bool == true }, "\(participants(b))")
+        _ = json(a, ["raise_hand"])
+        XCTAssertEqual(status(a)["stage"] as? String, "hand_raised")
+        XCTAssertTrue(eventually(3) { seenByB()?["name"] as? String == "Room 4.12 (hand raised)" }, "\(participants(b))")
+        _ = json(a, ["lower_hand"])
+        XCTAssertTrue(eventually(3) { seenByB()?["name"] as? String == "Room 4.12" }, "\(participants(b))")
+
+        // A leaves: B sees it go.
+        _ = json(a, ["leave"])
+        XCTAssertTrue(eventually(3) { seenByB() == nil }, "\(participants(b))")
+        XCTAssertEqual(status(a)["connection"] as? String, "disconnected")
+        XCTAssertTrue(inRoomWithMedia(b), "B stays: \(status(b))")
+    }
+}
