@@ -256,15 +256,20 @@ def playback_health(paths):
     return xruns, late, (round(min(leads), 2) if leads else None)
 
 
-def e2e(work):
+E2E_PATH = "A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)"
+
+
+def e2e(work, name="e2e", path=E2E_PATH):
+    """The pair call's figures (scripts/bench pair_call) as `name`.*: e2e for roomserver, janus
+    for the same call through a Janus AudioBridge."""
     delays, sent = mouth_to_ear(f"{work}/marks.wav", f"{work}/a.status", f"{work}/b-speaker.wav", f"{work}/b.status")
     if len(delays) < 5:
-        sys.exit(f"bench e2e: only {len(delays)} marks heard of {len(sent)}")
+        sys.exit(f"bench {name}: only {len(delays)} marks heard of {len(sent)}")
     delays.sort()
     xruns, late, lead = playback_health([f"{work}/a.status", f"{work}/b.status"])
-    emit("e2e", "e2e.mouth_to_ear_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
+    emit(name, f"{name}.mouth_to_ear_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
          p10=round(delays[int(len(delays) * 0.1)], 2), p90=round(delays[int(len(delays) * 0.9)], 2), xruns=xruns, late_writes=late, min_lead_ms=lead,
-         path="A's mic (sim card) -> APM -> Opus 10 ms -> RTP -> roomserver -> B's jitter buffer -> decoder -> B's speaker (sim card)")
+         path=path)
     # Memory in a call (issue 9's RSS goal is "in a call"): each roomd's last status line while
     # its engine runs; B listens, A talks (A's figure includes the sim card's mapped input file).
     rss = {}
@@ -273,7 +278,7 @@ def e2e(work):
         if status:
             rss[side] = status[-1]
     if rss:
-        emit("e2e", "e2e.rss_mb", max(v["rss_mb"] for v in rss.values()), "MB", board="sim",
+        emit(name, f"{name}.rss_mb", max(v["rss_mb"] for v in rss.values()), "MB", board="sim",
              **{f"{k}_rss_mb": v["rss_mb"] for k, v in rss.items()},
              **{f"{k}_rss_file_mb": v.get("rss_file_mb") for k, v in rss.items()},
              **{f"{k}_rss_anon_mb": v.get("rss_anon_mb") for k, v in rss.items()},
@@ -282,7 +287,7 @@ def e2e(work):
     # summary line at exit.
     summaries = {side: next((l for l in lines(f"{work}/{side}.jsonl") if l.get("summary")), None) for side in ("a", "b")}
     if all(summaries.values()):
-        emit("e2e", "e2e.roomd_cpu_pct", summaries["a"]["cpu_pct"], "%", board="sim",
+        emit(name, f"{name}.roomd_cpu_pct", summaries["a"]["cpu_pct"], "%", board="sim",
              a_cpu_pct=summaries["a"]["cpu_pct"], b_cpu_pct=summaries["b"]["cpu_pct"],
              measure="talker A's roomd, share of one core over its whole run (summary line); b_cpu_pct: the listener's")
     # Join: B's session start to the first audible sample at B's speaker.
@@ -290,9 +295,9 @@ def e2e(work):
     rate, spk2 = read_wav(f"{work}/b2-speaker.wav")
     first = onsets(spk2, rate, 1e4, 0.0)
     if not first:
-        sys.exit("bench e2e: the late joiner never heard anything")
+        sys.exit(f"bench {name}: the late joiner never heard anything")
     t_first = status_start(f"{work}/b2.status", "playback") + first[0] * 1e9 / rate
-    emit("e2e", "e2e.join_ms", (t_first - start) / 1e6, "ms", board="sim",
+    emit(name, f"{name}.join_ms", (t_first - start) / 1e6, "ms", board="sim",
          measure="session start (TCP connect) to the first audible sample at the joiner's speaker, while A talks without pause")
 
 
@@ -355,6 +360,17 @@ def srtp_side_by_side(path, bench, metrics):
                  relative_pct=round((on - off) / off * 100, 1) if off else None)
 
 
+def backends(jsonl):
+    """janus.X minus e2e.X for each figure both paths measured in one run (scripts/bench janus)."""
+    values = {l["metric"]: l["value"] for l in lines(jsonl)}
+    for metric in ("mouth_to_ear_ms", "join_ms", "roomd_cpu_pct", "rss_mb"):
+        j, r = values.get(f"janus.{metric}"), values.get(f"e2e.{metric}")
+        if j is None or r is None:
+            continue
+        emit("janus", f"janus.{metric}.vs_roomserver", j - r, "%" if "pct" in metric else ("MB" if metric.endswith("_mb") else "ms"),
+             janus=j, roomserver=r, measure="the same call through a Janus AudioBridge minus through roomserver (TLS + SRTP), same run")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "marks":
         make_marks(sys.argv[2])
@@ -362,7 +378,9 @@ if __name__ == "__main__":
         binary(sys.argv[2])
     elif sys.argv[1] == "srtp-e2e":
         srtp_side_by_side(sys.argv[2], "e2e", ["e2e.mouth_to_ear_ms", "e2e.rss_mb", "e2e.roomd_cpu_pct", "e2e.join_ms"])
+    elif sys.argv[1] == "backends":
+        backends(sys.argv[2])
     elif sys.argv[1] == "srtp-server":
         srtp_side_by_side(sys.argv[2], "server", ["server.cpu_pct_", "server.p99_forward_ms", "server.p50_forward_ms"])
     else:
-        {"aec": aec, "engine": engine, "selftest": selftest, "e2e": e2e}[sys.argv[1]](sys.argv[2])
+        {"aec": aec, "engine": engine, "selftest": selftest, "e2e": e2e}[sys.argv[1]](*sys.argv[2:])
