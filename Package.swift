@@ -126,7 +126,7 @@ let package = Package(
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
         .target(name: "RoomWebRTC", dependencies: ["RoomICE", "RoomDTLS", "RoomSDP", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
-        .target(name: "RoomJanus", dependencies: ["RoomProtocol", "RoomSystem", "CLibcrypto"]),
+        .target(name: "RoomJanus", dependencies: ["RoomProtocol", "RoomSystem", "RoomTLS", "CLibcrypto"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
                           exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
