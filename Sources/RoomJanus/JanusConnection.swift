@@ -115,8 +115,9 @@ public final class JanusConnection {
         active = true
         timer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
             guard let self else { return }
-            if !self.isOpen, self.connection != nil,
-               self.nowMs - self.attemptStartedMs >= UInt64(self.connectTimeout.components.seconds) * 1000 {
+            let timeout = self.connectTimeout.components
+            let timeoutMs = UInt64(max(0, timeout.seconds)) * 1000 + UInt64(max(0, timeout.attoseconds) / 1_000_000_000_000_000)
+            if !self.isOpen, self.connection != nil, self.nowMs - self.attemptStartedMs >= timeoutMs {
                 self.attemptFailed("no WebSocket answer from \(self.peerAddress.map { "\($0)" } ?? self.endpoint.description) within \(self.connectTimeout)", final: false)
                 return
             }
@@ -186,13 +187,23 @@ public final class JanusConnection {
             ws.open(host: hostHeader, path: path)
             pump()
         case .readable:
-            while c === connection {
-                let result = try? readBuffer.withUnsafeMutableBytes { (raw) throws(SystemError) in try c.read(into: raw) }
-                guard case .bytes(let n)? = result else {
-                    if result == .endOfStream || result == nil { attemptFailed("Janus closed the WebSocket connection", final: false) }
+            reading: while c === connection {
+                let result: StreamConnection.ReadResult
+                do {
+                    result = try readBuffer.withUnsafeMutableBytes { (raw) throws(SystemError) in try c.read(into: raw) }
+                } catch {
+                    attemptFailed("\(error)", final: false)
                     break
                 }
-                for event in ws.receive(readBuffer[0 ..< n]) { take(event) }
+                switch result {
+                case .bytes(let n):
+                    for event in ws.receive(readBuffer[0 ..< n]) { take(event) }
+                case .endOfStream:
+                    attemptFailed("Janus closed the WebSocket connection", final: false)
+                    break reading
+                case .wouldBlock:
+                    break reading
+                }
             }
             pump()
         case .drained:

@@ -85,6 +85,20 @@ final class JanusConnectionTests: XCTestCase {
         XCTAssertFalse(janus.isOpen)
     }
 
+    func testAServerThatNeverAnswersTheHandshakeFailsAfterTheConnectTimeout() throws {
+        let loop = try EventLoop()
+        let server = try FakeWebSocketServer(loop: loop)
+        server.silent = true
+        let (janus, outputs) = connection(loop, endpoint: HostPort(host: "127.0.0.1", port: server.port))
+        janus.connectTimeout = .milliseconds(300)
+        try janus.join(offer: offer, muted: true)
+        let start = monotonicNanoseconds()
+        XCTAssertTrue(turn(loop, seconds: 3) { failure(outputs()) != nil })
+        XCTAssertEqual(failure(outputs()), "Janus connection: no WebSocket answer from 127.0.0.1:\(server.port) within 0.3 seconds")
+        XCTAssertLessThan(monotonicNanoseconds() - start, 2_000_000_000, "checked on the 1 s timer")
+        XCTAssertEqual(server.requests.count, 1, "the request was sent; the answer never came")
+    }
+
     // MARK: wss
 
     func testWSSChecksTheCertificateAgainstTheCAFileAndOpens() throws {

@@ -75,6 +75,8 @@ func tlsRefusalSentence(loop: EventLoop, address: SocketAddress, serverName: Str
 final class FakeWebSocketServer {
     let loop: EventLoop
     let tls: TLSServerContext?
+    /// Records requests but never answers them (a Janus that hangs).
+    var silent = false
     private var listener: TCPListener?
     private var connections: [any StreamTransport] = []
     private(set) var requests: [String] = []
@@ -116,6 +118,7 @@ final class FakeWebSocketServer {
             answered = true
             let head = String(request[..<end.lowerBound])
             self.requests.append(head)
+            if self.silent { return }
             let key = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
                 .map { $0.dropFirst("sec-websocket-key:".count).trimmingCharacters(in: .whitespaces) } ?? ""
             let accept = Data(WebSocketClient.sha1(Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))).base64EncodedString()
