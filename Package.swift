@@ -126,7 +126,7 @@ let package = Package(
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
         .target(name: "RoomWebRTC", dependencies: ["RoomICE", "RoomDTLS", "RoomSDP", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
-        .target(name: "RoomJanus", dependencies: ["RoomProtocol", "RoomSystem", "CLibcrypto"]),
+        .target(name: "RoomJanus", dependencies: ["RoomProtocol", "RoomSystem", "RoomTLS", "CLibcrypto"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
         .target(name: "RoomJanusBackend", dependencies: ["RoomClient", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomJanusBackend", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
@@ -167,7 +167,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto"],
+        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

@@ -152,7 +152,7 @@ public final class JanusRoomSession: RoomBackend {
         transport = media
         localEndpoint = local
         let offer = OpusAudioNegotiation.offer(local, sessionID: "\(UInt32.random(in: 1 ... .max, using: &random))")
-        let c = JanusConnection(loop: loop, address: server,
+        let c = JanusConnection(loop: loop, endpoint: endpoint, tls: configuration.tls,
                                 session: JanusAudioBridgeSession(room: configuration.room, display: displayName, pin: configuration.pin))
         c.onOutput = { [weak self, weak c] output in
             guard let self, let c, c === self.connection else { return }

@@ -4,6 +4,7 @@ import RoomCore
 import RoomJanus
 import RoomSDP
 import RoomSystem
+import RoomTLS
 import RoomWebRTC
 import XCTest
 
@@ -12,7 +13,9 @@ import XCTest
 /// (ICE agent, DTLS-SRTP, SRTP), together. Janus (libnice, full ICE) must answer the offer,
 /// complete connectivity checks and DTLS, report the PeerConnection up (`webrtcup`), decrypt
 /// our SRTP (`media receiving`), and send its mix, which must decrypt with the exported key.
-/// The audio engine on this path is the next step (docs/webrtc.md).
+/// The audio engine on this path is the next step (docs/webrtc.md). With Janus serving wss
+/// (a certificate made for the test): the join by host name over TLS with the CA file, and the
+/// wrong CA refused in the signalling path's words.
 final class JanusLiveTests: XCTestCase {
     var janus: Process?
     var directory = ""
@@ -47,7 +50,11 @@ final class JanusLiveTests: XCTestCase {
     }
 
     /// Janus with only the WebSocket transport (on loopback) and the AudioBridge; ICE on `interface`.
-    func startJanus(interface: (name: String, address: String)) throws -> Int {
+    /// With `wss` (a certificate and its key) the transport serves only WebSocket over TLS, with
+    /// the lines docs/janus.md gives a deployment: the certificate goes in the transport's own
+    /// file (janus.jcfg's `certificates` are DTLS's, and without one there the transport refuses
+    /// to start: "Missing certificate/key path").
+    func startJanus(interface: (name: String, address: String), wss: (cert: String, key: String)? = nil) throws -> Int {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
         directory = NSTemporaryDirectory() + "roomd-janus-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -63,7 +70,11 @@ final class JanusLiveTests: XCTestCase {
             loggers: { disable = "libjanus_jsonlog.so" }
             nat: { ice_enforce_list = "\(interface.name)" ignore_mdns = true }
             """,
-            "janus.transport.websockets.jcfg": """
+            "janus.transport.websockets.jcfg": wss.map { wss in """
+            general: { json = "plain" ws = false wss = true wss_port = \(port) wss_interface = "lo" }
+            admin: { admin_ws = false }
+            certificates: { cert_pem = "\(wss.cert)" cert_key = "\(wss.key)" }
+            """ } ?? """
             general: { json = "plain" ws = true ws_port = \(port) ws_interface = "lo" wss = false }
             admin: { admin_ws = false }
             """,
@@ -167,5 +178,97 @@ final class JanusLiveTests: XCTestCase {
         _ = run(seconds: 0.3) { false }
         XCTAssertFalse(outputs.contains { if case .failed = $0 { true } else { false } }, "\(outputs)")
         media.close()
+    }
+
+    // MARK: wss
+
+    /// Blocks until something accepts TCP connections on 127.0.0.1:`port` (Janus starting).
+    func waitUntilListening(port: Int, seconds: Double = 5) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = UInt16(port).bigEndian
+            sin.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            let rc = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            Glibc.close(fd)
+            if rc == 0 { return true }
+            usleep(20_000)
+        }
+        return false
+    }
+
+    /// Janus serving only wss with a certificate made for the test (CA "ca", names localhost and
+    /// 127.0.0.1); returns its port, the certificates and the appliance's offer.
+    func startWSSJanus() throws -> (port: Int, certificates: JanusTestCertificates, offer: String, media: WebRTCMediaTransport, loop: EventLoop) {
+        guard let interface = Self.localInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
+        let certificates = try JanusTestCertificates()
+        try certificates.issue()
+        let port = try startJanus(interface: interface, wss: (certificates.path("server.pem"), certificates.path("server.key")))
+        XCTAssertTrue(waitUntilListening(port: port), "Janus's wss port \(port) does not accept connections; log:\n\(janusLog().suffix(2000))")
+        let loop = try EventLoop()
+        let media = try WebRTCMediaTransport(loop: loop, address: try SocketAddress(ip: interface.address, port: 0))
+        let local = media.localEndpoint(ssrc: UInt32.random(in: 1 ... .max), cname: "roomd-test", sends: true, receives: true)
+        let offer = OpusAudioNegotiation.offer(local, sessionID: "\(UInt32.random(in: 1 ... .max))").text
+        return (port, certificates, offer, media, loop)
+    }
+
+    func janusLog() -> String { (try? String(contentsOfFile: directory + "/janus.log", encoding: .utf8)) ?? "" }
+
+    /// The appliance reaches Janus the way an installer writes it (`room.janus_url` with a host
+    /// name, `wss`, a path) and trusts it through the CA file alone: TLS 1.3 to Janus's
+    /// libwebsockets, the AudioBridge join, and Janus's SDP answer back over it.
+    func testTheApplianceJoinsOverWSSByHostNameWithTheCAFile() throws {
+        let janus0 = try startWSSJanus()
+        let loop = janus0.loop
+        let url = try JanusURL(parsing: "wss://localhost:\(janus0.port)/janus")
+        let janus = JanusConnection(loop: loop, url: url, tls: TLSClientSettings(caFile: janus0.certificates.path("ca.pem")),
+                                    session: JanusAudioBridgeSession(room: 1234, display: "roomd wss test"))
+        XCTAssertEqual(janus.tls, TLSClientSettings(caFile: janus0.certificates.path("ca.pem")))
+        XCTAssertEqual(janus.hostHeader, "localhost:\(janus0.port)")
+        var outputs: [JanusAudioBridgeSession.Output] = []
+        janus.onOutput = { outputs.append($0) }
+        try janus.join(offer: janus0.offer, muted: true)
+        let answered = turn(loop, seconds: 8) {
+            outputs.contains { if case .answer = $0 { true } else if case .failed = $0 { true } else { false } }
+        }
+        XCTAssertTrue(answered, "no answer; state \(janus.session.state), outputs \(outputs)\nJanus log:\n\(janusLog().suffix(2000))")
+        XCTAssertEqual(janus.tlsSessionDescription?.hasPrefix("TLSv1.3 "), true, janus.tlsSessionDescription ?? "no TLS")
+        XCTAssertEqual(janus.peerAddress, try SocketAddress(ip: "127.0.0.1", port: UInt16(janus0.port)))
+        guard case .answer(let sdp)? = outputs.first(where: { if case .answer = $0 { true } else { false } }) else {
+            return XCTFail("no SDP answer from Janus over wss: \(outputs)")
+        }
+        XCTAssertTrue(outputs.contains { if case .joined = $0 { true } else { false } }, "\(outputs)")
+        let answer = try SessionDescription(parsing: sdp)
+        XCTAssertTrue(sdp.contains("a=fingerprint:"), sdp)
+        XCTAssertNotNil(answer.media.first, sdp)
+        janus.leave()
+        turn(loop, seconds: 0.3) { false }
+        XCTAssertFalse(outputs.contains { if case .failed = $0 { true } else { false } }, "\(outputs)")
+        janus0.media.close()
+    }
+
+    /// The same Janus with a CA file that did not sign its certificate: the join fails at once
+    /// with the sentence the roomserver signalling gives for it, and Janus never sees a request.
+    func testWSSWithTheWrongCAFailsWithTheSignallingPathsReason() throws {
+        let janus0 = try startWSSJanus()
+        let loop = janus0.loop
+        try janus0.certificates.issue("other", ca: "otherca")
+        let wrongCA = TLSClientSettings(caFile: janus0.certificates.path("otherca.pem"))
+        let address = try SocketAddress(ip: "127.0.0.1", port: UInt16(janus0.port))
+        let reference = try XCTUnwrap(try tlsRefusalSentence(loop: loop, address: address, serverName: "127.0.0.1", settings: wrongCA))
+        XCTAssertEqual(reference, "TLS to 127.0.0.1:\(janus0.port): certificate verify failed: unable to get local issuer certificate (wrong CA?)")
+
+        let janus = JanusConnection(loop: loop, endpoint: HostPort(host: "127.0.0.1", port: UInt16(janus0.port)), tls: wrongCA,
+                                    session: JanusAudioBridgeSession(room: 1234, display: "roomd wrong CA"))
+        var outputs: [JanusAudioBridgeSession.Output] = []
+        janus.onOutput = { outputs.append($0) }
+        try janus.join(offer: janus0.offer, muted: true)
+        XCTAssertTrue(turn(loop, seconds: 5) { !outputs.isEmpty })
+        XCTAssertEqual(outputs, [.failed("Janus connection: " + reference)])
+        XCTAssertFalse(janus.isOpen)
+        XCTAssertEqual(janus.session.state, .idle, "no Janus request was sent")
+        janus0.media.close()
     }
 }

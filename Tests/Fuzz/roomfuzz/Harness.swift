@@ -78,6 +78,8 @@ enum FuzzTarget: String, CaseIterable {
     case board
     /// Session descriptions and ICE candidates (the WebRTC path's signalling, issue 12).
     case sdp
+    /// `room.janus_url` (`JanusURL`): where the appliance finds Janus's WebSocket API.
+    case janusurl = "janus-url"
 
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
@@ -91,6 +93,7 @@ enum FuzzTarget: String, CaseIterable {
         case .serverconf: fuzzServerConf(bytes)
         case .board: fuzzBoard(bytes)
         case .sdp: fuzzSDP(bytes)
+        case .janusurl: fuzzJanusURL(bytes)
         }
     }
 }
