@@ -122,4 +122,48 @@ final class JanusRoomProcessTests: ProcessTestCase {
         XCTAssertEqual(status(a)["connection"] as? String, "disconnected")
         XCTAssertTrue(inRoomWithMedia(b), "B stays: \(status(b))")
     }
+
+    /// Scale-out (docs/scaling.md): two Janus instances, a room on each, two appliances in each
+    /// room. Each listener hears its own room's talker, through its own Janus, and nobody from
+    /// the other room; each instance carries only its own room's participants.
+    func testTwoJanusInstancesCarryTheirOwnRooms() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
+        let roomd = try executable("roomd")
+        roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("janus-two")
+        try FileManager.default.createDirectory(atPath: dir + "/j1", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir + "/j2", withIntermediateDirectories: true)
+        let (_, port1) = try startJanus(dir + "/j1")
+        let (_, port2) = try startJanus(dir + "/j2")
+        XCTAssertNotEqual(port1, port2)
+        // Both talkers say the same sound: the rooms are told apart by who is in them and by
+        // muting one talker.
+        SimCard.writeWAV(dir + "/speech.wav", SimCard.speechLike(seconds: 4, seed: 0.7, level: 0.25))
+        let placements = [("a1", port1, 1234, "streamer", dir + "/speech.wav"), ("b1", port1, 1234, "audience", nil),
+                          ("a2", port2, 5678, "streamer", dir + "/speech.wav"), ("b2", port2, 5678, "audience", nil)]
+        for (name, port, room, role, input) in placements {
+            let conf = try E2E.writeRoom(dir, name, input: input, inputEnd: "loop", extra: ["echo_gain_db = -30", "noise_dbfs = -70"])
+            try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--backend", "janus", "--janus-room", "\(room)",
+                               "--server", "127.0.0.1:\(port)", "--plaintext-signalling", "--duration", "40",
+                               "--stats-interval", "0", "--config", "none", "--state-dir", "none", "--role", role,
+                               "--display-name", "appliance-\(name)", "--control-socket", dir + "/\(name).sock"],
+                       env: ["ROOMSIM_CONFIG": conf], log: dir + "/\(name).log")
+        }
+        for (name, _, _, _, _) in placements { waitForSocket(dir + "/\(name).sock") }
+        let socks = placements.map { dir + "/\($0.0).sock" }
+        XCTAssertTrue(eventually(15) { socks.allSatisfy(inRoomWithMedia) }, socks.map { "\($0): \(status($0))" }.joined(separator: "\n"))
+        for (sock, room) in [(socks[1], 1234), (socks[3], 5678)] {
+            XCTAssertEqual(status(sock)["room"] as? String, "janus:\(room)")
+            XCTAssertTrue(eventually(5) { (status(sock)["speaker_dbfs"] as? Double ?? -100) > -45 }, "\(sock) hears its talker: \(status(sock))")
+        }
+        // Each room has exactly its two appliances: nobody crossed instances.
+        let names1 = Set(participants(socks[1]).compactMap { $0["name"] as? String })
+        let names2 = Set(participants(socks[3]).compactMap { $0["name"] as? String })
+        XCTAssertEqual(names1, ["appliance-a1", "appliance-b1"])
+        XCTAssertEqual(names2, ["appliance-a2", "appliance-b2"])
+        // Silencing room 1's talker silences room 1's listener only.
+        _ = json(socks[0], ["mute"])
+        XCTAssertTrue(eventually(3) { (status(socks[1])["speaker_dbfs"] as? Double ?? 0) < -60 }, "\(status(socks[1]))")
+        XCTAssertGreaterThan(status(socks[3])["speaker_dbfs"] as? Double ?? -100, -45, "room 2 still hears its talker")
+    }
 }
