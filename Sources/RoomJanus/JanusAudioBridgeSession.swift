@@ -36,6 +36,8 @@ public struct JanusAudioBridgeSession {
         /// Janus hung up the PeerConnection (reason), or the room went away.
         case hangup(String)
         case failed(String)
+        /// A moderator request Janus refused (wrong secret, unknown participant): the room goes on.
+        case refused(String)
     }
 
     public private(set) var state = State.idle
@@ -96,6 +98,17 @@ public struct JanusAudioBridgeSession {
         body.muted = muted
         body.display = display
         sendMessage(body, jsep: nil, purpose: "configure", now: now)
+    }
+
+    /// A moderator's request on another participant: `mute`, `unmute` or `kick`, with the
+    /// room's secret. Janus answers with an event (`failure` when the secret is wrong), and tells
+    /// every participant the new state.
+    public mutating func moderate(_ request: String, participant: UInt64, secret: String, now: UInt64) {
+        guard state == .joined else { return }
+        var body = JanusPluginRequest(request: request, room: room)
+        body.id = participant
+        body.secret = secret
+        sendMessage(body, jsep: nil, purpose: "moderate", now: now)
     }
 
     /// A local ICE candidate (or `.end`).
@@ -190,6 +203,7 @@ public struct JanusAudioBridgeSession {
         guard let data = m.plugindata?.data else { return [] }
         if let failure = data.failure {
             if purpose == "join" { return fail("Janus refused the join: \(failure.reason) (\(failure.code))") }
+            if purpose == "moderate" { return [.refused("AudioBridge refused the moderator's request: \(failure.reason) (\(failure.code))")] }
             return [.failed("AudioBridge error \(failure.code): \(failure.reason)")]
         }
         var out: [Output] = []

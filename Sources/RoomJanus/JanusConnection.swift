@@ -150,6 +150,10 @@ public final class JanusConnection {
 
     public func setMuted(_ muted: Bool) { session.setMuted(muted, now: nowMs); pump() }
     public func configure(muted: Bool, display: String) { session.configure(muted: muted, display: display, now: nowMs); pump() }
+    public func moderate(_ request: String, participant: UInt64, secret: String) {
+        session.moderate(request, participant: participant, secret: secret, now: nowMs)
+        pump()
+    }
     public func trickle(_ candidate: JanusTrickle) { session.trickle(candidate, now: nowMs); pump() }
 
     /// Leaves the room (leave, detach, destroy), sends what is queued, then closes.

@@ -50,6 +50,10 @@ public struct JanusPluginRequest: Encodable, Sendable, Equatable {
     public var streams: [Feed]?
     /// AudioBridge: the room's Opus settings for this participant.
     public var codec: String?
+    /// AudioBridge moderation (`mute`, `unmute`, `kick`): the participant acted on.
+    public var id: UInt64?
+    /// AudioBridge moderation: the room's secret (what makes the sender a moderator).
+    public var secret: String?
 
     public struct Feed: Encodable, Sendable, Equatable {
         public var feed: UInt64

@@ -14,6 +14,9 @@ public struct JanusRoomConfiguration: Sendable {
     public var room: UInt64
     /// The room's PIN, when it has one (`room.janus_pin`).
     public var pin: String?
+    /// The room's secret (`room.janus_secret`): makes the appliance a moderator — approving a
+    /// raised hand unmutes that participant, demoting or muting mutes it, kicking removes it.
+    public var secret: String?
     /// The name browsers show (`room.display_name`; default: the host name).
     public var display: String
     /// streamer: joins speaking (unmuted); audience: joins muted, and only a moderator's unmute
@@ -27,8 +30,9 @@ public struct JanusRoomConfiguration: Sendable {
     /// How long `leave` waits for its messages to leave before closing.
     public var leaveLinger: Duration = .milliseconds(100)
 
-    public init(endpoints: [HostPort], tls: TLSClientSettings?, room: UInt64, pin: String? = nil, display: String,
-                role: RoomRole) {
+    public init(endpoints: [HostPort], tls: TLSClientSettings?, room: UInt64, pin: String? = nil, secret: String? = nil,
+                display: String, role: RoomRole) {
+        self.secret = secret
         self.endpoints = endpoints
         self.tls = tls
         self.room = room

@@ -254,6 +254,10 @@ public final class JanusRoomSession: RoomBackend {
             emit(.participantLeft(id: id, reason: .left, participant: info))
         case .mediaUp:
             Log.info("janus: Janus reports the PeerConnection up")
+        case .refused(let why):
+            Log.warning("janus: \(why)")
+            emit(.requestFailed(RoomRequestFailure(requestID: 0, request: "moderate",
+                                                   error: RoomRequestError(code: "refused", message: why))))
         case .janusReceivesAudio(let receiving):
             Log.info("janus: Janus \(receiving ? "receives" : "stopped receiving") this appliance's audio")
         case .hangup(let reason):
@@ -269,7 +273,7 @@ public final class JanusRoomSession: RoomBackend {
         nextLocalID = 1
         let me = localID(janusID)
         participants[me] = ParticipantInfo(id: me, userID: "janus:\(janusID)", name: configuration.display, role: configuration.role,
-                                           stage: stage, muted: isEffectivelyMuted, moderator: false, ssrc: ssrc)
+                                           stage: stage, muted: isEffectivelyMuted, moderator: configuration.secret != nil, ssrc: ssrc)
         for p in others where p.id != janusID { participants[localID(p.id)] = info(p) }
         let restored = joinedBefore
         joinInfo = RoomJoinInfo(room: "janus:\(configuration.room)", participantID: me, ssrc: ssrc, policy: .moderated,
@@ -294,11 +298,21 @@ public final class JanusRoomSession: RoomBackend {
         return id
     }
 
+    /// Another participant as roomd shows it. A name ending in " (hand raised)" is another
+    /// appliance's raised hand (the convention `displayName` writes; browsers read it as text).
     private func info(_ p: PluginEvent.Participant) -> ParticipantInfo {
         let muted = p.muted ?? false
-        return ParticipantInfo(id: localID(p.id), userID: "janus:\(p.id)", name: p.display ?? "", role: .streamer,
-                               stage: .onStage, muted: muted, moderator: false)
+        var name = p.display ?? ""
+        var stage = RoomStageState.onStage
+        if name.hasSuffix(Self.handSuffix) {
+            name.removeLast(Self.handSuffix.count)
+            stage = .handRaised
+        }
+        return ParticipantInfo(id: localID(p.id), userID: "janus:\(p.id)", name: name, role: .streamer,
+                               stage: stage, muted: muted, moderator: false)
     }
+
+    static let handSuffix = " (hand raised)"
 
     /// Someone's display or mute changed, someone joined — or Janus tells this appliance that a
     /// moderator muted or unmuted it.
@@ -321,14 +335,18 @@ public final class JanusRoomSession: RoomBackend {
         let known = janusIDs[p.id] != nil
         var next = info(p)
         if known, let old = participants[next.id] {
-            if p.display == nil { next.name = old.name }
+            if p.display == nil { next.name = old.name; next.stage = old.stage }
             if p.muted == nil { next.muted = old.muted }
             guard next != old else { return }
             participants[next.id] = next
             emit(.participantUpdated(next))
+            if next.stage == .handRaised && old.stage != .handRaised && configuration.secret != nil {
+                emit(.stageRequest(participantID: next.id))
+            }
         } else {
             participants[next.id] = next
             emit(.participantJoined(next))
+            if next.stage == .handRaised && configuration.secret != nil { emit(.stageRequest(participantID: next.id)) }
         }
     }
 
@@ -395,7 +413,7 @@ public final class JanusRoomSession: RoomBackend {
     /// What browsers see as this appliance's name: the hand, which AudioBridge has no flag
     /// for, is shown in it.
     private var displayName: String {
-        stage == .handRaised ? configuration.display + " (hand raised)" : configuration.display
+        stage == .handRaised ? configuration.display + Self.handSuffix : configuration.display
     }
 
     /// Sends the mute and the name to Janus when they changed, and tells the daemon.
@@ -480,23 +498,39 @@ public final class JanusRoomSession: RoomBackend {
 
     public func acceptInvite(completion: RoomRequestCompletion?) -> Int? { unsupported("invitations", completion, request: "accept_invite") }
     public func declineInvite(completion: RoomRequestCompletion?) -> Int? { unsupported("invitations", completion, request: "decline_invite") }
+    /// Moderation with the room's secret: AudioBridge `unmute` (approve a raised hand), `mute`
+    /// (demote, mute) and `kick`. Janus tells everyone the outcome; a refusal (a wrong secret)
+    /// comes back as a `requestFailed` event.
+    private func moderate(_ request: String, _ id: RoomParticipantID, _ completion: RoomRequestCompletion?, wire: String) -> Int? {
+        guard phase == .joined, let connection else { return done(completion, notJoined, request: wire) }
+        guard let secret = configuration.secret else {
+            return done(completion, RoomRequestError(code: "not_moderator",
+                                                     message: "moderating a Janus room needs its secret (room.janus_secret)"), request: wire)
+        }
+        guard let janusID = janusIDs.first(where: { $0.value == id && $0.value != joinInfo?.participantID })?.key else {
+            return done(completion, RoomRequestError(code: "unknown_participant", message: "no participant \(id) in the room"), request: wire)
+        }
+        connection.moderate(request, participant: janusID, secret: secret)
+        return done(completion, request: wire)
+    }
+
     public func approve(_ id: RoomParticipantID, completion: RoomRequestCompletion?) -> Int? {
-        unsupported("moderation from an appliance (a moderator unmutes with the room's secret)", completion, request: "approve")
+        moderate("unmute", id, completion, wire: "approve")
     }
     public func deny(_ id: RoomParticipantID, completion: RoomRequestCompletion?) -> Int? {
-        unsupported("moderation from an appliance", completion, request: "deny")
+        unsupported("way to lower someone else's hand", completion, request: "deny")
     }
     public func invite(_ id: RoomParticipantID, completion: RoomRequestCompletion?) -> Int? {
         unsupported("invitations", completion, request: "invite")
     }
     public func demote(_ id: RoomParticipantID, completion: RoomRequestCompletion?) -> Int? {
-        unsupported("moderation from an appliance", completion, request: "demote")
+        moderate("mute", id, completion, wire: "demote")
     }
     public func muteParticipant(_ id: RoomParticipantID, completion: RoomRequestCompletion?) -> Int? {
-        unsupported("moderation from an appliance", completion, request: "mute_participant")
+        moderate("mute", id, completion, wire: "mute_participant")
     }
     public func kick(_ id: RoomParticipantID, reason: String?, completion: RoomRequestCompletion?) -> Int? {
-        unsupported("moderation from an appliance", completion, request: "kick")
+        moderate("kick", id, completion, wire: "kick")
     }
     public func sendMessage(to: RoomParticipantID?, data: String, completion: RoomRequestCompletion?) -> Int? {
         unsupported("messages", completion, request: "app_message")

@@ -15,6 +15,7 @@ struct EffectiveSettings: Equatable {
     var backend: RoomBackendKind
     var janusRoom: UInt64?
     var janusPin: String?
+    var janusSecret: String?
     /// The name people in a Janus room see.
     var displayName: String
     /// How the signalling server is checked (TLS unless `plaintextSignalling`).
@@ -132,6 +133,7 @@ final class SettingsStore {
             backend: o.servers.isEmpty ? (o.backend ?? file.backend ?? .roomserver) : (o.backend ?? .roomserver),
             janusRoom: o.servers.isEmpty ? (o.janusRoom ?? file.janusRoom) : o.janusRoom,
             janusPin: o.servers.isEmpty ? file.janusPin : nil,
+            janusSecret: o.servers.isEmpty ? file.janusSecret : nil,
             displayName: o.displayName ?? file.displayName ?? Self.hostName,
             signalling: SignallingSecurity(
                 caFile: o.tlsCAFile ?? file.tlsCAFile, pins: o.tlsPins ?? file.tlsPins,

@@ -85,7 +85,7 @@ final class JanusRoomProcessTests: ProcessTestCase {
 
         // B hears A through Janus's mix.
         XCTAssertTrue(eventually(5) { (status(b)["speaker_dbfs"] as? Double ?? -100) > -45 }, "B's speaker: \(status(b))")
-        func seenByB() -> [String: Any]? { participants(b).first { ($0["name"] as? String)?.hasPrefix("Room 4.12") == true } }
+        func seenByB() -> [String: Any]? { participants(b).first { $0["name"] as? String == "Room 4.12" } }
         XCTAssertEqual(seenByB()?["muted"] as? Bool, false, "\(participants(b))")
 
         // A's mute button: Janus mutes A for the room; B sees it and hears nothing.
@@ -112,9 +112,11 @@ final class JanusRoomProcessTests: ProcessTestCase {
         XCTAssertTrue(eventually(3) { seenByB()?["muted"] as? Bool == true }, "\(participants(b))")
         _ = json(a, ["raise_hand"])
         XCTAssertEqual(status(a)["stage"] as? String, "hand_raised")
-        XCTAssertTrue(eventually(3) { seenByB()?["name"] as? String == "Room 4.12 (hand raised)" }, "\(participants(b))")
+        // roomd reads the name back as a raised hand (browsers see the text).
+        XCTAssertTrue(eventually(3) { seenByB()?["stage"] as? String == "hand_raised" }, "\(participants(b))")
+        XCTAssertEqual(seenByB()?["name"] as? String, "Room 4.12")
         _ = json(a, ["lower_hand"])
-        XCTAssertTrue(eventually(3) { seenByB()?["name"] as? String == "Room 4.12" }, "\(participants(b))")
+        XCTAssertTrue(eventually(3) { seenByB().map { $0["stage"] as? String != "hand_raised" } ?? false }, "\(participants(b))")
 
         // A leaves: B sees it go.
         _ = json(a, ["leave"])
@@ -165,5 +167,55 @@ final class JanusRoomProcessTests: ProcessTestCase {
         _ = json(socks[0], ["mute"])
         XCTAssertTrue(eventually(3) { (status(socks[1])["speaker_dbfs"] as? Double ?? 0) < -60 }, "\(status(socks[1]))")
         XCTAssertGreaterThan(status(socks[3])["speaker_dbfs"] as? Double ?? -100, -45, "room 2 still hears its talker")
+    }
+
+    /// Moderation with the room's secret (`room.janus_secret`): an audience appliance raises its
+    /// hand, the moderator appliance sees the request and approves it (AudioBridge `unmute`),
+    /// the raised appliance is then on stage and unmuted; demoting (AudioBridge `mute`) is a
+    /// moderator mute on the other side. Without the secret, approving is refused locally.
+    func testAModeratorApprovesARaisedHandAndMutesIt() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
+        let roomd = try executable("roomd")
+        roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("janus-moderation")
+        let (_, port) = try startJanus(dir)
+        func appliance(_ name: String, role: String, secret: String?) throws {
+            var conf = "[room]\nbackend = janus\nserver = 127.0.0.1:\(port)\njanus_room = 1234\nplaintext_signalling = yes\n"
+            conf += "role = \(role)\ndisplay_name = appliance-\(name)\n"
+            if let secret { conf += "janus_secret = \(secret)\n" }
+            try conf.write(toFile: dir + "/\(name)-roomd.conf", atomically: true, encoding: .utf8)
+            try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--config", dir + "/\(name)-roomd.conf", "--duration", "40",
+                               "--stats-interval", "0", "--state-dir", "none", "--control-socket", dir + "/\(name).sock"],
+                       env: ["ROOMSIM_CONFIG": try E2E.writeRoom(dir, name)], log: dir + "/\(name).log")
+        }
+        try appliance("m", role: "streamer", secret: "roomd-dev-secret")
+        try appliance("b", role: "audience", secret: nil)
+        let m = dir + "/m.sock", b = dir + "/b.sock"
+        waitForSocket(m)
+        waitForSocket(b)
+        XCTAssertTrue(eventually(10) { inRoomWithMedia(m) && inRoomWithMedia(b) }, "M: \(status(m))\nB: \(status(b))")
+        func bAsSeenByM() -> [String: Any]? { participants(m).first { $0["name"] as? String == "appliance-b" } }
+        XCTAssertTrue(eventually(3) { bAsSeenByM() != nil }, "\(participants(m))")
+        let bID = try XCTUnwrap(bAsSeenByM()?["id"] as? Int)
+        XCTAssertEqual(participants(m).first { $0["name"] as? String == "appliance-m" }?["moderator"] as? Bool, true)
+
+        // Without the secret B cannot approve anyone.
+        let refused = try runSeparated(roomctl, ["--socket", b, "approve", "1"])
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue((refused.stdout + refused.stderr).contains("room.janus_secret"), refused.stdout + refused.stderr)
+
+        _ = json(b, ["raise_hand"])
+        XCTAssertTrue(eventually(3) { bAsSeenByM()?["stage"] as? String == "hand_raised" }, "\(participants(m))")
+        let approve = try runSeparated(roomctl, ["--socket", m, "approve", "\(bID)"])
+        XCTAssertEqual(approve.status, 0, approve.stdout + approve.stderr)
+        XCTAssertTrue(eventually(3) { status(b)["stage"] as? String == "on_stage" && status(b)["muted"] as? Bool == false }, "\(status(b))")
+        XCTAssertTrue(eventually(3) { bAsSeenByM()?["stage"] as? String == "on_stage" && bAsSeenByM()?["muted"] as? Bool == false },
+                      "M sees B on stage, its hand gone from its name: \(participants(m))")
+
+        let demote = try runSeparated(roomctl, ["--socket", m, "demote", "\(bID)"])
+        XCTAssertEqual(demote.status, 0, demote.stdout + demote.stderr)
+        XCTAssertTrue(eventually(3) { status(b)["muted"] as? Bool == true && status(b)["self_muted"] as? Bool == false },
+                      "a moderator's mute, not B's own: \(status(b))")
+        XCTAssertTrue(eventually(3) { bAsSeenByM()?["muted"] as? Bool == true }, "\(participants(m))")
     }
 }
