@@ -69,6 +69,13 @@ final class ApplianceConfigurationTests: XCTestCase {
             ("[control]\ngroup = room ctl\n", 2, "control.group", "not a group"),
             ("[audio]\nopus_frame_ms = 40\n", 2, "audio.opus_frame_ms", "not supported"),
             ("[audio]\nprofle = speech\n", 2, "audio.profle", "did you mean \"profile\""),
+            ("[room]\nbackend = sfu\n", 2, "room.backend", "roomserver or janus"),
+            ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\n", 2, "room.backend", "needs room.janus_room"),
+            ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\njanus_room = abc\n", 4, "room.janus_room", "not a room number"),
+            ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\njanus_room = 0\n", 4, "room.janus_room", "not a room number"),
+            ("[room]\nserver = 10.0.0.5:7700\ntoken = x\njanus_room = 1234\n", 4, "room.janus_room", "only for room.backend = janus"),
+            ("[room]\nserver = 10.0.0.5:7700\ntoken = x\njanus_secret = s\n", 4, "room.janus_secret", "only for room.backend = janus"),
+            ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\njanus_room = 1\ndisplay_name = a \"b\"\n", 5, "room.display_name", "no quotes"),
         ]
         for (text, line, key, fragment) in cases {
             guard let e = error(text) else { XCTFail("accepted: \(text)"); continue }
@@ -107,6 +114,19 @@ final class ApplianceConfigurationTests: XCTestCase {
         plain.plaintextSignalling = true
         XCTAssertEqual(plain.changedKeys(from: c), ["room.token_file", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
                                                     "room.plaintext_signalling"])
+    }
+
+    /// A Janus room: no token needed, the room number, PIN and secret read as written.
+    func testJanusKeys() throws {
+        let c = try parse("[room]\nbackend = janus\nserver = janus.example:8989\njanus_room = 1234\njanus_pin = 4711\njanus_secret = s3\ndisplay_name = Room 4.12\n")
+        XCTAssertEqual(c.backend, .janus)
+        XCTAssertEqual(c.janusRoom, 1234)
+        XCTAssertEqual(c.janusPin, "4711")
+        XCTAssertEqual(c.janusSecret, "s3")
+        XCTAssertEqual(c.displayName, "Room 4.12")
+        XCTAssertNil(c.token)
+        let d = try parse("[room]\nbackend = janus\nserver = janus.example:8989\njanus_room = 5678\njanus_pin = 4711\njanus_secret = s3\ndisplay_name = Room 4.12\n")
+        XCTAssertEqual(d.changedKeys(from: c), ["room.janus_room"])
     }
 
     func testHostPortRule() {
