@@ -46,7 +46,7 @@ public final class JanusRoomSession: RoomBackend {
     private let outgoing: SPSCRing<MediaPacket>
     private let incoming: SPSCRing<MediaPacket>
     private var connection: JanusConnection?
-    private var transport: WebRTCMediaTransport?
+    private(set) var transport: WebRTCMediaTransport?
     private var localEndpoint: OpusAudioNegotiation.LocalEndpoint?
     private var stage = RoomStageState.off
     /// Janus says this appliance is muted although it asked to speak: a moderator's mute.
