@@ -193,7 +193,13 @@ function teardown() {
 
 async function run() {
   while (!left) {
-    try { await connectAndJoin(); } catch (e) { report("error", { error: String(e.message || e) }); }
+    try {
+      await connectAndJoin();
+    } catch (e) {
+      // No Janus to talk to (yet) is part of a restart; a refusal by a Janus that answered is an error.
+      if (ws) report("error", { error: String(e.message || e) });
+      else report("status", { status: "connect-failed", error: String(e.message || e) });
+    }
     const wasOpen = ws && sessionId;
     teardown();
     if (ws) { try { ws.close(); } catch (e) {} ws = null; }
