@@ -55,7 +55,11 @@ final class JanusBrowserTests: ProcessTestCase {
             + "and the results of the field trial in Berlin."
         var r = try run("/usr/bin/espeak-ng", ["-v", "en-us", "-s", "150", "-w", raw, text])
         XCTAssertEqual(r.status, 0, r.out)
-        r = try run("/usr/bin/sox", [raw, "-r", "48000", "-c", "1", "-b", "16", path, "norm", "-3"])
+        // 1 s of silence first: the microphone opens when A's PeerConnection is up, and the
+        // jitter buffers on the way (Janus's per participant, B's) settle in the first second
+        // of a stream — measured: without the lead-in the first 1-2 s of the sentence arrived
+        // up to 200 ms early or with a gap on some runs.
+        r = try run("/usr/bin/sox", [raw, "-r", "48000", "-c", "1", "-b", "16", path, "norm", "-3", "pad", "1", "0"])
         XCTAssertEqual(r.status, 0, r.out)
         let wav = try SimCard.readWAV(path)
         return (path, wav.samples.map { Float($0) / 32768 })
@@ -116,7 +120,10 @@ final class JanusBrowserTests: ProcessTestCase {
         print("JanusBrowserTests: envelope correlation \(String(format: "%.3f", corr)) at \(lag * 10) ms into B's recording "
               + "(A's microphone opened at \(Int(expectedLag * 10)) ms; latency \(Int(latencyMs)) ms), "
               + "level \(String(format: "%+.1f", levelChange)) dB; recording \(room.dir)/B-recording.wav")
-        XCTAssertGreaterThanOrEqual(corr, 0.8, "B's recording holds A's speech (envelope correlation)")
+        // Measured 0.957-0.983 over 6 runs on a loaded 2-core VM (load average 4); a stream
+        // that loses or shifts a second of the sentence gave 0.71-0.80 (runs without the
+        // lead-in, above); a recording without A's speech correlates near 0.
+        XCTAssertGreaterThanOrEqual(corr, 0.85, "B's recording holds A's speech (envelope correlation)")
         XCTAssertGreaterThanOrEqual(latencyMs, 0, "the speech cannot arrive before A's microphone opened")
         XCTAssertLessThanOrEqual(latencyMs, 1000, "mouth-to-ear through Janus on one machine")
         XCTAssertLessThan(abs(levelChange), 6, "Janus passes A's speech at its level (no gain in the room's config)")
