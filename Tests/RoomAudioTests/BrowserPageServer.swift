@@ -219,11 +219,11 @@ struct BrowserEvent: Decodable, Sendable {
 
 enum BrowserError: Error, CustomStringConvertible {
     case server(String)
-    case browser(String)
+    case tool(String)
     var description: String {
         switch self {
         case .server(let s): "page server: \(s)"
-        case .browser(let s): s
+        case .tool(let s): s
         }
     }
 }

@@ -143,6 +143,29 @@ final class BrowserPeer {
         wait(timeout: timeout, after: after) { $0.type == "status" && $0.status == status }
     }
 
+    /// How many events have come so far: pass it as `after` to wait for what happens next.
+    var mark: Int { events.count }
+
+    /// The AudioBridge's news of participant `display` (a join, or a change such as `muted`),
+    /// optionally with that `muted` state — "the browser saw the appliance mute / go on stage
+    /// (unmuted) / come back".
+    func sees(_ display: String, muted: Bool? = nil, timeout: TimeInterval, after: Int = 0) -> BrowserEvent? {
+        wait(timeout: timeout, after: after) {
+            $0.type == "participant" && $0.display == display && (muted == nil || $0.muted == muted)
+        }
+    }
+
+    /// Participant `display` leaving the room.
+    func seesLeave(_ display: String, timeout: TimeInterval, after: Int = 0) -> BrowserEvent? {
+        wait(timeout: timeout, after: after) { $0.type == "leaving" && $0.display == display }
+    }
+
+    /// Janus's talking detection on participant `display` (needs `audiolevel_event`, which
+    /// `JanusFixture`'s room has).
+    func seesTalking(_ display: String, timeout: TimeInterval, after: Int = 0) -> BrowserEvent? {
+        wait(timeout: timeout, after: after) { $0.type == "talking" && $0.display == display && $0.talking == true }
+    }
+
     /// The recording the page uploaded, waiting up to `timeout` seconds for it.
     func recording(timeout: TimeInterval) throws -> WAVAudio? {
         let deadline = Date().addingTimeInterval(timeout)
