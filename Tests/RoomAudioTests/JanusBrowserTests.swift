@@ -45,7 +45,8 @@ final class JanusBrowserTests: ProcessTestCase {
 
     /// B records while A speaks: B's recording holds A's speech (envelope correlation, the delay
     /// where the events say it must be, the level), and B's event log shows A joining, talking,
-    /// muting and unmuting, and leaving — what a test of the appliance asserts about browsers.
+    /// muting and unmuting, leaving and coming back — what a test of the appliance asserts about
+    /// browsers.
     func testBrowserHearsAnotherBrowsersSpeechAndSeesItJoinMuteAndLeave() throws {
         let room = try room("JanusBrowserTests-speech")
         let speechPath = room.dir + "/speech.wav"
@@ -126,6 +127,11 @@ final class JanusBrowserTests: ProcessTestCase {
         a.send("leave")
         XCTAssertNotNil(b.seesLeave("A", timeout: 5, after: mark), "B sees A leave\n\(b.diagnostics)\n\(a.diagnostics)")
         XCTAssertNotNil(a.wait(status: "left", timeout: 5), "A left cleanly (leave, detach, destroy)\n\(a.diagnostics)")
+
+        // A comes back: a new session and PeerConnection; B sees A again.
+        mark = b.mark
+        a.send("join")
+        XCTAssertNotNil(b.sees("A", timeout: 10, after: mark), "B sees A come back\n\(b.diagnostics)\n\(a.diagnostics)")
         for peer in [a, b] {
             XCTAssertFalse(peer.events.contains { $0.type == "error" }, "no errors on \(peer.name)'s page\n\(peer.diagnostics)")
         }
