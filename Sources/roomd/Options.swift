@@ -85,7 +85,7 @@ struct Options {
       --duration SECONDS     stop after SECONDS (default: until SIGINT/SIGTERM)
       --stats-interval S     print a status line every S seconds (default 1; 0 = never)
       --json                 status lines as JSON objects
-      --opus-frame MS        Opus frame length, 10 or 20 (default 10)
+      --opus-frame MS        Opus frame length, 10 or 20 (default 10; 20 with --backend janus)
       --disable FEATURE      switch off aec, ns, agc, vad, hpf or beamformer (repeatable)
       --aec-suppression L    echo suppression: low, moderate or high (default moderate)
       --control-socket PATH  the control API socket for roomctl (default $ROOMD_CONTROL_SOCKET,
@@ -213,6 +213,9 @@ struct Options {
         }
         if o.backend == .janus && !o.servers.isEmpty && o.janusRoom == nil { return .exit("roomd: --backend janus needs --janus-room", 2) }
         if o.janusRoom != nil && o.backend != .janus { return .exit("roomd: --janus-room needs --backend janus", 2) }
+        if o.backend == .janus && o.opusFrameMilliseconds == 10 {
+            return .exit("roomd: --opus-frame 10 with --backend janus: a Janus AudioBridge mixes one packet per participant every 20 ms and drops the rest (20 is the default there)", 2)
+        }
         if !o.servers.isEmpty && o.backend != .janus && o.token == nil && o.tokenFile == nil { return .exit("roomd: --server needs --token or --token-file", 2) }
         if o.token != nil && o.tokenFile != nil { return .exit("roomd: --token and --token-file exclude each other", 2) }
         // A token belongs to a server: never the command line's token with the file's server.

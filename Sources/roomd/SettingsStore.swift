@@ -120,6 +120,8 @@ final class SettingsStore {
     func effective(file: ApplianceConfiguration) -> EffectiveSettings {
         let o = options
         let servers = o.servers.isEmpty ? file.servers : o.servers
+        // The command line's server comes with the command line's backend.
+        let backend = o.servers.isEmpty ? (o.backend ?? file.backend ?? .roomserver) : (o.backend ?? .roomserver)
         // A token on the command line belongs with the command line's server, and the same for
         // the file: mixing one's server with the other's token would join the wrong room.
         let tokenFromOptions = !o.servers.isEmpty || o.token != nil || o.tokenFile != nil
@@ -129,8 +131,7 @@ final class SettingsStore {
             token: tokenFromOptions ? o.token : file.token,
             tokenFile: tokenFromOptions ? o.tokenFile : file.tokenFile,
             role: o.role ?? file.role ?? "streamer",
-            // The command line's server comes with the command line's backend.
-            backend: o.servers.isEmpty ? (o.backend ?? file.backend ?? .roomserver) : (o.backend ?? .roomserver),
+            backend: backend,
             janusRoom: o.servers.isEmpty ? (o.janusRoom ?? file.janusRoom) : o.janusRoom,
             janusPin: o.servers.isEmpty ? file.janusPin : nil,
             janusSecret: o.servers.isEmpty ? file.janusSecret : nil,
@@ -142,7 +143,8 @@ final class SettingsStore {
             profile: o.profile ?? runtime.profile ?? file.profile ?? .speech,
             volumeDB: runtime.volumeDB ?? file.volumeDB ?? 0,
             aecSuppression: o.aecSuppression ?? file.aecSuppression,
-            opusFrameMilliseconds: o.opusFrameMilliseconds ?? file.opusFrameMilliseconds ?? 10,
+            // A Janus AudioBridge takes one packet per participant every 20 ms (docs/janus.md).
+            opusFrameMilliseconds: o.opusFrameMilliseconds ?? file.opusFrameMilliseconds ?? (backend == .janus ? 20 : 10),
             controlSocket: o.controlSocket ?? file.controlSocket,
             controlGroup: o.controlGroup ?? file.controlGroup,
             logLevel: o.logLevel ?? runtime.logLevel ?? file.logLevel ?? "info",

@@ -141,6 +141,9 @@ public struct ApplianceConfiguration: Sendable, Equatable {
             c.aecSuppression = Int32(aecSuppressionLevels.firstIndex(of: level)!)
         }
         c.opusFrameMilliseconds = try values.int("audio.opus_frame_ms", oneOf: [10, 20])
+        if c.backend == .janus && c.opusFrameMilliseconds == 10 {
+            throw values.error("audio.opus_frame_ms", "10 with room.backend = janus: a Janus AudioBridge mixes one packet per participant every 20 ms and drops the rest (20 is the default there)")
+        }
 
         if let socket = try values.string("control.socket") {
             c.controlSocket = socket == "none" ? "none" : try path("control.socket")
