@@ -1,4 +1,5 @@
 import Foundation
+import RoomSystem
 import Glibc
 import XCTest
 
@@ -124,26 +125,10 @@ final class JanusFixture {
         }
     }
 
-    /// This machine's first IPv4 interface that is up and not loopback (JanusLiveTests' choice).
+    /// This machine's first IPv4 interface that is up and not loopback (roomd's own choice for
+    /// a Janus on this machine, RoomSystem's `LocalAddress`).
     static func localInterface() -> (name: String, address: String)? {
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0, let first = list else { return nil }
-        defer { freeifaddrs(list) }
-        var cursor: UnsafeMutablePointer<ifaddrs>? = first
-        while let entry = cursor {
-            defer { cursor = entry.pointee.ifa_next }
-            guard let addr = entry.pointee.ifa_addr, addr.pointee.sa_family == sa_family_t(AF_INET),
-                  entry.pointee.ifa_flags & UInt32(IFF_LOOPBACK) == 0,
-                  entry.pointee.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
-            var text = [CChar](repeating: 0, count: 64)
-            addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
-                var a = sin.pointee.sin_addr
-                _ = inet_ntop(AF_INET, &a, &text, 64)
-            }
-            let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            return (String(validatingCString: entry.pointee.ifa_name) ?? "", address)
-        }
-        return nil
+        LocalAddress.firstNonLoopbackIPv4().map { ($0.interface, $0.address) }
     }
 
     /// Whether a WebSocket handshake with subprotocol `janus-protocol` on 127.0.0.1:`port`
