@@ -153,7 +153,7 @@ let package = Package(
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
-        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol"]),
+        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],

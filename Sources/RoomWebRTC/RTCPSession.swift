@@ -161,14 +161,27 @@ public struct RTCPSession: Sendable {
     /// Writes the compound report due at `now` into `buffer`, returning its length (0 when the
     /// buffer is too small): SR when we sent RTP since the previous report, else RR; a block per
     /// source heard since then; SDES CNAME; and BYE when `leaving`. Schedules the next one.
+    ///
+    /// With an SR the blocks go in an RR right after it (RFC 3550 §6.1 lets RR packets follow
+    /// the first report), not in the SR itself: Janus (1.1.2, `janus_rtcp_incoming_rr`) reads
+    /// report blocks from RR packets only, so blocks inside an SR leave it without our loss,
+    /// jitter and round trip (measured: `JanusRTCPLiveTests`, docs/webrtc.md). Browsers read
+    /// blocks from either.
     public mutating func writeReport(into buffer: UnsafeMutableRawBufferPointer, at now: UInt64, random: Double,
                                      leaving: Bool = false) -> Int {
         nextReportAt = now + Self.interval(random: random)
         var w = RTCPWriter(buffer)
-        let info: RTCPSenderInfo? = sentSinceReport ? senderInfo(at: now) : nil
-        guard w.beginReport(ssrc: localSSRC, senderInfo: info) else { return 0 }
+        if sentSinceReport {
+            guard w.beginReport(ssrc: localSSRC, senderInfo: senderInfo(at: now)) else { return 0 }
+        }
+        var open = !sentSinceReport   // an RR is needed anyway when we did not send
+        if open { guard w.beginReport(ssrc: localSSRC, senderInfo: nil) else { return 0 } }
         for i in sources.indices where sources[i].heardSinceReport {
             guard let block = sources[i].reportBlock(at: now) else { continue }
+            if !open {
+                guard w.beginReport(ssrc: localSSRC, senderInfo: nil) else { break }
+                open = true
+            }
             guard w.addBlock(block) else { break }
         }
         guard w.sourceDescription(ssrc: localSSRC, cname: cname) else { return 0 }

@@ -133,6 +133,17 @@ final class RTCPSessionTests: XCTestCase {
             q.withUnsafeBytes { us.received(rtp: $0, at: UInt64(i) * 20 * Self.ms + 20 * Self.ms) }
         }
         let ourSR = report(&us, at: 1000 * Self.ms)
+        // The blocks ride in an RR after the SR (what Janus reads them from).
+        let layout = try rtcpItems(ourSR).map { item -> String in
+            switch item {
+            case .senderReport: "SR"
+            case .receiverReport: "RR"
+            case .reportBlock(let from, let block): "block \(String(from, radix: 16))→\(String(block.ssrc, radix: 16))"
+            case .canonicalName(_, let name): "CNAME \(name)"
+            default: "\(item)"
+            }
+        }
+        XCTAssertEqual(layout, ["SR", "RR", "block a→b", "CNAME us"])
         try receive(&peer, ourSR, at: 1020 * Self.ms)
         let peerSR = report(&peer, at: 1270 * Self.ms)
         try receive(&us, peerSR, at: 1290 * Self.ms)
