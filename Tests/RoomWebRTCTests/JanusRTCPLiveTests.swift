@@ -11,8 +11,8 @@ import XCTest
 /// a few seconds, and then both sides' views are read — ours from `statistics` (Janus's SR and RR
 /// read: round trip, loss, jitter), Janus's from its Admin API `handle_info` (the RTCP context
 /// of the stream: the round trip Janus computed from our RR echoing its SR, the loss and jitter
-/// our RR reported) and from its log at debug level 5 (SRTCP unprotect errors, unknown SSRCs,
-/// our BYE at close).
+/// our RR reported) and from its log at debug level 6 (SRTCP unprotect errors, unknown SSRCs,
+/// the jitter and round trip it computed from our RR, our BYE at close).
 final class JanusRTCPLiveTests: XCTestCase {
     private var janus: Process?
     private var directory = ""
@@ -51,7 +51,7 @@ final class JanusRTCPLiveTests: XCTestCase {
         let config = [
             "janus.jcfg": """
                 general: { configs_folder = "\(directory)" plugins_folder = "\(lib)/plugins" transports_folder = "\(lib)/transports"
-                           events_folder = "\(lib)/events" loggers_folder = "\(lib)/loggers" debug_level = 5 session_timeout = 60 }
+                           events_folder = "\(lib)/events" loggers_folder = "\(lib)/loggers" debug_level = 6 session_timeout = 60 }
                 plugins: { disable = "\(plugins.map { "libjanus_\($0).so" }.joined(separator: ","))" }
                 transports: { disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so" }
                 events: { broadcast = false }
@@ -171,7 +171,7 @@ final class JanusRTCPLiveTests: XCTestCase {
         media.close()
         _ = run(seconds: 0.5)
         let log = janusLog()
-        let rtcpLines = log.split(separator: "\n").filter { $0.contains("RTCP") || $0.contains("SRTCP") }
+        let rtcpLines = log.split(separator: "\n").filter { $0.contains("RTCP") || $0.contains("rtt=") || $0.contains("jitter=") }
         print("janus rtcp: Janus's log lines on RTCP:\n\(rtcpLines.suffix(12).joined(separator: "\n"))")
 
         XCTAssertGreaterThanOrEqual(ours.rtcpSent, 3, "\(ours)")
@@ -184,6 +184,10 @@ final class JanusRTCPLiveTests: XCTestCase {
         XCTAssertFalse(log.contains("SRTCP unprotect error"), "\(rtcpLines.joined(separator: "\n"))")
         XCTAssertFalse(log.contains("Unknown SSRC, dropping RTCP"), "\(rtcpLines.joined(separator: "\n"))")
         XCTAssertTrue(log.contains("Got RTCP BYE"), "Janus read our BYE at close")
+        // Logged by janus_rtcp_incoming_rr: the first for every RR block, the second only when
+        // the block echoes one of Janus's SRs (LSR ≠ 0).
+        XCTAssertTrue(log.contains("jitter="), "Janus read a report block of ours")
+        XCTAssertTrue(log.contains("rtt="), "our RR echoed Janus's SR")
         // Janus's out-(media-)link-quality is computed only from RR blocks about its stream
         // (two, 2 s apart): non-zero means it read ours. Its rtt (whole ms) stays 0 on one machine.
         XCTAssertNotNil(rtcp?["rtt"] as? Int, "handle_info: \(info)")
