@@ -78,6 +78,9 @@ enum FuzzTarget: String, CaseIterable {
     case board
     /// Session descriptions and ICE candidates (the WebRTC path's signalling, issue 12).
     case sdp
+    /// RTCP compound packets and SRTCP from a WebRTC peer (issue 12), and the receive
+    /// statistics and reports of `RTCPSession`.
+    case rtcp
 
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
@@ -91,6 +94,7 @@ enum FuzzTarget: String, CaseIterable {
         case .serverconf: fuzzServerConf(bytes)
         case .board: fuzzBoard(bytes)
         case .sdp: fuzzSDP(bytes)
+        case .rtcp: fuzzRTCP(bytes)
         }
     }
 }
