@@ -1,3 +1,4 @@
+import Glibc
 import RoomWebRTC
 import XCTest
 
@@ -202,5 +203,48 @@ final class RTCPSessionTests: XCTestCase {
         var out = [UInt8](repeating: 0, count: 200)
         _ = out.withUnsafeMutableBytes { s.writeReport(into: $0, at: 1150 * Self.ms, random: 0.25) }
         XCTAssertEqual(s.nextReportAt, 1900 * Self.ms)
+    }
+
+    /// The per-packet calls (`sent`, `received`) and a report written and read allocate nothing
+    /// (the first packet of a new source appends to `sources` once, before the window). Needs
+    /// the allocation probe preloaded:
+    ///
+    ///     LD_PRELOAD=$PWD/.build/debug/libroomallocprobe.so \
+    ///         .build/debug/roomdPackageTests.xctest RoomWebRTCTests.RTCPSessionTests
+    ///
+    /// Without it the test is skipped. (A peer's CNAME longer than 15 bytes does cost one String
+    /// per report read — once a second, not per packet.)
+    func testPacketsAndReportsAllocateNothingWhenTheProbeIsLoaded() throws {
+        typealias CountFunction = @convention(c) () -> UInt
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "roomallocprobe_thread_count") else {
+            throw XCTSkip("libroomallocprobe.so not preloaded")
+        }
+        let count = unsafeBitCast(symbol, to: CountFunction.self)
+        var us = RTCPSession(localSSRC: 0xA, cname: "us", wallClockNTP: Self.wall, monotonicNow: 0)
+        var peer = RTCPSession(localSSRC: 0xB, cname: "peer", wallClockNTP: Self.wall, monotonicNow: 0)
+        var ours = rtp(sequence: 0, timestamp: 0, ssrc: 0xA), theirs = rtp(sequence: 0, timestamp: 0, ssrc: 0xB)
+        let report = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 8)
+        defer { report.deallocate() }
+        var before: UInt = 0, reports = 0
+        for i in 0 ..< 3000 {
+            if i == 10 { before = count() }
+            let t = UInt64(i) * 20 * Self.ms
+            ours[2] = UInt8(truncatingIfNeeded: i >> 8)
+            ours[3] = UInt8(truncatingIfNeeded: i)
+            theirs[2] = ours[2]
+            theirs[3] = ours[3]
+            ours.withUnsafeBytes { us.sent(rtp: $0, at: t); peer.received(rtp: $0, at: t + Self.ms) }
+            theirs.withUnsafeBytes { peer.sent(rtp: $0, at: t); us.received(rtp: $0, at: t + Self.ms) }
+            if i % 50 == 49 {
+                let n = us.writeReport(into: report, at: t, random: 0.5)
+                try peer.receive(rtcp: UnsafeRawBufferPointer(rebasing: report[0 ..< n]), at: t + Self.ms)
+                let k = peer.writeReport(into: report, at: t + 2 * Self.ms, random: 0.5)
+                try us.receive(rtcp: UnsafeRawBufferPointer(rebasing: report[0 ..< k]), at: t + 3 * Self.ms)
+                reports += 1
+            }
+        }
+        XCTAssertEqual(count() - before, 0, "heap allocations in 6000 packets and \(reports) reports each way")
+        XCTAssertNotNil(us.roundTripMs)
+        XCTAssertEqual(us.remoteFractionLost, 0)
     }
 }
