@@ -11,6 +11,10 @@ import RoomSystem
 /// (20-63) and SRTP (128-191); once ICE has selected a pair and DTLS has exported the keys, RTP
 /// goes out protected to the selected address and comes in unprotected from it only.
 ///
+/// RTCP rides along (rtcp-mux): every RTP packet sent and received feeds an `RTCPSession`,
+/// whose compound reports go out as SRTCP from the tick once connected, and the peer's SRTCP is
+/// read for the round trip and its view of our stream (`statistics`).
+///
 /// What the signalling side (a Janus session, or any other) does with it: put `localEndpoint`'s
 /// credentials, fingerprint and candidate in its offer or answer, then `start` with the
 /// negotiated `Agreement`. Event-loop thread only.
@@ -51,6 +55,9 @@ public final class WebRTCMediaTransport {
     public private(set) var state = State.idle { didSet { if state != oldValue { onState?(state) } } }
     public private(set) var statistics = Statistics()
     public var onState: ((State) -> Void)?
+    /// Whether reports are sent (incoming RTCP is read either way). On by default; off only to
+    /// measure what a peer does without our RTCP (docs/webrtc.md, "RTCP").
+    public var sendsRTCP = true
     /// A decrypted RTP packet (valid for the call only).
     public var onRTP: ((UnsafeMutableRawBufferPointer) -> Void)?
 
@@ -162,7 +169,7 @@ public final class WebRTCMediaTransport {
     public func close() {
         if let timer { loop.cancel(timer) }
         timer = nil
-        if case .connected = state { sendReport(at: monotonicNanoseconds(), leaving: true) }
+        if case .connected = state, sendsRTCP { sendReport(at: monotonicNanoseconds(), leaving: true) }
         socket.close()
         if case .failed = state {} else { state = .failed("closed") }
     }
@@ -181,7 +188,7 @@ public final class WebRTCMediaTransport {
         dtls?.tick(now: now)
         follow()
         flush()
-        if case .connected = state {
+        if case .connected = state, sendsRTCP {
             let t = monotonicNanoseconds()
             if rtcp.reportDue(at: t) { sendReport(at: t, leaving: false) }
         }
