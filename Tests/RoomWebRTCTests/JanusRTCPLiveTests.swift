@@ -34,7 +34,7 @@ final class JanusRTCPLiveTests: XCTestCase {
             var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
             guard getnameinfo(sa, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0
             else { continue }
-            return (String(cString: e.ifa_name), String(cString: host))
+            return (String(cString: e.ifa_name), String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return nil
     }
