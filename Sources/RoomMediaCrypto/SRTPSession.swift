@@ -8,6 +8,9 @@ import RoomProtocol
 /// the participant unprotects them). libsrtp2 does the work: it derives the session keys,
 /// keeps the rollover counter and the replay window per SSRC, and encrypts in place.
 ///
+/// RTCP goes through the same session (`protectRTCP`, `unprotectRTCP`: SRTCP with the RTCP keys
+/// libsrtp derives from the same master key), as DTLS-SRTP keys one direction for both.
+///
 /// Packets are transformed in place in the caller's buffer; nothing here allocates per packet.
 /// (libsrtp itself allocates once per new SSRC, when it clones the session's stream template;
 /// docs/security.md says what Debian's NSS-backed libsrtp2 does inside each packet.)
@@ -32,6 +35,9 @@ public final class SRTPSession {
         public var replays = 0
         /// Refused for anything else (too short to be SRTP, libsrtp out of memory...).
         public var otherFailures = 0
+        /// SRTCP packets protected and unprotected (their refusals count in the failures above).
+        public var rtcpProtected = 0
+        public var rtcpUnprotected = 0
         public init() {}
     }
 
@@ -43,6 +49,12 @@ public final class SRTPSession {
     public static let overhead = SRTPMasterKey.tagSize
     /// Room `protect` needs after the packet (libsrtp may write up to its largest trailer).
     public static let trailerRoom = Int(SRTP_MAX_TRAILER_LEN)
+    /// Room `protectRTCP` needs after the packet: the SRTCP index word, then up to libsrtp's
+    /// largest trailer (libsrtp writes the tag before the index, RFC 7714 §9).
+    public static let rtcpTrailerRoom = Int(SRTP_MAX_TRAILER_LEN) + 4
+    /// Bytes a protected RTCP packet is longer than the RTCP packet: the GCM tag and the
+    /// E flag with the 31-bit SRTCP index.
+    public static let rtcpOverhead = SRTPMasterKey.tagSize + 4
     /// Packets per SSRC the receiver remembers for replay checking: 1 s of 20 ms audio is 50, but
     /// a forwarded stream can arrive reordered after a burst; the window is cheap (a bitmap).
     public static let replayWindow = 1024
@@ -106,6 +118,61 @@ public final class SRTPSession {
         guard status == srtp_err_status_ok else { return count(status) }
         statistics.unprotected += 1
         return .rtp(length: Int(n))
+    }
+
+    /// Encrypts the compound RTCP packet in `buffer[0..<length]` in place (SRTCP, RFC 3711
+    /// §3.4 with RFC 7714 §9: the first 8 bytes stay readable and authenticated, the rest is
+    /// encrypted, then the tag and the E flag with the SRTCP index are appended); returns the
+    /// SRTCP length, or nil (counted) when refused. `buffer` must have `rtcpTrailerRoom` bytes
+    /// beyond `length`. The keys are the RTCP ones libsrtp derives from the same master key
+    /// (labels 3-5), the stream is the packet's sender SSRC.
+    public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
+        guard let session, direction == .protect, let base = buffer.baseAddress,
+              length >= 8, buffer.count - length >= Self.rtcpTrailerRoom
+        else {
+            statistics.otherFailures += 1
+            return nil
+        }
+        var n = Int32(length)
+        let status = srtp_protect_rtcp(session, base, &n)
+        guard status == srtp_err_status_ok else {
+            count(status)
+            return nil
+        }
+        statistics.rtcpProtected += 1
+        return Int(n)
+    }
+
+    /// The outcome of `unprotectRTCP`.
+    public enum RTCPOutcome: Equatable, Sendable {
+        /// The packet verified and was decrypted in place; the RTCP packet is this many bytes.
+        case rtcp(length: Int)
+        case authenticationFailure
+        /// This source's SRTCP index was seen already (or is behind libsrtp's window).
+        case replay
+        case malformed
+    }
+
+    /// Verifies and decrypts the SRTCP packet in `buffer[0..<length]` in place. A refused packet
+    /// is counted under its reason; its bytes are then undefined.
+    public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> RTCPOutcome {
+        guard let session, direction == .unprotect, let base = buffer.baseAddress,
+              length >= 8 + Self.rtcpOverhead, length <= buffer.count
+        else {
+            statistics.otherFailures += 1
+            return .malformed
+        }
+        var n = Int32(length)
+        let status = srtp_unprotect_rtcp(session, base, &n)
+        guard status == srtp_err_status_ok else {
+            switch count(status) {
+            case .authenticationFailure: return .authenticationFailure
+            case .replay: return .replay
+            default: return .malformed
+            }
+        }
+        statistics.rtcpUnprotected += 1
+        return .rtcp(length: Int(n))
     }
 
     /// libsrtp2's version string ("libsrtp2 2.5.0"), for benchmark and diagnostic output.

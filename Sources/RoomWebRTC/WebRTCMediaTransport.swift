@@ -1,3 +1,4 @@
+import FoundationEssentials
 import RoomDTLS
 import RoomICE
 import RoomMediaCrypto
@@ -9,6 +10,10 @@ import RoomSystem
 /// loop, demultiplexed by first byte (RFC 7983) into the ICE agent (STUN), the DTLS endpoint
 /// (20-63) and SRTP (128-191); once ICE has selected a pair and DTLS has exported the keys, RTP
 /// goes out protected to the selected address and comes in unprotected from it only.
+///
+/// RTCP rides along (rtcp-mux): every RTP packet sent and received feeds an `RTCPSession`,
+/// whose compound reports go out as SRTCP from the tick once connected, and the peer's SRTCP is
+/// read for the round trip and its view of our stream (`statistics`).
 ///
 /// What the signalling side (a Janus session, or any other) does with it: put `localEndpoint`'s
 /// credentials, fingerprint and candidate in its offer or answer, then `start` with the
@@ -31,12 +36,28 @@ public final class WebRTCMediaTransport {
         public var srtpRefused = 0
         /// Media from an address other than the selected pair's: dropped (RFC 7675 consent).
         public var fromElsewhere = 0
+        /// RTCP nothing was read from: it came before the SRTP keys, or it verified but is not
+        /// valid RTCP (bad lengths). SRTCP that fails authentication counts in `srtpRefused`.
         public var rtcpIgnored = 0
+        /// Compound SRTCP packets sent (reports, and the BYE at `close`).
+        public var rtcpSent = 0
+        /// Compound SRTCP packets from the peer that verified and were read.
+        public var rtcpReceived = 0
+        /// Round-trip time from the peer's latest report that echoed one of our SRs (RFC 3550
+        /// §6.4.1: arrival − LSR − DLSR). Nil until then.
+        public var roundTripMs: Double?
+        /// The fraction of our packets the peer lost (0...1) over its latest report interval.
+        public var remoteFractionLost: Double?
+        /// The peer's interarrival jitter of our stream, in milliseconds (48 kHz RTP clock).
+        public var remoteJitterMs: Double?
     }
 
     public private(set) var state = State.idle { didSet { if state != oldValue { onState?(state) } } }
     public private(set) var statistics = Statistics()
     public var onState: ((State) -> Void)?
+    /// Whether reports are sent (incoming RTCP is read either way). On by default; off only to
+    /// measure what a peer does without our RTCP (docs/webrtc.md, "RTCP").
+    public var sendsRTCP = true
     /// A decrypted RTP packet (valid for the call only).
     public var onRTP: ((UnsafeMutableRawBufferPointer) -> Void)?
 
@@ -55,6 +76,10 @@ public final class WebRTCMediaTransport {
     private var selectedDestination: SocketAddress?
     private var buffer = [UInt8](repeating: 0, count: 2048)
     private var sendBuffer = [UInt8](repeating: 0, count: 1500 + SRTPSession.trailerRoom)
+    /// RTCP statistics and schedule (sans-IO); reports are written into `rtcpBuffer` and sent
+    /// from the 5 ms tick once connected.
+    private var rtcp: RTCPSession
+    private var rtcpBuffer = [UInt8](repeating: 0, count: 1200 + SRTPSession.rtcpTrailerRoom)
 
     /// Binds `address` (a host candidate: libnice-based servers gather no loopback candidates,
     /// docs/webrtc.md) and makes a DTLS identity.
@@ -67,6 +92,10 @@ public final class WebRTCMediaTransport {
         func token(_ n: Int) -> String { String(decoding: (0 ..< n).map { _ in alphabet[Int(rng.next() % 64)] }, as: UTF8.self) }
         credentials = ICEAgent.Credentials(ufrag: token(8), password: token(24))
         start = monotonicNanoseconds()
+        // Until `localEndpoint` names them (or a sent packet's SSRC does): a random SSRC and CNAME.
+        rtcp = RTCPSession(localSSRC: UInt32.random(in: 1 ... .max), cname: token(16),
+                           wallClockNTP: RTCPSession.ntp(unixSeconds: Date().timeIntervalSince1970),
+                           monotonicNow: start)
         try socket.onReadable(loop: loop) { [weak self] _ in self?.readAll() }
     }
 
@@ -76,7 +105,9 @@ public final class WebRTCMediaTransport {
     }
 
     /// This side's ICE and DTLS parameters for the SDP.
+    /// `ssrc` and `cname` are also what this side's RTCP reports under.
     public func localEndpoint(ssrc: UInt32, cname: String, sends: Bool, receives: Bool) -> OpusAudioNegotiation.LocalEndpoint {
+        rtcp.setLocal(ssrc: ssrc, cname: cname)
         let host = socket.localAddress
         return OpusAudioNegotiation.LocalEndpoint(
             iceUfrag: credentials.ufrag, icePassword: credentials.password, fingerprint: identity.fingerprint,
@@ -126,13 +157,19 @@ public final class WebRTCMediaTransport {
             guard let n = srtpOut.protect(out, length: packet.count) else { return false }
             return (try? socket.send(UnsafeRawBufferPointer(rebasing: out[0 ..< n]), to: destination)) ?? false
         }
-        if sent { statistics.rtpSent += 1 }
+        if sent {
+            statistics.rtpSent += 1
+            rtcp.sent(rtp: packet, at: monotonicNanoseconds())
+        }
         return sent
     }
 
+    /// Stops: a last report with BYE when connected (the peer learns at once that we left,
+    /// instead of after its media timeout), then the socket is closed.
     public func close() {
         if let timer { loop.cancel(timer) }
         timer = nil
+        if case .connected = state, sendsRTCP { sendReport(at: monotonicNanoseconds(), leaving: true) }
         socket.close()
         if case .failed = state {} else { state = .failed("closed") }
     }
@@ -151,6 +188,30 @@ public final class WebRTCMediaTransport {
         dtls?.tick(now: now)
         follow()
         flush()
+        if case .connected = state, sendsRTCP {
+            let t = monotonicNanoseconds()
+            if rtcp.reportDue(at: t) { sendReport(at: t, leaving: false) }
+        }
+    }
+
+    /// Writes the compound report due (`RTCPSession`), protects it as SRTCP and sends it to the
+    /// selected pair.
+    private func sendReport(at t: UInt64, leaving: Bool) {
+        guard let srtpOut, let destination = selectedDestination else { return }
+        let sent: Bool = rtcpBuffer.withUnsafeMutableBytes { out in
+            let room = UnsafeMutableRawBufferPointer(rebasing: out[0 ..< out.count - SRTPSession.rtcpTrailerRoom])
+            let length = rtcp.writeReport(into: room, at: t, random: Double.random(in: 0 ..< 1), leaving: leaving)
+            guard length > 0, let n = srtpOut.protectRTCP(out, length: length) else { return false }
+            return (try? socket.send(UnsafeRawBufferPointer(rebasing: out[0 ..< n]), to: destination)) ?? false
+        }
+        if sent { statistics.rtcpSent += 1 }
+    }
+
+    /// The peer's view of our stream, copied into `statistics` after each report read.
+    private func updateRemoteStatistics() {
+        statistics.roundTripMs = rtcp.roundTripMs
+        statistics.remoteFractionLost = rtcp.remoteFractionLost
+        statistics.remoteJitterMs = rtcp.remoteReport.map { Double($0.jitter) * 1000 / Double(rtcp.clockRate) }
     }
 
     /// Moves the state along what ICE and DTLS did.
@@ -177,6 +238,7 @@ public final class WebRTCMediaTransport {
                 do {
                     srtpOut = try SRTPSession(key: local, direction: .protect)
                     srtpIn = try SRTPSession(key: remote, direction: .unprotect)
+                    rtcp.start(at: monotonicNanoseconds(), random: Double.random(in: 0 ..< 1))
                     state = .connected(profile: keys.profile)
                 } catch {
                     state = .failed("SRTP: \(error)")
@@ -200,6 +262,8 @@ public final class WebRTCMediaTransport {
     private func readAll() {
         while let d = buffer.withUnsafeMutableBytes({ try? socket.receive(into: $0) }) ?? nil {
             guard let agent, d.count > 0 else { continue }
+            // The arrival time of the datagram, for the jitter of the RTP in it (RFC 3550 A.8).
+            let arrival = monotonicNanoseconds()
             buffer.withUnsafeMutableBytes { raw in
                 let datagram = UnsafeMutableRawBufferPointer(rebasing: raw[0 ..< d.count])
                 let first = datagram[0]
@@ -215,11 +279,16 @@ public final class WebRTCMediaTransport {
                     dtls?.receive(UnsafeRawBufferPointer(datagram), now: now)
                 } else if (128 ... 191).contains(first), d.count > 12 {
                     // rtcp-mux (RFC 5761): payload types 200-206 (marker bit aside) are RTCP.
-                    if (72 ... 78).contains(datagram[1] & 0x7F) { statistics.rtcpIgnored += 1; return }
+                    if (72 ... 78).contains(datagram[1] & 0x7F) {
+                        receiveRTCP(datagram, at: arrival)
+                        return
+                    }
                     guard let srtpIn else { return }
                     if case .rtp(let length) = srtpIn.unprotect(datagram, length: d.count) {
                         statistics.rtpReceived += 1
-                        onRTP?(UnsafeMutableRawBufferPointer(rebasing: datagram[0 ..< length]))
+                        let packet = UnsafeMutableRawBufferPointer(rebasing: datagram[0 ..< length])
+                        rtcp.received(rtp: UnsafeRawBufferPointer(packet), at: arrival)
+                        onRTP?(packet)
                     } else {
                         statistics.srtpRefused += 1
                     }
@@ -228,6 +297,23 @@ public final class WebRTCMediaTransport {
         }
         follow()
         flush()
+    }
+
+    /// One SRTCP datagram from the selected pair: verified, decrypted, read.
+    private func receiveRTCP(_ datagram: UnsafeMutableRawBufferPointer, at arrival: UInt64) {
+        guard let srtpIn else { statistics.rtcpIgnored += 1; return }
+        switch srtpIn.unprotectRTCP(datagram, length: datagram.count) {
+        case .rtcp(let length):
+            do throws(RTCPError) {
+                try rtcp.receive(rtcp: UnsafeRawBufferPointer(rebasing: datagram[0 ..< length]), at: arrival)
+                statistics.rtcpReceived += 1
+                updateRemoteStatistics()
+            } catch {
+                statistics.rtcpIgnored += 1
+            }
+        case .authenticationFailure, .replay, .malformed:
+            statistics.srtpRefused += 1
+        }
     }
 
     /// IPv4 only for now (the appliance's host candidate and the servers it reaches).

@@ -80,6 +80,9 @@ enum FuzzTarget: String, CaseIterable {
     case sdp
     /// `room.janus_url` (`JanusURL`): where the appliance finds Janus's WebSocket API.
     case janusurl = "janus-url"
+    /// RTCP compound packets and SRTCP from a WebRTC peer (issue 12), and the receive
+    /// statistics and reports of `RTCPSession`.
+    case rtcp
 
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
@@ -94,6 +97,7 @@ enum FuzzTarget: String, CaseIterable {
         case .board: fuzzBoard(bytes)
         case .sdp: fuzzSDP(bytes)
         case .janusurl: fuzzJanusURL(bytes)
+        case .rtcp: fuzzRTCP(bytes)
         }
     }
 }
