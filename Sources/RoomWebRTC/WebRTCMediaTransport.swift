@@ -70,6 +70,9 @@ public final class WebRTCMediaTransport {
     private var dtls: DTLSEndpoint?
     private var srtpOut: SRTPSession?
     private var srtpIn: SRTPSession?
+    /// The SRTP master keys (key ‖ salt) DTLS exported, ours and the peer's: tests decrypt a
+    /// packet capture with them (never logged, not public).
+    private(set) var srtpMasterKeys: (local: [UInt8], remote: [UInt8])?
     private var timer: EventLoop.TimerID?
     /// The selected pair's remote address as a socket address, kept from the moment ICE selects
     /// it: media in and out compare and send with it, so no packet formats an address.
@@ -238,6 +241,7 @@ public final class WebRTCMediaTransport {
                 do {
                     srtpOut = try SRTPSession(key: local, direction: .protect)
                     srtpIn = try SRTPSession(key: remote, direction: .unprotect)
+                    srtpMasterKeys = (keys.local, keys.remote)
                     rtcp.start(at: monotonicNanoseconds(), random: Double.random(in: 0 ..< 1))
                     state = .connected(profile: keys.profile)
                 } catch {
