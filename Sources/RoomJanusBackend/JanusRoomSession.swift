@@ -28,7 +28,17 @@ public final class JanusRoomSession: RoomBackend {
     public private(set) var configuration: JanusRoomConfiguration
     public var onEvent: ((RoomSessionEvent) -> Void)?
     public private(set) var connectionState: RoomConnectionState = .idle
-    public private(set) var statistics = RoomSessionStatistics()
+    /// The session's counters, with the media path's round trip from RTCP (Janus answers our
+    /// reports; docs/webrtc.md, "RTCP").
+    public var statistics: RoomSessionStatistics {
+        var s = counters
+        if let media = transport?.statistics {
+            if let rtt = media.roundTripMs { s.lastMediaRTTMs = Int(rtt.rounded()) }
+            s.srtpAuthenticationFailures = media.srtpRefused
+        }
+        return s
+    }
+    private var counters = RoomSessionStatistics()
     public private(set) var participants: [RoomParticipantID: ParticipantInfo] = [:]
     public private(set) var joinInfo: RoomJoinInfo?
     public private(set) var isSelfMuted = false
@@ -129,7 +139,7 @@ public final class JanusRoomSession: RoomBackend {
 
     private func attempt() {
         retryTimer = nil
-        statistics.connectAttempts += 1
+        counters.connectAttempts += 1
         let endpoint = configuration.endpoints[endpointIndex % configuration.endpoints.count]
         let server: SocketAddress
         do {
@@ -149,6 +159,12 @@ public final class JanusRoomSession: RoomBackend {
         let local = media.localEndpoint(ssrc: ssrc, cname: configuration.display, sends: true, receives: true)
         media.onRTP = { [weak self] packet in self?.received(packet) }
         media.onState = { [weak self] state in self?.mediaStateChanged(state) }
+        // Janus's receiver reports tell what it lost of our stream: the encoder's FEC follows it
+        // (RoomLink passes `receiverLoss` on), as the roomserver's loss reports do there.
+        media.onRemoteReport = { [weak self] report in
+            guard let self, let lost = report.remoteFractionLost else { return }
+            self.emit(.receiverLoss(lostPermille: Int((lost * 1000).rounded()), receivers: 1))
+        }
         transport = media
         localEndpoint = local
         let offer = OpusAudioNegotiation.offer(local, sessionID: "\(UInt32.random(in: 1 ... .max, using: &random))")
@@ -189,7 +205,7 @@ public final class JanusRoomSession: RoomBackend {
     private func connectionLost(_ reason: String) {
         Log.warning("janus: room lost: \(reason); joining again")
         teardown(politely: true)
-        statistics.reconnects += 1
+        counters.reconnects += 1
         failingSinceNs = monotonicNanoseconds()
         consecutiveFailures = 0
         reportedFailed = false
@@ -217,6 +233,7 @@ public final class JanusRoomSession: RoomBackend {
         if let transport {
             transport.onState = nil
             transport.onRTP = nil
+            transport.onRemoteReport = nil
             transport.close()
         }
         transport = nil
@@ -281,7 +298,7 @@ public final class JanusRoomSession: RoomBackend {
                                 restored: false, isRejoin: restored)
         joinedBefore = true
         phase = .joined
-        statistics.joins += 1
+        counters.joins += 1
         consecutiveFailures = 0
         reportedFailed = false
         failingSinceNs = nil
@@ -371,10 +388,10 @@ public final class JanusRoomSession: RoomBackend {
     private func received(_ packet: UnsafeMutableRawBufferPointer) {
         let arrival = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         guard let p = try? MediaPacket(rtp: UnsafeRawBufferPointer(packet), arrivalSamples: arrival) else {
-            statistics.garbageDatagrams += 1
+            counters.garbageDatagrams += 1
             return
         }
-        if incoming.push(p) { statistics.packetsReceived += 1 } else { statistics.droppedIncomingRingFull += 1 }
+        if incoming.push(p) { counters.packetsReceived += 1 } else { counters.droppedIncomingRingFull += 1 }
     }
 
     private var isSendingMedia: Bool {
@@ -385,9 +402,9 @@ public final class JanusRoomSession: RoomBackend {
         let sending = isSendingMedia
         while var packet = outgoing.pop() {
             guard sending, let transport else {
-                if phase != .joined || !isMediaPathUp { statistics.droppedNotConnected += 1 }
-                else if stage != .onStage { statistics.droppedNotOnStage += 1 }
-                else { statistics.droppedMuted += 1 }
+                if phase != .joined || !isMediaPathUp { counters.droppedNotConnected += 1 }
+                else if stage != .onStage { counters.droppedNotOnStage += 1 }
+                else { counters.droppedMuted += 1 }
                 continue
             }
             packet.ssrc = ssrc
@@ -395,10 +412,10 @@ public final class JanusRoomSession: RoomBackend {
             sequence &+= 1
             guard let n = try? packet.serializeRTP(into: sendBuffer),
                   transport.sendRTP(UnsafeRawBufferPointer(rebasing: sendBuffer[0 ..< n])) else {
-                statistics.droppedSendFailed += 1
+                counters.droppedSendFailed += 1
                 continue
             }
-            statistics.packetsSent += 1
+            counters.packetsSent += 1
         }
     }
 

@@ -55,6 +55,9 @@ public final class WebRTCMediaTransport {
     public private(set) var state = State.idle { didSet { if state != oldValue { onState?(state) } } }
     public private(set) var statistics = Statistics()
     public var onState: ((State) -> Void)?
+    /// After each RTCP report of the peer's was read: its view of our stream (`statistics`'
+    /// `roundTripMs`, `remoteFractionLost`, `remoteJitterMs`), e.g. for the encoder's FEC.
+    public var onRemoteReport: ((Statistics) -> Void)?
     /// Whether reports are sent (incoming RTCP is read either way). On by default; off only to
     /// measure what a peer does without our RTCP (docs/webrtc.md, "RTCP").
     public var sendsRTCP = true
@@ -215,6 +218,7 @@ public final class WebRTCMediaTransport {
         statistics.roundTripMs = rtcp.roundTripMs
         statistics.remoteFractionLost = rtcp.remoteFractionLost
         statistics.remoteJitterMs = rtcp.remoteReport.map { Double($0.jitter) * 1000 / Double(rtcp.clockRate) }
+        onRemoteReport?(statistics)
     }
 
     /// Moves the state along what ICE and DTLS did.

@@ -57,6 +57,8 @@ final class JanusCaptureTests: XCTestCase {
             configuration: JanusRoomConfiguration(endpoints: [HostPort(host: "127.0.0.1", port: UInt16(port))], tls: nil, room: 1234,
                                                   display: "Capture-Talker-Marker", role: .streamer),
             outgoing: outgoing, incoming: incoming)
+        var lossReports: [Int] = []
+        session.onEvent = { if case .receiverLoss(let permille, _) = $0 { lossReports.append(permille) } }
         session.start()
         XCTAssertTrue(run(loop, seconds: 10) { session.isMediaPathUp }, "state \(session.connectionState), Janus \(String(describing: session.janusState))")
         let transport = try XCTUnwrap(session.transport)
@@ -79,6 +81,10 @@ final class JanusCaptureTests: XCTestCase {
         }
         XCTAssertGreaterThanOrEqual(session.statistics.packetsSent, 100, "\(session.statistics)")
         XCTAssertGreaterThan(session.statistics.packetsReceived, 20, "Janus's mix reached the appliance: \(session.statistics)")
+        // Janus's RTCP receiver reports: a round trip, and its loss of our stream for the FEC.
+        XCTAssertTrue(run(loop, seconds: 3) { !lossReports.isEmpty && session.statistics.lastMediaRTTMs != nil },
+                      "RTCP from Janus: \(String(describing: transport.statistics))")
+        XCTAssertEqual(lossReports.last, 0, "nothing is lost on loopback")
         session.leave()
         _ = run(loop, seconds: 0.3) { false }
 
