@@ -360,6 +360,18 @@ def srtp_side_by_side(path, bench, metrics):
                  relative_pct=round((on - off) / off * 100, 1) if off else None)
 
 
+def browser_round_trip(work):
+    """scripts/bench janus, part 4: the marks A spoke, back at A's speaker through a browser that
+    sends on what it hears (appliance -> Janus -> browser -> Janus -> appliance)."""
+    delays, sent = mouth_to_ear(f"{work}/marks.wav", f"{work}/rt.status", f"{work}/rt-speaker.wav", f"{work}/rt.status", window_ms=1000)
+    if len(delays) < 5:
+        sys.exit(f"bench janus: only {len(delays)} marks came back through the browser of {len(sent)}")
+    emit("janus", "janus.browser_round_trip_ms", delays[len(delays) // 2], "ms", board="sim", marks=len(delays), sent=len(sent),
+         p10=round(delays[int(len(delays) * 0.1)], 2), p90=round(delays[int(len(delays) * 0.9)], 2),
+         path="A's mic -> roomd -> Janus AudioBridge -> headless Chromium (WebRTC jitter buffer, decode, WebAudio, encode) -> Janus AudioBridge -> roomd -> A's speaker",
+         measure="median over the marks; one way appliance -> browser is about half (the two legs are not the same)")
+
+
 def backends(jsonl):
     """janus.X minus e2e.X for each figure both paths measured in one run (scripts/bench janus)."""
     values = {l["metric"]: l["value"] for l in lines(jsonl)}
@@ -378,6 +390,8 @@ if __name__ == "__main__":
         binary(sys.argv[2])
     elif sys.argv[1] == "srtp-e2e":
         srtp_side_by_side(sys.argv[2], "e2e", ["e2e.mouth_to_ear_ms", "e2e.rss_mb", "e2e.roomd_cpu_pct", "e2e.join_ms"])
+    elif sys.argv[1] == "browser-round-trip":
+        browser_round_trip(sys.argv[2])
     elif sys.argv[1] == "backends":
         backends(sys.argv[2])
     elif sys.argv[1] == "srtp-server":

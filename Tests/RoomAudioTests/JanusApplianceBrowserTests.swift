@@ -65,6 +65,7 @@ final class JanusApplianceBrowserTests: ProcessTestCase {
         let wav = try XCTUnwrap(try b.recording(timeout: 5), b.diagnostics)
         try? Data(WAVFile.encode(wav)).write(to: URL(fileURLWithPath: dir + "/B-recording.wav"))
         let found = SpeechMatch.locate(reference, in: wav.samples.map { Float($0) / 32768 })
+        print("JanusApplianceBrowserTests: appliance -> browser \(String(describing: found))")
         XCTAssertGreaterThan(found?.correlation ?? 0, 0.85,
                              "the browser's recording holds the appliance's sentence (\(String(describing: found))); \(dir)/B-recording.wav")
 
@@ -112,6 +113,7 @@ final class JanusApplianceBrowserTests: ProcessTestCase {
         let mono: [Float] = speaker.channels == 1 ? speaker.samples.map { Float($0) / 32768 }
             : stride(from: 0, to: speaker.samples.count, by: speaker.channels).map { Float(speaker.samples[$0]) / 32768 }
         let heard = SpeechMatch.locate(reference, in: mono)
+        print("JanusApplianceBrowserTests: browser -> appliance \(String(describing: heard))")
         XCTAssertGreaterThan(heard?.correlation ?? 0, 0.85,
                              "the appliance's speaker plays the browser's sentence (\(String(describing: heard))); \(dir)/l-speaker.wav")
     }

@@ -25,6 +25,38 @@ join_args() { echo "--backend janus --janus-room 1234 --server 127.0.0.1:$JANUS_
 pair_call
 kill "$JANUS_DEV"; wait "$JANUS_DEV" 2>/dev/null || true
 python3 "$ROOT/scripts/bench_analysis.py" e2e "$WORK" janus \
-  "A's mic (sim card) -> APM -> Opus 10 ms -> SRTP (DTLS keys) -> Janus AudioBridge (jitter buffer, decode, mix, Opus 20 ms) -> SRTP -> B's jitter buffer -> decoder -> B's speaker (sim card)" \
+  "A's mic (sim card) -> APM -> Opus 20 ms (the Janus default) -> SRTP (DTLS keys) -> Janus AudioBridge (jitter buffer, decode, mix, Opus 20 ms) -> SRTP -> B's jitter buffer -> decoder -> B's speaker (sim card)" \
   | tee -a "$WORK/janus.jsonl"
 python3 "$ROOT/scripts/bench_analysis.py" backends "$WORK/janus.jsonl"
+
+# 4. Appliance -> browser and back: headless Chromium (Debian's) joins the room with the page
+#    we ship (scripts/janus-page, echo=1: it sends back what it hears), A talks the marks with
+#    no acoustic echo in its room, and A's speaker plays them again after appliance -> Janus ->
+#    browser -> Janus -> appliance: janus.browser_round_trip_ms. Skipped without chromium.
+CHROMIUM="$(command -v /usr/lib/chromium/chromium || command -v chromium || true)"
+if [ -n "$CHROMIUM" ]; then
+  "$ROOT/scripts/janus-dev" "$WORK/janus" "$JANUS_PORT" > "$WORK/janus-dev.log" 2>&1 &
+  JANUS_DEV=$!
+  for _ in $(seq 150); do [ -s "$WORK/janus/ws_port" ] && break; sleep 0.1; done
+  PAGE_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  python3 -m http.server --bind 127.0.0.1 --directory "$ROOT/scripts/janus-page" "$PAGE_PORT" > "$WORK/page-server.log" 2>&1 &
+  PAGE_SERVER=$!
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$PAGE_PORT) 2>/dev/null && break; sleep 0.1; done
+  # Its own process group, ended as a whole (Chromium starts a dozen helpers).
+  setsid "$CHROMIUM" --headless=new --no-sandbox --disable-gpu --mute-audio --no-first-run --disable-extensions \
+    --disable-background-networking --disable-component-update --disable-sync --disable-dev-shm-usage \
+    --disable-background-timer-throttling --disable-renderer-backgrounding --autoplay-policy=no-user-gesture-required \
+    --use-fake-ui-for-media-stream --use-fake-device-for-media-stream --disable-features=WebRtcHideLocalIpsWithMdns \
+    --user-data-dir="$WORK/chromium" \
+    "http://127.0.0.1:$PAGE_PORT/index.html?janus=ws://127.0.0.1:$JANUS_PORT&room=1234&display=echo-browser&echo=1&rejoin=0" \
+    > "$WORK/chromium.log" 2>&1 &
+  BROWSER=$!
+  sleep 4
+  room "$WORK/rt.conf" input="$WORK/marks.wav" input_end=loop status="$WORK/rt.status" output="$WORK/rt-speaker.wav" echo=off
+  ROOMSIM_CONFIG="$WORK/rt.conf" roomd $(join_args rt) --role streamer --duration 16 > "$WORK/rt.jsonl" 2> "$WORK/rt.log"
+  kill -TERM -- "-$BROWSER" 2>/dev/null || true; wait "$BROWSER" 2>/dev/null || true
+  kill "$PAGE_SERVER" "$JANUS_DEV" 2>/dev/null || true; wait "$PAGE_SERVER" "$JANUS_DEV" 2>/dev/null || true
+  python3 "$ROOT/scripts/bench_analysis.py" browser-round-trip "$WORK"
+else
+  echo "bench janus: chromium not installed: no janus.browser_round_trip_ms" >&2
+fi

@@ -16,6 +16,9 @@
 //   muted=0                    join muted
 //   record=SECONDS             record that long from page load, then upload (0: no recording)
 //   rejoin=1                   when Janus's WebSocket closes (a restart), join again every 1 s
+//   echo=1                     send back what it hears (Janus's mix) instead of a microphone:
+//                              an appliance alone with it hears itself after appliance -> Janus
+//                              -> browser -> Janus -> appliance (scripts/bench janus)
 //   report=URL                 the test server's origin (default: this page's)
 "use strict";
 
@@ -28,6 +31,7 @@ const P = {
   muted: q.get("muted") === "1",
   record: Number(q.get("record") || 0),
   rejoin: q.get("rejoin") !== "0",
+  echo: q.get("echo") === "1",
   report: q.get("report") || location.origin,
 };
 P.peer = q.get("peer") || P.display;
@@ -168,7 +172,7 @@ async function join() {
 // playing its file when the audio can flow (the file plays from its start when the track is
 // opened), and the same track is reused when a restarted Janus is joined again.
 async function startMicrophone() {
-  if (!P.send) return;
+  if (!P.send || P.echo) return;
   try {
     if (!mic) {
       // No echo cancellation, noise suppression or gain control: the test compares what
@@ -256,11 +260,28 @@ function listen(stream) {
   const element = document.getElementById("remote");
   element.srcObject = stream;
   element.play().catch((e) => report("error", { error: "play: " + e }));
+  if (P.echo) startEcho(stream);
   if (!audio) return;
   if (remoteSource) remoteSource.disconnect();
   remoteSource = audio.createMediaStreamSource(stream);
   remoteSource.connect(bus);
   report("status", { status: "remote-track" });
+}
+
+// echo=1: what Janus sends goes straight back out (WebAudio, no processing), the way a
+// browser user's speaker-to-microphone path would, minus the room.
+let echoContext = null;
+async function startEcho(stream) {
+  try {
+    if (!echoContext) echoContext = new AudioContext({ sampleRate: 48000, latencyHint: "interactive" });
+    const out = echoContext.createMediaStreamDestination();
+    echoContext.createMediaStreamSource(stream).connect(out);
+    await echoContext.resume();
+    if (sender) await sender.replaceTrack(out.stream.getAudioTracks()[0]);
+    report("status", { status: "echo", baseLatency: echoContext.baseLatency });
+  } catch (e) {
+    report("error", { error: "echo: " + e });
+  }
 }
 
 function wav(samples, rate) {
