@@ -156,7 +156,7 @@ let package = Package(
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
-        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus"]),
+        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus", "RoomICE"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],

@@ -17,6 +17,9 @@ public struct JanusRoomConfiguration: Sendable {
     /// The room's secret (`room.janus_secret`): makes the appliance a moderator — approving a
     /// raised hand unmutes that participant, demoting or muting mutes it, kicking removes it.
     public var secret: String?
+    /// A STUN server (`room.stun_server`): the appliance then offers its NAT's address too
+    /// (a server-reflexive candidate) besides its host address.
+    public var stunServer: HostPort?
     /// The name browsers show (`room.display_name`; default: the host name).
     public var display: String
     /// streamer: joins speaking (unmuted); audience: joins muted, and only a moderator's unmute

@@ -156,7 +156,6 @@ public final class JanusRoomSession: RoomBackend {
             return attemptFailed("media socket on \(host): \(error)")
         }
         ssrc = UInt32.random(in: 1 ... .max, using: &random)
-        let local = media.localEndpoint(ssrc: ssrc, cname: configuration.display, sends: true, receives: true)
         media.onRTP = { [weak self] packet in self?.received(packet) }
         media.onState = { [weak self] state in self?.mediaStateChanged(state) }
         // Janus's receiver reports tell what it lost of our stream: the encoder's FEC follows it
@@ -166,6 +165,28 @@ public final class JanusRoomSession: RoomBackend {
             self.emit(.receiverLoss(lostPermille: Int((lost * 1000).rounded()), receivers: 1))
         }
         transport = media
+        phase = .joining
+        // With a STUN server: the NAT's address for this socket joins the offer (a Janus outside
+        // the appliance's network checks it); without an answer the host candidate goes alone.
+        if let stun = configuration.stunServer {
+            guard let stunAddress = try? stun.resolve().first else {
+                Log.warning("janus: STUN server \(stun) does not resolve; offering the host candidate only")
+                return offer(media, endpoint: endpoint, server: server, extra: [])
+            }
+            media.gatherServerReflexive(from: stunAddress) { [weak self, weak media] candidate in
+                guard let self, let media, media === self.transport else { return }
+                if candidate == nil { Log.warning("janus: no answer from STUN server \(stun); offering the host candidate only") }
+                self.offer(media, endpoint: endpoint, server: server, extra: candidate.map { [$0] } ?? [])
+            }
+            return
+        }
+        offer(media, endpoint: endpoint, server: server, extra: [])
+    }
+
+    /// The offer (host candidate, and `extra`), then the WebSocket and the join.
+    private func offer(_ media: WebRTCMediaTransport, endpoint: HostPort, server: SocketAddress, extra: [ICECandidate]) {
+        var local = media.localEndpoint(ssrc: ssrc, cname: configuration.display, sends: true, receives: true)
+        local.candidates += extra
         localEndpoint = local
         let offer = OpusAudioNegotiation.offer(local, sessionID: "\(UInt32.random(in: 1 ... .max, using: &random))")
         let c = JanusConnection(loop: loop, endpoint: endpoint, tls: configuration.tls,
@@ -176,7 +197,6 @@ public final class JanusRoomSession: RoomBackend {
         }
         connection = c
         askedJanusMuted = janusMuted
-        phase = .joining
         do { try c.join(offer: offer.text, muted: askedJanusMuted) } catch {
             return attemptFailed("Janus at \(server): \(error)")
         }

@@ -122,6 +122,54 @@ public final class WebRTCMediaTransport {
             ssrc: ssrc, cname: cname, sends: sends, receives: receives)
     }
 
+    // MARK: Server-reflexive candidate
+
+    private var gathering: (server: SocketAddress, transaction: [UInt8], completion: (ICECandidate?) -> Void,
+                            timer: EventLoop.TimerID?, deadline: UInt64, wait: UInt64)?
+
+    /// This socket's address as a STUN server sees it (an RFC 8489 Binding request from the media
+    /// socket), as a server-reflexive candidate for the offer: what a peer outside the
+    /// appliance's NAT can reach. `completion` gets the candidate, or nil when the server did not
+    /// answer within `timeout` (requests are repeated at 100, 200, 400 ms …). Before `start`.
+    public func gatherServerReflexive(from server: SocketAddress, timeout: Duration = .milliseconds(800),
+                                      completion: @escaping (ICECandidate?) -> Void) {
+        let transaction = (0 ..< 12).map { _ in UInt8.random(in: 0 ... 255) }
+        let now = monotonicNanoseconds()
+        gathering = (server, transaction, completion, nil, now + timeout.monotonicNanosecondCount, 100_000_000)
+        sendGatheringRequest()
+    }
+
+    private func sendGatheringRequest() {
+        guard var g = gathering else { return }
+        let request = STUNMessage(class: .request, transactionID: g.transaction).serialize()
+        _ = try? socket.send(request, to: g.server)
+        let now = monotonicNanoseconds()
+        guard now < g.deadline else { return finishGathering(nil) }
+        let wait = min(g.wait, g.deadline - now)
+        g.wait *= 2
+        g.timer = loop.schedule(after: .nanoseconds(Int64(wait))) { [weak self] in
+            self?.gathering?.timer = nil
+            self?.sendGatheringRequest()
+        }
+        gathering = g
+    }
+
+    private func gathered(_ bytes: UnsafeRawBufferPointer) {
+        guard let g = gathering, let m = try? STUNMessage.parse(bytes).message, m.transactionID == g.transaction,
+              m.messageClass == .success, let mapped = m.xorMappedAddress else { return }
+        let host = socket.localAddress
+        finishGathering(ICECandidate(foundation: "2", priority: ICECandidate.priority(kind: .srflx),
+                                     address: mapped.ip.map(String.init).joined(separator: "."), port: Int(mapped.port), kind: .srflx,
+                                     relatedAddress: host.host, relatedPort: Int(host.port ?? 0)))
+    }
+
+    private func finishGathering(_ candidate: ICECandidate?) {
+        guard let g = gathering else { return }
+        if let timer = g.timer { loop.cancel(timer) }
+        gathering = nil
+        g.completion(candidate)
+    }
+
     /// Starts ICE with what the other side's description said, then DTLS over the selected pair.
     public func start(_ agreement: OpusAudioNegotiation.Agreement, controlling: Bool) {
         let agent = ICEAgent(role: controlling ? .controlling : .controlled, local: credentials,
@@ -269,6 +317,10 @@ public final class WebRTCMediaTransport {
 
     private func readAll() {
         while let d = buffer.withUnsafeMutableBytes({ try? socket.receive(into: $0) }) ?? nil {
+            if gathering != nil, d.count > 0, d.source == gathering?.server, buffer[0] < 4 {
+                buffer.withUnsafeBytes { gathered(UnsafeRawBufferPointer(rebasing: $0[0 ..< d.count])) }
+                continue
+            }
             guard let agent, d.count > 0 else { continue }
             // The arrival time of the datagram, for the jitter of the RTP in it (RFC 3550 A.8).
             let arrival = monotonicNanoseconds()

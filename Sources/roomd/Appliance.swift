@@ -96,8 +96,10 @@ final class Appliance {
     static func janusTarget(_ e: EffectiveSettings, addresses: [HostPort], role: RoomRole) throws(SystemError) -> RoomTarget {
         guard let room = e.janusRoom else { throw SystemError("room.backend = janus needs room.janus_room (the AudioBridge room number)") }
         guard e.opusFrameMilliseconds == 20 else { throw SystemError(janusFrameProblem) }
-        return .janus(JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: room, pin: e.janusPin,
-                                             secret: e.janusSecret, display: e.displayName, role: role))
+        var configuration = JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: room, pin: e.janusPin,
+                                                   secret: e.janusSecret, display: e.displayName, role: role)
+        configuration.stunServer = try e.stunServer.map { (text) throws(SystemError) in try HostPort(parsing: text) }
+        return .janus(configuration)
     }
 
     /// Host names stay names: the session resolves them at each attempt.
@@ -167,7 +169,7 @@ final class Appliance {
             }
         }
         let roomChanged = after.servers != before.servers || after.role != before.role || after.signalling != before.signalling
-            || after.backend != before.backend || after.janusRoom != before.janusRoom || after.janusPin != before.janusPin || after.janusSecret != before.janusSecret
+            || after.backend != before.backend || after.janusRoom != before.janusRoom || after.janusPin != before.janusPin || after.janusSecret != before.janusSecret || after.stunServer != before.stunServer
             || (after.backend == .janus && after.displayName != before.displayName)
         // The token file is compared by content: rotating a token is rewriting that file and
         // reloading, with the path unchanged.
@@ -217,7 +219,7 @@ final class Appliance {
             }
         }
         let roomKeys = ["room.server", "room.role", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
-                        "room.plaintext_signalling", "room.backend", "room.janus_room", "room.janus_pin", "room.janus_secret", "room.display_name"]
+                        "room.plaintext_signalling", "room.backend", "room.janus_room", "room.janus_pin", "room.janus_secret", "room.stun_server", "room.display_name"]
         if roomChanged, let janus {
             do {
                 try room.connect(janus, muted: session?.isSelfMuted ?? now.muted)

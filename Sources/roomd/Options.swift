@@ -37,6 +37,7 @@ struct Options {
     var backend: RoomBackendKind?
     var janusRoom: UInt64?
     var displayName: String?
+    var stunServer: String?
     var controlSocket: String?
     var controlGroup: String?
     var stateDirectory: String?
@@ -61,6 +62,8 @@ struct Options {
                              WebSocket transport (wss unless --plaintext-signalling)
       --janus-room N         the Janus AudioBridge room to join (with --backend janus)
       --display-name NAME    the name people in a Janus room see (default: the host name)
+      --stun-server ADDR     a STUN server (host:port): also offer Janus this appliance's
+                             address outside its NAT
       --token TOKEN          the room token (JWT from the room service, or roomserver mint-token)
       --token-file PATH      read the token from PATH instead (keeps it out of ps and the journal)
       --tls-ca-file PATH     trust the server's certificate when it chains to a CA in PATH (PEM)
@@ -145,6 +148,9 @@ struct Options {
             case "--janus-room":
                 guard let v = value(a), let n = UInt64(v), n > 0 else { return .exit("roomd: --janus-room needs a room number (1 or more)", 2) }
                 o.janusRoom = n
+            case "--stun-server":
+                guard let v = value(a), ApplianceConfiguration.isHostPort(v) else { return .exit("roomd: --stun-server needs host:port", 2) }
+                o.stunServer = v
             case "--display-name":
                 guard let v = value(a), (1 ... 64).contains(v.count), !v.contains(where: { $0.isNewline || $0 == "\"" }) else {
                     return .exit("roomd: --display-name needs 1-64 characters, no quotes or line breaks", 2)
@@ -213,6 +219,7 @@ struct Options {
         }
         if o.backend == .janus && !o.servers.isEmpty && o.janusRoom == nil { return .exit("roomd: --backend janus needs --janus-room", 2) }
         if o.janusRoom != nil && o.backend != .janus { return .exit("roomd: --janus-room needs --backend janus", 2) }
+        if o.stunServer != nil && o.backend != .janus { return .exit("roomd: --stun-server needs --backend janus", 2) }
         if o.backend == .janus && o.opusFrameMilliseconds == 10 {
             return .exit("roomd: --opus-frame 10 with --backend janus: a Janus AudioBridge mixes one packet per participant every 20 ms and drops the rest (20 is the default there)", 2)
         }

@@ -16,6 +16,7 @@ struct EffectiveSettings: Equatable {
     var janusRoom: UInt64?
     var janusPin: String?
     var janusSecret: String?
+    var stunServer: String?
     /// The name people in a Janus room see.
     var displayName: String
     /// How the signalling server is checked (TLS unless `plaintextSignalling`).
@@ -135,6 +136,7 @@ final class SettingsStore {
             janusRoom: o.servers.isEmpty ? (o.janusRoom ?? file.janusRoom) : o.janusRoom,
             janusPin: o.servers.isEmpty ? file.janusPin : nil,
             janusSecret: o.servers.isEmpty ? file.janusSecret : nil,
+            stunServer: o.stunServer ?? (o.servers.isEmpty ? file.stunServer : nil),
             displayName: o.displayName ?? file.displayName ?? Self.hostName,
             signalling: SignallingSecurity(
                 caFile: o.tlsCAFile ?? file.tlsCAFile, pins: o.tlsPins ?? file.tlsPins,

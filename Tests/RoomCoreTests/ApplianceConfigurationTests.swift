@@ -70,6 +70,8 @@ final class ApplianceConfigurationTests: XCTestCase {
             ("[audio]\nopus_frame_ms = 40\n", 2, "audio.opus_frame_ms", "not supported"),
             ("[audio]\nprofle = speech\n", 2, "audio.profle", "did you mean \"profile\""),
             ("[room]\nbackend = sfu\n", 2, "room.backend", "roomserver or janus"),
+            ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\njanus_room = 1\nstun_server = stun.example.org\n", 5, "room.stun_server", "not host:port"),
+            ("[room]\nserver = 10.0.0.5:7700\ntoken = x\nstun_server = stun.example.org:3478\n", 4, "room.stun_server", "only for room.backend = janus"),
             ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\njanus_room = 1\n[audio]\nopus_frame_ms = 10\n", 6, "audio.opus_frame_ms", "every 20 ms"),
             ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\n", 2, "room.backend", "needs room.janus_room"),
             ("[room]\nbackend = janus\nserver = 10.0.0.5:8989\njanus_room = abc\n", 4, "room.janus_room", "not a room number"),

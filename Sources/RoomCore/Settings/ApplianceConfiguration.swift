@@ -30,6 +30,9 @@ public struct ApplianceConfiguration: Sendable, Equatable {
     public var janusPin: String?
     /// `room.janus_secret`: the AudioBridge room's secret, which makes the appliance a moderator.
     public var janusSecret: String?
+    /// `room.stun_server`: `host:port` of a STUN server (backend janus): the appliance offers its
+    /// NAT's address too.
+    public var stunServer: String?
     /// `room.display_name`: the name people in the room see (Janus; roomserver takes the
     /// token's name). nil: the host name.
     public var displayName: String?
@@ -62,7 +65,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
     static let schema: [(name: String, keys: [String])] = [
         ("board", ["path"]),
         ("room", ["server", "token", "token_file", "role", "tls_ca_file", "tls_pin", "tls_server_name", "plaintext_signalling",
-                  "backend", "janus_room", "janus_pin", "janus_secret", "display_name"]),
+                  "backend", "janus_room", "janus_pin", "janus_secret", "stun_server", "display_name"]),
         ("audio", ["profile", "volume_db", "aec_suppression", "opus_frame_ms"]),
         ("control", ["socket", "group"]),
         ("log", ["level"]),
@@ -104,6 +107,11 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if c.janusPin != nil && c.backend != .janus { throw values.error("room.janus_pin", "only for room.backend = janus") }
         c.janusSecret = try values.string("room.janus_secret")
         if c.janusSecret != nil && c.backend != .janus { throw values.error("room.janus_secret", "only for room.backend = janus") }
+        if let stun = try values.string("room.stun_server") {
+            guard isHostPort(stun) else { throw values.error("room.stun_server", "\"\(stun)\" is not host:port (e.g. stun.example.org:3478)") }
+            guard c.backend == .janus else { throw values.error("room.stun_server", "only for room.backend = janus") }
+            c.stunServer = stun
+        }
         if let name = try values.string("room.display_name") {
             guard (1 ... 64).contains(name.count), !name.contains(where: { $0.isNewline || $0 == "\"" }) else {
                 throw values.error("room.display_name", "1-64 characters, no quotes or line breaks")
@@ -202,6 +210,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if janusRoom != old.janusRoom { keys.append("room.janus_room") }
         if janusPin != old.janusPin { keys.append("room.janus_pin") }
         if janusSecret != old.janusSecret { keys.append("room.janus_secret") }
+        if stunServer != old.stunServer { keys.append("room.stun_server") }
         if displayName != old.displayName { keys.append("room.display_name") }
         if profile != old.profile { keys.append("audio.profile") }
         if volumeDB != old.volumeDB { keys.append("audio.volume_db") }
