@@ -218,4 +218,37 @@ final class JanusRoomProcessTests: ProcessTestCase {
                       "a moderator's mute, not B's own: \(status(b))")
         XCTAssertTrue(eventually(3) { bAsSeenByM()?["muted"] as? Bool == true }, "\(participants(m))")
     }
+
+    /// A reload that moves the appliance to another Janus room (room.janus_room changed in the
+    /// file): it leaves the first room properly and joins the second; a bad value is refused
+    /// with its line and changes nothing.
+    func testAReloadMovesTheApplianceToAnotherRoom() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
+        let roomd = try executable("roomd")
+        roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("janus-reload")
+        let (_, port) = try startJanus(dir)
+        func write(room: String) throws {
+            try "[room]\nbackend = janus\nserver = 127.0.0.1:\(port)\njanus_room = \(room)\nplaintext_signalling = yes\nrole = audience\n"
+                .write(toFile: dir + "/roomd.conf", atomically: true, encoding: .utf8)
+        }
+        try write(room: "1234")
+        try launch(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--config", dir + "/roomd.conf", "--duration", "30",
+                           "--stats-interval", "0", "--state-dir", "none", "--control-socket", dir + "/a.sock"],
+                   env: ["ROOMSIM_CONFIG": try E2E.writeRoom(dir, "a")], log: dir + "/a.log")
+        let a = dir + "/a.sock"
+        waitForSocket(a)
+        XCTAssertTrue(eventually(10) { inRoomWithMedia(a) && status(a)["room"] as? String == "janus:1234" }, "\(status(a))")
+
+        try write(room: "twelve")
+        let bad = try runSeparated(roomctl, ["--socket", a, "reload"])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue((bad.stdout + bad.stderr).contains("roomd.conf:4: room.janus_room"), bad.stdout + bad.stderr)
+        XCTAssertEqual(status(a)["room"] as? String, "janus:1234", "nothing changed")
+
+        try write(room: "5678")
+        let good = try runSeparated(roomctl, ["--socket", a, "reload"])
+        XCTAssertEqual(good.status, 0, good.stdout + good.stderr)
+        XCTAssertTrue(eventually(10) { inRoomWithMedia(a) && status(a)["room"] as? String == "janus:5678" }, "\(status(a))")
+    }
 }
