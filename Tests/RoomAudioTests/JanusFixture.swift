@@ -3,17 +3,17 @@ import RoomSystem
 import Glibc
 import XCTest
 
-/// A Janus (Debian's `janus` 1.1.2) of a test's own: its configuration in a directory of its
-/// own, the WebSocket API on a random port of 127.0.0.1, AudioBridge room 1234 at 48 kHz with
-/// talking events, nothing else loaded. It can be stopped and started again on the same port,
-/// the way a restarted server looks to the appliance and the browsers in its rooms.
-///
-/// The configuration is JanusLiveTests' (Tests/RoomJanusTests), copied rather than shared, so
-/// the two test targets stay independent. ICE runs on the machine's first non-loopback IPv4
-/// interface: libnice, Janus's ICE, gathers no loopback candidates (docs/janus.md, "Limits"),
-/// so browsers and appliances reach Janus's media on that address — still local traffic.
+/// A Janus (Debian's `janus` 1.1.2) of a test's own, as `scripts/janus-dev` configures it (the
+/// one configuration of a Janus for appliances the repo has: docs/janus.md): its files in a
+/// directory of its own, the WebSocket API on a random port of 127.0.0.1, AudioBridge rooms 1234
+/// and 5678 at 48 kHz with talking events, nothing else loaded. It can be stopped and started
+/// again on the same port, the way a restarted server looks to the appliance and the browsers
+/// in its rooms. ICE runs on the machine's first non-loopback IPv4 interface: libnice, Janus's
+/// ICE, gathers no loopback candidates (docs/janus.md, "Limits"), so browsers and appliances
+/// reach Janus's media on that address — still local traffic.
 final class JanusFixture {
     static let executable = "/usr/bin/janus"
+    static let script = SimCard.repoRoot + "/scripts/janus-dev"
 
     /// The room every browser and appliance of these tests joins.
     static let room = 1234
@@ -22,14 +22,15 @@ final class JanusFixture {
     let port: Int
     let interface: (name: String, address: String)
     private(set) var process: Process?
+    /// Extra environment for scripts/janus-dev (JANUS_WSS_CERT, JANUS_DEBUG_LEVEL, …).
+    var environment: [String: String] = [:]
 
     /// The WebSocket URL for browsers and roomd (subprotocol `janus-protocol`).
     var url: String { "ws://127.0.0.1:\(port)" }
     var logPath: String { directory + "/janus.log" }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// Writes the configuration into `directory` (created); skips the test when janus is not
-    /// installed or the machine has no interface but loopback.
+    /// Skips the test when janus is not installed or the machine has no interface but loopback.
     init(directory: String) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw XCTSkip("janus is not installed (\(Self.executable)); scripts/setup installs it")
@@ -37,45 +38,20 @@ final class JanusFixture {
         guard let interface = Self.localInterface() else {
             throw XCTSkip("no IPv4 interface besides loopback: libnice (Janus's ICE) gathers no loopback candidates")
         }
-        guard let lib = Self.moduleDirectory() else { throw XCTSkip("Janus's plugins are not under /usr/lib/*/janus") }
         self.directory = directory
         self.interface = interface
         port = E2E.freePort()
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        // Only the AudioBridge and the WebSocket transport: the other plugins and transports
-        // cost start-up time, and with Debian's stock config some of them log errors or give up
-        // (docs/janus.md). `session_timeout = 60` is what the appliance's 25 s keepalive is
-        // sized for. `audiolevel_event` makes Janus send `talking`/`stopped-talking`.
-        let files = [
-            "janus.jcfg": """
-            general: { configs_folder = "\(directory)" plugins_folder = "\(lib)/plugins" transports_folder = "\(lib)/transports"
-                       events_folder = "\(lib)/events" loggers_folder = "\(lib)/loggers" debug_level = 4 session_timeout = 60 }
-            plugins: { disable = "libjanus_echotest.so,libjanus_videocall.so,libjanus_sip.so,libjanus_nosip.so,libjanus_streaming.so,libjanus_textroom.so,libjanus_recordplay.so,libjanus_voicemail.so,libjanus_lua.so,libjanus_duktape.so,libjanus_videoroom.so" }
-            transports: { disable = "libjanus_http.so,libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so" }
-            events: { broadcast = false }
-            loggers: { disable = "libjanus_jsonlog.so" }
-            nat: { ice_enforce_list = "\(interface.name)" ignore_mdns = true }
-            """,
-            "janus.transport.websockets.jcfg": """
-            general: { json = "plain" ws = true ws_port = \(port) ws_interface = "lo" wss = false }
-            admin: { admin_ws = false }
-            """,
-            "janus.plugin.audiobridge.jcfg": """
-            general: { }
-            room-\(Self.room): { description = "roomd test room" sampling_rate = 48000
-                       audiolevel_event = true audio_active_packets = 50 audio_level_average = 40 }
-            """,
-        ]
-        for (name, text) in files { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
     }
 
-    /// Starts Janus and waits until its WebSocket completes a `janus-protocol` handshake.
-    /// Janus appends to the same log across restarts.
+    /// Starts Janus (scripts/janus-dev writes the configuration) and waits until its WebSocket
+    /// completes a `janus-protocol` handshake. Janus appends to the same log across restarts.
     func start(timeout: TimeInterval = 10) throws {
         precondition(process == nil, "Janus is already running")
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.executable)
-        p.arguments = ["-C", directory + "/janus.jcfg", "-F", directory, "-L", logPath]
+        p.executableURL = URL(fileURLWithPath: Self.script)
+        p.arguments = [directory, "\(port)"]
+        p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
@@ -83,20 +59,26 @@ final class JanusFixture {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             guard p.isRunning else { break }
-            if Self.webSocketAnswers(port: port) { return }
+            if environment["JANUS_WSS_CERT"] != nil ? E2E.accepts(port: port) : Self.webSocketAnswers(port: port) { return }
             Thread.sleep(forTimeInterval: 0.05)
         }
         throw JanusFixtureError.notAnswering("Janus's WebSocket on 127.0.0.1:\(port) did not answer within \(timeout) s "
             + "(running: \(p.isRunning))\n\(log.suffix(2000))")
     }
 
-    /// Ends the Janus this fixture started (by its PID): SIGTERM, then SIGKILL after 3 s;
-    /// `crash: true` sends SIGKILL at once, a server that vanishes without closing anything.
+    /// Ends the Janus this fixture started: SIGTERM to scripts/janus-dev (which ends its Janus),
+    /// SIGKILL after 3 s; `crash: true` sends Janus itself SIGKILL at once, a server that vanishes
+    /// without closing anything.
     func stop(crash: Bool = false) {
         guard let p = process else { return }
         process = nil
         guard p.isRunning else { return }
-        kill(p.processIdentifier, crash ? SIGKILL : SIGTERM)
+        if crash, let text = try? String(contentsOfFile: directory + "/janus.pid", encoding: .utf8),
+           let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            kill(pid, SIGKILL)
+        } else {
+            kill(p.processIdentifier, SIGTERM)
+        }
         let deadline = Date().addingTimeInterval(3)
         while p.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.02) }
         if p.isRunning { kill(p.processIdentifier, SIGKILL) }
@@ -114,15 +96,6 @@ final class JanusFixture {
     func remove() {
         stop()
         try? FileManager.default.removeItem(atPath: directory)
-    }
-
-    /// Where Debian puts Janus's plugins and transports: /usr/lib/<multiarch triple>/janus.
-    static func moduleDirectory() -> String? {
-        let lib = "/usr/lib"
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: lib)) ?? []
-        return entries.sorted().map { "\(lib)/\($0)/janus" }.first {
-            FileManager.default.fileExists(atPath: $0 + "/plugins/libjanus_audiobridge.so")
-        }
     }
 
     /// This machine's first IPv4 interface that is up and not loopback (roomd's own choice for

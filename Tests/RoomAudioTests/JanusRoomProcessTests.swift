@@ -38,27 +38,28 @@ final class JanusRoomProcessTests: ProcessTestCase {
         return s["connection"] as? String == "connected" && s["media_path"] as? Bool == true
     }
 
-    private func startJanus(_ dir: String, port: Int? = nil) throws -> (Process, Int) {
-        try? FileManager.default.removeItem(atPath: dir + "/ws_port")
-        let p = try launch(SimCard.repoRoot + "/scripts/janus-dev", [dir] + (port.map { ["\($0)"] } ?? []), log: dir + "/janus-dev.log")
-        var found: Int?
-        eventually(15) {
-            found = (try? String(contentsOfFile: dir + "/ws_port", encoding: .utf8)).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            return found != nil || !p.isRunning
-        }
-        guard let found else {
-            let log = (try? String(contentsOfFile: dir + "/janus-dev.log", encoding: .utf8)) ?? ""
-            throw XCTSkip("Janus did not start here (\(log.suffix(300)))")
-        }
-        return (p, found)
+    private var fixtures: [JanusFixture] = []
+
+    override func tearDown() {
+        for f in fixtures { f.remove() }
+        fixtures = []
+        super.tearDown()
+    }
+
+    /// A Janus of this test's own (scripts/janus-dev through `JanusFixture`), started.
+    private func startJanus(_ dir: String) throws -> JanusFixture {
+        let janus = try JanusFixture(directory: dir)
+        fixtures.append(janus)
+        try janus.start()
+        return janus
     }
 
     func testTwoAppliancesTalkThroughJanusAndSurviveItsRestart() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
         let roomd = try executable("roomd")
         roomctl = try executable("roomctl")
         let dir = SimCard.scratch("janus-room")
-        var (janus, port) = try startJanus(dir)
+        let janus = try startJanus(dir + "/janus")
+        let port = janus.port
 
         // A talks without pause (speech-like sound, looped); B listens and records its speaker.
         SimCard.writeWAV(dir + "/a-mic.wav", SimCard.speechLike(seconds: 4, seed: 0.4, level: 0.25))
@@ -98,10 +99,9 @@ final class JanusRoomProcessTests: ProcessTestCase {
 
         // Janus restarts on the same port: both appliances join again by themselves, and B
         // hears A again.
-        janus.terminate()
-        janus.waitUntilExit()
+        janus.stop()
         XCTAssertTrue(eventually(5) { status(a)["connection"] as? String != "connected" }, "A did not notice Janus going away: \(status(a))")
-        (janus, port) = try startJanus(dir, port: port)
+        try janus.start()
         XCTAssertTrue(eventually(15) { inRoomWithMedia(a) && inRoomWithMedia(b) }, "after the restart:\nA: \(status(a))\nB: \(status(b))\n\(log("a"))")
         XCTAssertTrue(eventually(3) { seenByB() != nil }, "B sees A again: \(participants(b))")
         XCTAssertTrue(eventually(5) { (status(b)["speaker_dbfs"] as? Double ?? -100) > -45 }, "B hears A after the restart: \(status(b))")
@@ -129,14 +129,11 @@ final class JanusRoomProcessTests: ProcessTestCase {
     /// room. Each listener hears its own room's talker, through its own Janus, and nobody from
     /// the other room; each instance carries only its own room's participants.
     func testTwoJanusInstancesCarryTheirOwnRooms() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
         let roomd = try executable("roomd")
         roomctl = try executable("roomctl")
         let dir = SimCard.scratch("janus-two")
-        try FileManager.default.createDirectory(atPath: dir + "/j1", withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: dir + "/j2", withIntermediateDirectories: true)
-        let (_, port1) = try startJanus(dir + "/j1")
-        let (_, port2) = try startJanus(dir + "/j2")
+        let port1 = try startJanus(dir + "/j1").port
+        let port2 = try startJanus(dir + "/j2").port
         XCTAssertNotEqual(port1, port2)
         // Both talkers say the same sound: the rooms are told apart by who is in them and by
         // muting one talker.
@@ -174,11 +171,10 @@ final class JanusRoomProcessTests: ProcessTestCase {
     /// the raised appliance is then on stage and unmuted; demoting (AudioBridge `mute`) is a
     /// moderator mute on the other side. Without the secret, approving is refused locally.
     func testAModeratorApprovesARaisedHandAndMutesIt() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
         let roomd = try executable("roomd")
         roomctl = try executable("roomctl")
         let dir = SimCard.scratch("janus-moderation")
-        let (_, port) = try startJanus(dir)
+        let port = try startJanus(dir + "/janus").port
         func appliance(_ name: String, role: String, secret: String?) throws {
             var conf = "[room]\nbackend = janus\nserver = 127.0.0.1:\(port)\njanus_room = 1234\nplaintext_signalling = yes\n"
             conf += "role = \(role)\ndisplay_name = appliance-\(name)\n"
@@ -223,11 +219,10 @@ final class JanusRoomProcessTests: ProcessTestCase {
     /// file): it leaves the first room properly and joins the second; a bad value is refused
     /// with its line and changes nothing.
     func testAReloadMovesTheApplianceToAnotherRoom() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
         let roomd = try executable("roomd")
         roomctl = try executable("roomctl")
         let dir = SimCard.scratch("janus-reload")
-        let (_, port) = try startJanus(dir)
+        let port = try startJanus(dir + "/janus").port
         func write(room: String) throws {
             try "[room]\nbackend = janus\nserver = 127.0.0.1:\(port)\njanus_room = \(room)\nplaintext_signalling = yes\nrole = audience\n"
                 .write(toFile: dir + "/roomd.conf", atomically: true, encoding: .utf8)
