@@ -32,7 +32,10 @@ final class JanusLiveTests: XCTestCase {
         LocalAddress.firstNonLoopbackIPv4().map { ($0.interface, $0.address) }
     }
 
-    /// Janus with only the WebSocket transport (on loopback) and the AudioBridge; ICE on `interface`.
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// Janus with only the WebSocket transport (on loopback) and the AudioBridge; ICE on the
+    /// machine's first non-loopback interface (`interface`: the one scripts/janus-dev picks).
     /// With `wss` (a certificate and its key) the transport serves only WebSocket over TLS, with
     /// the lines docs/janus.md gives a deployment: the certificate goes in the transport's own
     /// file (janus.jcfg's `certificates` are DTLS's, and without one there the transport refuses
@@ -42,34 +45,14 @@ final class JanusLiveTests: XCTestCase {
         directory = NSTemporaryDirectory() + "roomd-janus-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let port = Int.random(in: 20_000 ... 40_000)
-        let lib = "/usr/lib/x86_64-linux-gnu/janus"
-        let files = [
-            "janus.jcfg": """
-            general: { configs_folder = "\(directory)" plugins_folder = "\(lib)/plugins" transports_folder = "\(lib)/transports"
-                       events_folder = "\(lib)/events" loggers_folder = "\(lib)/loggers" debug_level = 4 session_timeout = 60 }
-            plugins: { disable = "libjanus_echotest.so,libjanus_videocall.so,libjanus_sip.so,libjanus_nosip.so,libjanus_streaming.so,libjanus_textroom.so,libjanus_recordplay.so,libjanus_voicemail.so,libjanus_lua.so,libjanus_duktape.so,libjanus_videoroom.so" }
-            transports: { disable = "libjanus_http.so,libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so" }
-            events: { broadcast = false }
-            loggers: { disable = "libjanus_jsonlog.so" }
-            nat: { ice_enforce_list = "\(interface.name)" ignore_mdns = true }
-            """,
-            "janus.transport.websockets.jcfg": wss.map { wss in """
-            general: { json = "plain" ws = false wss = true wss_port = \(port) wss_interface = "lo" }
-            admin: { admin_ws = false }
-            certificates: { cert_pem = "\(wss.cert)" cert_key = "\(wss.key)" }
-            """ } ?? """
-            general: { json = "plain" ws = true ws_port = \(port) ws_interface = "lo" wss = false }
-            admin: { admin_ws = false }
-            """,
-            "janus.plugin.audiobridge.jcfg": """
-            general: { }
-            room-1234: { description = "roomd test room" sampling_rate = 48000 }
-            """,
-        ]
-        for (name, text) in files { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
+        // scripts/janus-dev: the repo's one Janus configuration (docs/janus.md), wss by its
+        // environment; it writes ws_port once the transport accepts connections.
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/janus")
-        p.arguments = ["-C", directory + "/janus.jcfg", "-F", directory, "-L", directory + "/janus.log"]
+        p.executableURL = URL(fileURLWithPath: Self.repoRoot + "/scripts/janus-dev")
+        p.arguments = [directory, "\(port)"]
+        var environment = ProcessInfo.processInfo.environment
+        if let wss { environment["JANUS_WSS_CERT"] = wss.cert; environment["JANUS_WSS_KEY"] = wss.key }
+        p.environment = environment
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()

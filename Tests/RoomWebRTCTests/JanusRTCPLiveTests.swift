@@ -40,41 +40,22 @@ final class JanusRTCPLiveTests: XCTestCase {
     }
 
     /// Janus with the WebSocket API and the HTTP Admin API on loopback, the AudioBridge with
-    /// room 4321, ICE on `interface`. Returns (WebSocket port, Admin port).
+    /// room 1234 (scripts/janus-dev), ICE on `interface` (the interface janus-dev picks). Returns (WebSocket port, Admin port).
     private func startJanus(interface: String) throws -> (ws: Int, admin: Int) {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
         directory = NSTemporaryDirectory() + "roomd-janus-rtcp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let ws = Int.random(in: 20_000 ... 30_000), admin = Int.random(in: 30_001 ... 40_000)
-        let lib = "/usr/lib/x86_64-linux-gnu/janus"
-        let plugins = ["echotest", "videocall", "sip", "nosip", "streaming", "textroom", "recordplay", "voicemail", "lua", "duktape", "videoroom"]
-        let config = [
-            "janus.jcfg": """
-                general: { configs_folder = "\(directory)" plugins_folder = "\(lib)/plugins" transports_folder = "\(lib)/transports"
-                           events_folder = "\(lib)/events" loggers_folder = "\(lib)/loggers" debug_level = 6 session_timeout = 60 }
-                plugins: { disable = "\(plugins.map { "libjanus_\($0).so" }.joined(separator: ","))" }
-                transports: { disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so" }
-                events: { broadcast = false }
-                loggers: { disable = "libjanus_jsonlog.so" }
-                nat: { ice_enforce_list = "\(interface)" ignore_mdns = true }
-                """,
-            "janus.transport.websockets.jcfg": """
-                general: { json = "plain" ws = true ws_port = \(ws) ws_interface = "lo" wss = false }
-                admin: { admin_ws = false }
-                """,
-            "janus.transport.http.jcfg": """
-                general: { json = "plain" http = false https = false }
-                admin: { admin_http = true admin_port = \(admin) admin_ip = "127.0.0.1" admin_https = false }
-                """,
-            "janus.plugin.audiobridge.jcfg": """
-                general: { }
-                room-4321: { description = "roomd rtcp test" sampling_rate = 48000 }
-                """,
-        ]
-        for (name, text) in config { try text.write(toFile: directory + "/" + name, atomically: true, encoding: .utf8) }
+        // scripts/janus-dev: the repo's one Janus configuration (docs/janus.md), with the Admin
+        // API and Janus's RTCP logging (level 6) by its environment.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/janus")
-        p.arguments = ["-C", directory + "/janus.jcfg", "-F", directory, "-L", directory + "/janus.log"]
+        p.executableURL = URL(fileURLWithPath: root + "/scripts/janus-dev")
+        p.arguments = [directory, "\(ws)"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["JANUS_ADMIN_PORT"] = "\(admin)"
+        environment["JANUS_DEBUG_LEVEL"] = "6"
+        p.environment = environment
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
@@ -112,7 +93,7 @@ final class JanusRTCPLiveTests: XCTestCase {
         let local = media.localEndpoint(ssrc: ssrc, cname: "roomd-rtcp-test", sends: true, receives: true)
         var outputs: [JanusAudioBridgeSession.Output] = []
         let connection = JanusConnection(loop: loop, address: try SocketAddress(ip: "127.0.0.1", port: UInt16(ports.ws)),
-                                         session: JanusAudioBridgeSession(room: 4321, display: "roomd rtcp test"))
+                                         session: JanusAudioBridgeSession(room: 1234, display: "roomd rtcp test"))
         connection.onOutput = { outputs.append($0) }
         let offer = OpusAudioNegotiation.offer(local, sessionID: "\(UInt32.random(in: 1 ... .max))")
         func answer() -> String? {
