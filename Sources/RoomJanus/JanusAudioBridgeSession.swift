@@ -38,6 +38,11 @@ public struct JanusAudioBridgeSession {
         case failed(String)
         /// A moderator request Janus refused (wrong secret, unknown participant): the room goes on.
         case refused(String)
+        /// Janus took a `configure` (mute, name): what it says of this participant from now on
+        /// reflects it.
+        case configured
+        /// A moderator removed this participant from the room.
+        case kicked
     }
 
     public private(set) var state = State.idle
@@ -204,6 +209,7 @@ public struct JanusAudioBridgeSession {
         if let failure = data.failure {
             if purpose == "join" { return fail("Janus refused the join: \(failure.reason) (\(failure.code))") }
             if purpose == "moderate" { return [.refused("AudioBridge refused the moderator's request: \(failure.reason) (\(failure.code))")] }
+            if purpose == "configure" { return [.refused("AudioBridge refused the change of mute or name: \(failure.reason) (\(failure.code))"), .configured] }
             return [.failed("AudioBridge error \(failure.code): \(failure.reason)")]
         }
         var out: [Output] = []
@@ -219,6 +225,10 @@ public struct JanusAudioBridgeSession {
         case "event":
             if let p = data.participants { out.append(.participantsChanged(p)) }
             if let gone = data.leaving { out.append(.participantLeft(gone)) }
+            if let gone = data.kicked {
+                if gone == participantID { state = .left; out.append(.kicked) } else { out.append(.participantLeft(gone)) }
+            }
+            if purpose == "configure" { out.append(.configured) }
         case "destroyed":
             state = .failed("the room was destroyed")
             out.append(.hangup("the room was destroyed"))

@@ -158,6 +158,8 @@ public struct PluginEvent: Decodable, Sendable, Equatable {
     /// A participant that left (AudioBridge `leaving`, VideoRoom `leaving`/`unpublished`).
     public var leaving: UInt64?
     public var unpublished: UInt64?
+    /// AudioBridge: a participant a moderator kicked (sent to everyone, the kicked one included).
+    public var kicked: UInt64?
     public var error_code: Int?
     public var error: String?
     /// VideoRoom `configured: "ok"`, AudioBridge `result: "ok"`.

@@ -63,6 +63,9 @@ public final class JanusRoomSession: RoomBackend {
     private var moderatorMuted = false
     /// What was last asked of Janus, to tell a moderator's change from our own.
     private var askedJanusMuted = true
+    /// `configure`s sent and not yet answered: until Janus has taken them, what it says of this
+    /// appliance may be older than what was asked, and is not read as a moderator's doing.
+    private var configuresPending = 0
     private var janusIDs: [UInt64: RoomParticipantID] = [:]
     private var nextLocalID: RoomParticipantID = 1
     private var ssrc: UInt32 = 0
@@ -169,7 +172,8 @@ public final class JanusRoomSession: RoomBackend {
         // With a STUN server: the NAT's address for this socket joins the offer (a Janus outside
         // the appliance's network checks it); without an answer the host candidate goes alone.
         if let stun = configuration.stunServer {
-            guard let stunAddress = try? stun.resolve().first else {
+            let family = media.socket.localAddress.family
+            guard let stunAddress = (try? stun.resolve())?.first(where: { $0.family == family }) else {
                 Log.warning("janus: STUN server \(stun) does not resolve; offering the host candidate only")
                 return offer(media, endpoint: endpoint, server: server, extra: [])
             }
@@ -213,6 +217,8 @@ public final class JanusRoomSession: RoomBackend {
         consecutiveFailures += 1
         endpointIndex += 1
         Log.warning("janus: join attempt failed: \(reason)")
+        // Janus may have said `joined` before the media failed: that was not a working room.
+        if connectionState == .connected { setState(.reconnecting) }
         let now = monotonicNanoseconds()
         if !reportedFailed, now &- (failingSinceNs ?? now) >= configuration.failureTimeout.monotonicNanosecondCount {
             reportedFailed = true
@@ -245,6 +251,7 @@ public final class JanusRoomSession: RoomBackend {
     /// Janus session first, so the room does not show a ghost until Janus's session timeout.
     private func teardown(politely: Bool) {
         cancel(&joinTimer)
+        configuresPending = 0
         if let connection {
             connection.onOutput = nil
             if politely && connection.isOpen { connection.leave() } else { connection.close() }
@@ -291,6 +298,12 @@ public final class JanusRoomSession: RoomBackend {
             emit(.participantLeft(id: id, reason: .left, participant: info))
         case .mediaUp:
             Log.info("janus: Janus reports the PeerConnection up")
+        case .configured:
+            configuresPending = max(0, configuresPending - 1)
+        case .kicked:
+            Log.notice("janus: a moderator removed this appliance from the room")
+            emit(.removed(reason: .kicked, message: "removed by a moderator of the Janus room"))
+            finish(.removed(.kicked, message: "removed by a moderator of the Janus room"), politely: false)
         case .refused(let why):
             Log.warning("janus: \(why)")
             emit(.requestFailed(RoomRequestFailure(requestID: 0, request: "moderate",
@@ -304,10 +317,12 @@ public final class JanusRoomSession: RoomBackend {
         }
     }
 
+    /// Janus's `joined`. Local participant ids are never reused within the session (a rejoin
+    /// keeps those of the people still there and numbers newcomers on), so an id a moderator
+    /// holds never names someone else. The failure counters are reset only when the media is up
+    /// too: a join whose ICE or DTLS fails is a failed attempt.
     private func joined(janusID: UInt64, others: [PluginEvent.Participant]) {
-        janusIDs = [:]
         participants = [:]
-        nextLocalID = 1
         let me = localID(janusID)
         participants[me] = ParticipantInfo(id: me, userID: "janus:\(janusID)", name: configuration.display, role: configuration.role,
                                            stage: stage, muted: isEffectivelyMuted, moderator: configuration.secret != nil, ssrc: ssrc)
@@ -319,9 +334,6 @@ public final class JanusRoomSession: RoomBackend {
         joinedBefore = true
         phase = .joined
         counters.joins += 1
-        consecutiveFailures = 0
-        reportedFailed = false
-        failingSinceNs = nil
         setState(.connected)
         emit(.joined(joinInfo!))
         Log.notice("janus: joined AudioBridge room \(configuration.room) as \(janusID) with \(others.count) other(s)")
@@ -355,17 +367,20 @@ public final class JanusRoomSession: RoomBackend {
     /// moderator muted or unmuted it.
     private func update(_ p: PluginEvent.Participant) {
         if let me = joinInfo?.participantID, janusIDs[p.id] == me {
-            guard let muted = p.muted, muted != askedJanusMuted else { return }
+            guard configuresPending == 0, let muted = p.muted, muted != askedJanusMuted else { return }
+            askedJanusMuted = muted
             if !muted {
-                // A moderator unmuted this appliance: a raised hand (or the audience) is on stage.
+                // A moderator unmuted this appliance: a raised hand (or the audience) is on
+                // stage. The appliance's own mute stays (privacy wins): refreshSelf mutes it in
+                // Janus again until someone in the room unmutes it here.
+                let wasMuted = isEffectivelyMuted
                 moderatorMuted = false
-                isSelfMuted = false
                 setStage(.onStage)
-            } else if stage == .onStage {
+                if wasMuted != isEffectivelyMuted { emit(.localMuteChanged(isEffectivelyMuted)) }
+            } else if stage == .onStage && !moderatorMuted {
                 moderatorMuted = true
                 emit(.localMuteChanged(true))
             }
-            askedJanusMuted = muted
             refreshSelf()
             return
         }
@@ -393,6 +408,9 @@ public final class JanusRoomSession: RoomBackend {
         switch state {
         case .connected(let profile):
             cancel(&joinTimer)
+            consecutiveFailures = 0
+            reportedFailed = false
+            failingSinceNs = nil
             isMediaPathUp = true
             Log.notice("janus: media up (ICE, DTLS, \(profile))")
             emit(.mediaPathChanged(up: true))
@@ -456,9 +474,10 @@ public final class JanusRoomSession: RoomBackend {
     /// Sends the mute and the name to Janus when they changed, and tells the daemon.
     private func refreshSelf() {
         let muted = janusMuted
-        if muted != askedJanusMuted || connection?.session.display != displayName {
+        if let connection, muted != askedJanusMuted || connection.session.display != displayName {
             askedJanusMuted = muted
-            connection?.configure(muted: muted, display: displayName)
+            connection.configure(muted: muted, display: displayName)
+            if connection.session.state == .joined { configuresPending += 1 }
         }
         guard let me = joinInfo?.participantID, var info = participants[me] else { return }
         info.stage = stage

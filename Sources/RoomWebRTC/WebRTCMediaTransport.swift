@@ -223,6 +223,9 @@ public final class WebRTCMediaTransport {
     public func close() {
         if let timer { loop.cancel(timer) }
         timer = nil
+        // A gathering under way ends without a candidate and sends nothing more.
+        if let g = gathering, let t = g.timer { loop.cancel(t) }
+        gathering = nil
         if case .connected = state, sendsRTCP { sendReport(at: monotonicNanoseconds(), leaving: true) }
         socket.close()
         if case .failed = state {} else { state = .failed("closed") }

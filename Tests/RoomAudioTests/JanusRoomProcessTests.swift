@@ -200,11 +200,19 @@ final class JanusRoomProcessTests: ProcessTestCase {
         XCTAssertNotEqual(refused.status, 0)
         XCTAssertTrue((refused.stdout + refused.stderr).contains("room.janus_secret"), refused.stdout + refused.stderr)
 
+        // B muted itself before raising its hand: the approval puts it on stage, and its own
+        // mute stays (privacy wins over a moderator's unmute) until B unmutes.
+        _ = json(b, ["mute"])
         _ = json(b, ["raise_hand"])
         XCTAssertTrue(eventually(3) { bAsSeenByM()?["stage"] as? String == "hand_raised" }, "\(participants(m))")
         let approve = try runSeparated(roomctl, ["--socket", m, "approve", "\(bID)"])
         XCTAssertEqual(approve.status, 0, approve.stdout + approve.stderr)
-        XCTAssertTrue(eventually(3) { status(b)["stage"] as? String == "on_stage" && status(b)["muted"] as? Bool == false }, "\(status(b))")
+        XCTAssertTrue(eventually(3) { status(b)["stage"] as? String == "on_stage" }, "\(status(b))")
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(status(b)["muted"] as? Bool, true, "B's own mute survives the approval: \(status(b))")
+        XCTAssertTrue(eventually(3) { bAsSeenByM()?["muted"] as? Bool == true }, "and Janus shows B muted again: \(participants(m))")
+        _ = json(b, ["unmute"])
+        XCTAssertTrue(eventually(3) { status(b)["muted"] as? Bool == false }, "\(status(b))")
         XCTAssertTrue(eventually(3) { bAsSeenByM()?["stage"] as? String == "on_stage" && bAsSeenByM()?["muted"] as? Bool == false },
                       "M sees B on stage, its hand gone from its name: \(participants(m))")
 
@@ -213,6 +221,14 @@ final class JanusRoomProcessTests: ProcessTestCase {
         XCTAssertTrue(eventually(3) { status(b)["muted"] as? Bool == true && status(b)["self_muted"] as? Bool == false },
                       "a moderator's mute, not B's own: \(status(b))")
         XCTAssertTrue(eventually(3) { bAsSeenByM()?["muted"] as? Bool == true }, "\(participants(m))")
+
+        // Kicked: B leaves the room and stays out (no rejoin), as with roomserver's kick.
+        let kick = try runSeparated(roomctl, ["--socket", m, "kick", "\(bID)"])
+        XCTAssertEqual(kick.status, 0, kick.stdout + kick.stderr)
+        XCTAssertTrue(eventually(3) { status(b)["connection"] as? String == "disconnected" }, "\(status(b))")
+        XCTAssertTrue(eventually(3) { bAsSeenByM() == nil }, "\(participants(m))")
+        Thread.sleep(forTimeInterval: 1.5)
+        XCTAssertEqual(status(b)["connection"] as? String, "disconnected", "a kicked appliance does not join again by itself")
     }
 
     /// A reload that moves the appliance to another Janus room (room.janus_room changed in the
