@@ -76,27 +76,37 @@ final class RoomLink {
             try create(target, muted: muted)
             return
         }
-        let sameKind = (session is RoomSession) == (target.kind == .roomserver)
-        let restart: () -> Void = { [weak self, weak session] in
-            guard let self, let session else { return }
-            do {
-                switch target {
-                case .roomserver(let servers, let tls, let token, let role):
-                    guard sameKind, let s = session as? RoomSession else { return try self.replace(target, muted: muted) }
-                    try s.reconfigure(endpoints: servers, token: token, role: role, tls: .some(tls))
-                    s.start()
-                case .janus(let configuration):
-                    guard sameKind, let s = session as? JanusRoomSession else { return try self.replace(target, muted: muted) }
-                    try s.reconfigure(configuration)
-                    s.start()
-                }
-            } catch {
-                Log.error("room: \(error)")
-            }
-        }
+        // While a leave is under way the newest request wins: a second join or reload before
+        // the first room is left replaces the target instead of queueing a second restart.
+        let leaving = pendingTarget != nil
+        pendingTarget = (target, muted)
+        if leaving { return }
         switch session.connectionState {
-        case .idle, .disconnected: restart()
-        default: session.leave { _ in restart() }
+        case .idle, .disconnected: joinPending()
+        default: session.leave(completion: { [weak self] _ in self?.joinPending() })
+        }
+    }
+
+    /// The room a `connect` waits to join once the current one is left.
+    private var pendingTarget: (target: RoomTarget, muted: Bool)?
+
+    private func joinPending() {
+        guard let (target, muted) = pendingTarget else { return }
+        pendingTarget = nil
+        guard let session else { return }
+        do {
+            switch target {
+            case .roomserver(let servers, let tls, let token, let role):
+                guard let s = session as? RoomSession else { return try replace(target, muted: muted) }
+                try s.reconfigure(endpoints: servers, token: token, role: role, tls: .some(tls))
+                s.start()
+            case .janus(let configuration):
+                guard let s = session as? JanusRoomSession else { return try replace(target, muted: muted) }
+                try s.reconfigure(configuration)
+                s.start()
+            }
+        } catch {
+            Log.error("room: \(error)")
         }
     }
 
@@ -201,6 +211,7 @@ final class RoomLink {
 
     /// After the engine stopped: nothing signals the eventfd any more.
     func close() {
+        pendingTarget = nil
         if let lossTimer { loop.cancel(lossTimer) }
         lossTimer = nil
         session?.stop()

@@ -261,5 +261,14 @@ final class JanusRoomProcessTests: ProcessTestCase {
         let good = try runSeparated(roomctl, ["--socket", a, "reload"])
         XCTAssertEqual(good.status, 0, good.stdout + good.stderr)
         XCTAssertTrue(eventually(10) { inRoomWithMedia(a) && status(a)["room"] as? String == "janus:5678" }, "\(status(a))")
+
+        // Two reloads in a row, the second while the first is still leaving: the newest wins.
+        try write(room: "1234")
+        XCTAssertEqual(try runSeparated(roomctl, ["--socket", a, "reload"]).status, 0)
+        try write(room: "5678")
+        XCTAssertEqual(try runSeparated(roomctl, ["--socket", a, "reload"]).status, 0)
+        XCTAssertTrue(eventually(10) { inRoomWithMedia(a) && status(a)["room"] as? String == "janus:5678" }, "\(status(a))")
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(status(a)["room"] as? String, "janus:5678", "and stays: \(status(a))")
     }
 }
