@@ -35,12 +35,13 @@ final class JanusLiveTests: XCTestCase {
     static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
     /// Janus with only the WebSocket transport (on loopback) and the AudioBridge; ICE on the
-    /// machine's first non-loopback interface (`interface`: the one scripts/janus-dev picks).
+    /// machine's first non-loopback interface (the one scripts/janus-dev picks, and
+    /// `localInterface` finds for the appliance's side).
     /// With `wss` (a certificate and its key) the transport serves only WebSocket over TLS, with
     /// the lines docs/janus.md gives a deployment: the certificate goes in the transport's own
     /// file (janus.jcfg's `certificates` are DTLS's, and without one there the transport refuses
     /// to start: "Missing certificate/key path").
-    func startJanus(interface: (name: String, address: String), wss: (cert: String, key: String)? = nil) throws -> Int {
+    func startJanus(wss: (cert: String, key: String)? = nil) throws -> Int {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
         directory = NSTemporaryDirectory() + "roomd-janus-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -62,7 +63,7 @@ final class JanusLiveTests: XCTestCase {
 
     func testTheApplianceJoinsAnAudioBridgeAndJanusReportsThePeerConnectionUp() throws {
         guard let interface = Self.localInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
-        let port = try startJanus(interface: interface)
+        let port = try startJanus()
         let loop = try EventLoop()
         let start = DispatchTime.now().uptimeNanoseconds
         func nowMs() -> UInt64 { (DispatchTime.now().uptimeNanoseconds - start) / 1_000_000 }
@@ -171,7 +172,7 @@ final class JanusLiveTests: XCTestCase {
         guard let interface = Self.localInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
         let certificates = try JanusTestCertificates()
         try certificates.issue()
-        let port = try startJanus(interface: interface, wss: (certificates.path("server.pem"), certificates.path("server.key")))
+        let port = try startJanus(wss: (certificates.path("server.pem"), certificates.path("server.key")))
         XCTAssertTrue(waitUntilListening(port: port), "Janus's wss port \(port) does not accept connections; log:\n\(janusLog().suffix(2000))")
         let loop = try EventLoop()
         let media = try WebRTCMediaTransport(loop: loop, address: try SocketAddress(ip: interface.address, port: 0))

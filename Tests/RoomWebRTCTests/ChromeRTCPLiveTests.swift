@@ -79,26 +79,12 @@ final class ChromeRTCPLiveTests: XCTestCase {
         return data
     }
 
-    private func interfaceAddress() -> String? {
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return nil }
-        defer { freeifaddrs(list) }
-        for entry in sequence(first: list, next: { $0?.pointee.ifa_next }) {
-            guard let e = entry?.pointee, let sa = e.ifa_addr, sa.pointee.sa_family == sa_family_t(AF_INET),
-                  e.ifa_flags & UInt32(IFF_LOOPBACK) == 0, e.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            guard getnameinfo(sa, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0
-            else { continue }
-            return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
-        return nil
-    }
 
     func testChromiumReadsOurReportsAndWeReadItsOwn() throws {
         for tool in ["/usr/bin/chromium", "/usr/bin/curl", "/usr/bin/python3"] where !FileManager.default.isExecutableFile(atPath: tool) {
             throw XCTSkip("\(tool) is not installed")
         }
-        guard let address = interfaceAddress() else { throw XCTSkip("no IPv4 interface besides loopback") }
+        guard let address = LocalAddress.firstNonLoopbackIPv4()?.address else { throw XCTSkip("no IPv4 interface besides loopback") }
         directory = NSTemporaryDirectory() + "roomd-chrome-rtcp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try Self.relay.write(toFile: directory + "/relay.py", atomically: true, encoding: .utf8)

@@ -23,25 +23,10 @@ final class JanusRTCPLiveTests: XCTestCase {
         super.tearDown()
     }
 
-    /// The first non-loopback IPv4 address (libnice, Janus's ICE, offers no loopback candidates).
-    private static func mediaInterface() -> (name: String, address: String)? {
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0 else { return nil }
-        defer { freeifaddrs(list) }
-        for entry in sequence(first: list, next: { $0?.pointee.ifa_next }) {
-            guard let e = entry?.pointee, let sa = e.ifa_addr, sa.pointee.sa_family == sa_family_t(AF_INET),
-                  e.ifa_flags & UInt32(IFF_LOOPBACK) == 0, e.ifa_flags & UInt32(IFF_UP) != 0 else { continue }
-            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            guard getnameinfo(sa, socklen_t(MemoryLayout<sockaddr_in>.size), &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0
-            else { continue }
-            return (String(cString: e.ifa_name), String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
-        }
-        return nil
-    }
 
     /// Janus with the WebSocket API and the HTTP Admin API on loopback, the AudioBridge with
-    /// room 1234 (scripts/janus-dev), ICE on `interface` (the interface janus-dev picks). Returns (WebSocket port, Admin port).
-    private func startJanus(interface: String) throws -> (ws: Int, admin: Int) {
+    /// room 1234 (scripts/janus-dev), ICE on the interface janus-dev picks. Returns (WebSocket port, Admin port).
+    private func startJanus() throws -> (ws: Int, admin: Int) {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
         directory = NSTemporaryDirectory() + "roomd-janus-rtcp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -79,8 +64,8 @@ final class JanusRTCPLiveTests: XCTestCase {
 
     func testJanusReadsOurSRTCPAndWeReadItsReports() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { throw XCTSkip("curl is not installed") }
-        guard let interface = Self.mediaInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
-        let ports = try startJanus(interface: interface.name)
+        guard let interface = LocalAddress.firstNonLoopbackIPv4() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
+        let ports = try startJanus()
         let loop = try EventLoop()
         func run(seconds: Double, until condition: () -> Bool = { false }) -> Bool {
             let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
