@@ -2,6 +2,7 @@ import Foundation
 import RoomJanus
 import RoomSystem
 import RoomTLS
+import RoomTestSupport
 import XCTest
 
 /// `JanusConnection`'s transport against a stand-in WebSocket server (plain and TLS) on this
@@ -102,7 +103,7 @@ final class JanusConnectionTests: XCTestCase {
     // MARK: wss
 
     func testWSSChecksTheCertificateAgainstTheCAFileAndOpens() throws {
-        let certificates = try JanusTestCertificates()
+        let certificates = try TestCertificates()
         try certificates.issue()
         let loop = try EventLoop()
         let server = try FakeWebSocketServer(loop: loop, tls: try TLSServerContext(
@@ -121,7 +122,7 @@ final class JanusConnectionTests: XCTestCase {
     /// The three refusals an installer meets (wrong CA, wrong name, wrong pin) read exactly as
     /// the roomserver signalling path words them, after "Janus connection: ".
     func testWSSRefusalsReadAsTheSignallingPathsSentences() throws {
-        let certificates = try JanusTestCertificates()
+        let certificates = try TestCertificates()
         try certificates.issue()
         try certificates.issue("other", ca: "otherca")
         let loop = try EventLoop()

@@ -6,6 +6,7 @@ import RoomSDP
 import RoomSystem
 import RoomTLS
 import RoomWebRTC
+import RoomTestSupport
 import XCTest
 
 /// Against the real Janus (Debian's `janus` 1.1.2, skipped when it is not installed): the
@@ -168,9 +169,9 @@ final class JanusLiveTests: XCTestCase {
 
     /// Janus serving only wss with a certificate made for the test (CA "ca", names localhost and
     /// 127.0.0.1); returns its port, the certificates and the appliance's offer.
-    func startWSSJanus() throws -> (port: Int, certificates: JanusTestCertificates, offer: String, media: WebRTCMediaTransport, loop: EventLoop) {
+    func startWSSJanus() throws -> (port: Int, certificates: TestCertificates, offer: String, media: WebRTCMediaTransport, loop: EventLoop) {
         guard let interface = Self.localInterface() else { throw XCTSkip("no IPv4 interface besides loopback for Janus's ICE") }
-        let certificates = try JanusTestCertificates()
+        let certificates = try TestCertificates()
         try certificates.issue()
         let port = try startJanus(wss: (certificates.path("server.pem"), certificates.path("server.key")))
         XCTAssertTrue(waitUntilListening(port: port), "Janus's wss port \(port) does not accept connections; log:\n\(janusLog().suffix(2000))")

@@ -4,42 +4,6 @@ import RoomSystem
 import RoomTLS
 import XCTest
 
-/// Certificates made for a test with scripts/make-dev-certs (the openssl CLI, as the installer's
-/// recipe in docs/security.md), in a temporary directory removed at the end.
-final class JanusTestCertificates {
-    let directory: String
-
-    init() throws {
-        directory = NSTemporaryDirectory() + "roomjanus-certs-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
-
-    /// Issues `name`.pem/.key signed by CA `ca` (made on first use); returns the leaf's SPKI pin.
-    @discardableResult
-    func issue(_ name: String = "server", ca: String = "ca", san: String = "DNS:localhost,IP:127.0.0.1") throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.packageRoot + "/scripts/make-dev-certs")
-        process.arguments = [directory, "--ca", ca, "--name", name, "--san", san, "--days", "30"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "make-dev-certs \(name)")
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    func path(_ file: String) -> String { directory + "/" + file }
-
-    static var packageRoot: String {
-        var path = #filePath
-        for _ in 0 ..< 3 { path = (path as NSString).deletingLastPathComponent }
-        return path
-    }
-}
-
 /// Turns `loop` until `condition` holds or `seconds` pass; returns the condition.
 @discardableResult
 func turn(_ loop: EventLoop, seconds: Double, until condition: () -> Bool) -> Bool {

@@ -7,6 +7,7 @@ import RoomProtocol
 import RoomServerKit
 import RoomSystem
 import RoomTLS
+import RoomTestSupport
 import XCTest
 
 /// Issue 11's acceptance: a packet capture of a call on the loopback path — signalling over
@@ -24,7 +25,11 @@ final class CallCaptureTests: XCTestCase {
 
     func testCapturedCallIsSRTPThatDecryptsWithTheKeysAndHoldsNoPlaintext() throws {
         let capture = try PacketCapture()
-        let certificates = try CaptureCertificates()
+        // A throwaway CA and a server certificate for 127.0.0.1, removed with the test.
+        let certificates = try TestCertificates()
+        do { try certificates.issue(san: "IP:127.0.0.1", days: 2) } catch {
+            throw XCTSkip("scripts/make-dev-certs failed (openssl missing?): \(error)")
+        }
         let loop = try EventLoop()
         var configuration = RoomServerConfiguration(
             listen: [.ipv4Loopback(port: 0)], media: .ipv4Loopback(port: 0),
@@ -196,26 +201,3 @@ final class PacketCapture {
     }
 }
 
-/// A throwaway CA and a server certificate for 127.0.0.1 (scripts/make-dev-certs, the openssl
-/// CLI), removed with the test.
-final class CaptureCertificates {
-    let directory: String
-
-    init() throws {
-        directory = NSTemporaryDirectory() + "roomcapture-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var root = #filePath
-        for _ in 0 ..< 3 { root = Files.directory(of: root) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: root + "/scripts/make-dev-certs")
-        process.arguments = [directory, "--ca", "ca", "--name", "server", "--san", "IP:127.0.0.1", "--days", "2"]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw XCTSkip("scripts/make-dev-certs failed (openssl missing?)") }
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
-
-    func path(_ file: String) -> String { directory + "/" + file }
-}

@@ -4,6 +4,7 @@ import RoomProtocol
 import RoomServerKit
 import RoomSystem
 import RoomTLS
+import RoomTestSupport
 import XCTest
 
 /// roomd's session and roomserver over TLS 1.3 (issue 11): the join, the certificate checks

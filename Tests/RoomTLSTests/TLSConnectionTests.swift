@@ -1,6 +1,7 @@
 import RoomCore
 import RoomSystem
 import RoomTLS
+import RoomTestSupport
 import XCTest
 
 /// `TLSConnection` on its own: StreamConnection's write and backpressure contract kept

@@ -4,44 +4,9 @@ import RoomCore
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
+import RoomTestSupport
 import RoomTLS
 import XCTest
-
-/// Certificates made for a test with scripts/make-dev-certs (the openssl CLI), in a temporary
-/// directory removed at the end.
-final class TestCertificates {
-    let directory: String
-
-    init() throws {
-        directory = NSTemporaryDirectory() + "roomtls-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
-
-    /// Issues `name`.pem/.key signed by CA `ca` (made on first use); returns the leaf's pin.
-    @discardableResult
-    func issue(_ name: String = "server", ca: String = "ca", san: String = "DNS:localhost,IP:127.0.0.1", days: Int = 30) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.packageRoot + "/scripts/make-dev-certs")
-        process.arguments = [directory, "--ca", ca, "--name", name, "--san", san, "--days", "\(days)"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "make-dev-certs \(name)")
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    func path(_ file: String) -> String { directory + "/" + file }
-
-    static var packageRoot: String {
-        var path = #filePath
-        for _ in 0 ..< 3 { path = Files.directory(of: path) }
-        return path
-    }
-}
 
 /// roomserver with one TLS and one plain listener, and room sessions, on one loop turned by
 /// the test thread.
