@@ -79,20 +79,11 @@ public final class SRTPSession {
     /// SRTP length, or nil (counted) when libsrtp refuses it. `buffer` must have
     /// `trailerRoom` bytes beyond `length`.
     public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
-        guard let session, direction == .protect, let base = buffer.baseAddress,
-              length >= 12, buffer.count - length >= Self.trailerRoom
-        else {
-            statistics.otherFailures += 1
-            return nil
-        }
-        var n = Int32(length)
-        let status = srtp_protect(session, base, &n)
-        guard status == srtp_err_status_ok else {
-            count(status)
+        guard case .done(let n) = transform(buffer, length: length, .protect, minimum: 12, room: Self.trailerRoom, srtp_protect) else {
             return nil
         }
         statistics.protected += 1
-        return Int(n)
+        return n
     }
 
     /// The outcome of `unprotect`.
@@ -107,17 +98,13 @@ public final class SRTPSession {
     /// Verifies and decrypts the SRTP packet in `buffer[0..<length]` in place. A refused packet
     /// is counted under its reason; its bytes are then undefined.
     public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Outcome {
-        guard let session, direction == .unprotect, let base = buffer.baseAddress,
-              length >= 12 + Self.overhead, length <= buffer.count
-        else {
-            statistics.otherFailures += 1
-            return .malformed
+        switch transform(buffer, length: length, .unprotect, minimum: 12 + Self.overhead, room: 0, srtp_unprotect) {
+        case .done(let n):
+            statistics.unprotected += 1
+            return .rtp(length: n)
+        case .refused(let outcome):
+            return outcome
         }
-        var n = Int32(length)
-        let status = srtp_unprotect(session, base, &n)
-        guard status == srtp_err_status_ok else { return count(status) }
-        statistics.unprotected += 1
-        return .rtp(length: Int(n))
     }
 
     /// Encrypts the compound RTCP packet in `buffer[0..<length]` in place (SRTCP, RFC 3711
@@ -127,20 +114,11 @@ public final class SRTPSession {
     /// beyond `length`. The keys are the RTCP ones libsrtp derives from the same master key
     /// (labels 3-5), the stream is the packet's sender SSRC.
     public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Int? {
-        guard let session, direction == .protect, let base = buffer.baseAddress,
-              length >= 8, buffer.count - length >= Self.rtcpTrailerRoom
-        else {
-            statistics.otherFailures += 1
-            return nil
-        }
-        var n = Int32(length)
-        let status = srtp_protect_rtcp(session, base, &n)
-        guard status == srtp_err_status_ok else {
-            count(status)
+        guard case .done(let n) = transform(buffer, length: length, .protect, minimum: 8, room: Self.rtcpTrailerRoom, srtp_protect_rtcp) else {
             return nil
         }
         statistics.rtcpProtected += 1
-        return Int(n)
+        return n
     }
 
     /// The outcome of `unprotectRTCP`.
@@ -156,23 +134,14 @@ public final class SRTPSession {
     /// Verifies and decrypts the SRTCP packet in `buffer[0..<length]` in place. A refused packet
     /// is counted under its reason; its bytes are then undefined.
     public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> RTCPOutcome {
-        guard let session, direction == .unprotect, let base = buffer.baseAddress,
-              length >= 8 + Self.rtcpOverhead, length <= buffer.count
-        else {
-            statistics.otherFailures += 1
-            return .malformed
+        switch transform(buffer, length: length, .unprotect, minimum: 8 + Self.rtcpOverhead, room: 0, srtp_unprotect_rtcp) {
+        case .done(let n):
+            statistics.rtcpUnprotected += 1
+            return .rtcp(length: n)
+        case .refused(.authenticationFailure): return .authenticationFailure
+        case .refused(.replay): return .replay
+        case .refused: return .malformed
         }
-        var n = Int32(length)
-        let status = srtp_unprotect_rtcp(session, base, &n)
-        guard status == srtp_err_status_ok else {
-            switch count(status) {
-            case .authenticationFailure: return .authenticationFailure
-            case .replay: return .replay
-            default: return .malformed
-            }
-        }
-        statistics.rtcpUnprotected += 1
-        return .rtcp(length: Int(n))
     }
 
     /// libsrtp2's version string ("libsrtp2 2.5.0"), for benchmark and diagnostic output.
@@ -185,7 +154,23 @@ public final class SRTPSession {
         _ = roomd_srtp_remove_ssrc(session, ssrc)
     }
 
-    @discardableResult
+    private enum Transformed { case done(Int), refused(Outcome) }
+
+    /// One libsrtp call in place on `buffer[0..<length]` — RTP or RTCP, either way — with the
+    /// checks they share: this session's direction, at least `minimum` bytes, `room` bytes free
+    /// after them (for the tag and trailer a protect appends). A refusal is counted.
+    private func transform(_ buffer: UnsafeMutableRawBufferPointer, length: Int, _ required: Direction, minimum: Int, room: Int,
+                           _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t) -> Transformed {
+        guard let session, direction == required, let base = buffer.baseAddress, length >= minimum, buffer.count - length >= room else {
+            statistics.otherFailures += 1
+            return .refused(.malformed)
+        }
+        var n = Int32(length)
+        let status = call(session, base, &n)
+        guard status == srtp_err_status_ok else { return .refused(count(status)) }
+        return .done(Int(n))
+    }
+
     private func count(_ status: srtp_err_status_t) -> Outcome {
         switch status {
         case srtp_err_status_auth_fail:
