@@ -46,10 +46,8 @@ public final class JanusRoomSession: RoomBackend {
     public var backendName: String { "janus" }
     public var localParticipant: ParticipantInfo? { joinInfo.flatMap { participants[$0.participantID] } }
     public var isEffectivelyMuted: Bool { isSelfMuted || moderatorMuted }
-    /// The media transport's counters (ICE/DTLS/SRTP), for tests and status.
-    public var mediaStatistics: WebRTCMediaTransport.Statistics? { transport?.statistics }
     /// The Janus session's state, for tests and diagnostics.
-    public var janusState: JanusAudioBridgeSession.State? { connection?.session.state }
+    var janusState: JanusAudioBridgeSession.State? { connection?.session.state }
 
     private enum Phase: Equatable { case idle, joining, joined, waiting, stopped }
     private var phase = Phase.idle
