@@ -18,6 +18,13 @@ import PackageDescription
 //   roomd's modules (~5,500) to the dynamic symbol table, which nothing looks up (roomd loads
 //   only C plugins, and dlsym finds the alloc probe's symbols in the probe); the tables were
 //   0.4 MB resident. (Crash addresses are symbolized from the binary's .symtab or debug symbols.)
+// - `-z now`: every library function roomd calls is bound at start-up. Bound lazily, the first
+//   call of one after start-up's pages were given back (ResidentMemory) made the dynamic loader
+//   look it up in every library's hash table, mapping 64 KB of each again (~0.7 MB in a call).
+// - `--script=Sources/roomd/rodata.ld`: the read-only constants get a read-only output section
+//   of their own. Swift emits some writable sections named `.rodata`, and lld gave the whole
+//   1.8 MB `.rodata` their write permission, so it sat in a writable segment that start-up's
+//   release must skip (dropping a written page would lose data); now only those 64 KB do.
 let roomdReleaseLink: [LinkerSetting] = [
     .unsafeFlags([
         "-use-ld=lld",
@@ -25,6 +32,8 @@ let roomdReleaseLink: [LinkerSetting] = [
         "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/roomd/link-order.txt",
         "-Xlinker", "--no-warn-symbol-ordering",
         "-Xlinker", "--no-export-dynamic",
+        "-Xlinker", "-z", "-Xlinker", "now",
+        "-Xlinker", "--script=\(Context.packageDirectory)/Sources/roomd/rodata.ld",
     ], .when(configuration: .release)),
 ]
 
@@ -130,7 +139,7 @@ let package = Package(
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
         .target(name: "RoomJanusBackend", dependencies: ["RoomClient", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
         .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomJanusBackend", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
-                          exclude: ["link-order.txt"], linkerSettings: roomdReleaseLink),
+                          exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "clinux.h"
 #include <errno.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -81,4 +82,9 @@ int clinux_thread_name(char *buffer)
 {
     buffer[15] = '\0';
     return prctl(PR_GET_NAME, (unsigned long)buffer, 0, 0, 0);
+}
+
+int clinux_malloc_trim(void)
+{
+    return malloc_trim(0);
 }

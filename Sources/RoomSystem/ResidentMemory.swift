@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// What this process holds resident, and giving back the file pages only start-up needed.
@@ -18,12 +19,9 @@ public enum ResidentMemory {
         return (file, anon)
     }
 
-    /// glibc's malloc_trim(0): returns the free pages inside the heap to the kernel. Swift's
-    /// Glibc module does not import malloc.h, so it is looked up once in libc.
+    /// glibc's malloc_trim(0): returns the free pages inside the heap to the kernel.
     public static func trimHeap() {
-        typealias Trim = @convention(c) (Int) -> Int32
-        guard let symbol = dlsym(nil, "malloc_trim") else { return }
-        _ = unsafeBitCast(symbol, to: Trim.self)(0)
+        _ = clinux_malloc_trim()
     }
 
     /// The peak resident set so far (VmHWM), MiB: start-up included.
