@@ -507,8 +507,10 @@ int rs_room_playback_prepare(rs_room *r, unsigned rate)
             if (d / rate > max_delay_s)
                 max_delay_s = d / rate;
         }
-        /* history for late capture reads: 4 s + delays + the IR */
-        double need = rate * (4.0 + r->cfg.echo_delay_ms / 1000.0 + max_delay_s) + (double)len;
+        /* history for late capture reads: 1 s + delays + the IR. A reader later than that has
+           overrun any buffer roomd configures (tens of ms) and arecord's default (0.5 s); each
+           extra second is 192 KB at 48 kHz that stays resident in roomd once written. */
+        double need = rate * (1.0 + r->cfg.echo_delay_ms / 1000.0 + max_delay_s) + (double)len;
         uint64_t size = 1;
         while ((double)size < need)
             size <<= 1;
