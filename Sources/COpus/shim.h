@@ -33,6 +33,7 @@ static inline int copus_bandwidth_mediumband(void) { return OPUS_BANDWIDTH_MEDIU
 static inline int copus_signal_voice(void) { return OPUS_SIGNAL_VOICE; }
 static inline int copus_signal_music(void) { return OPUS_SIGNAL_MUSIC; }
 static inline int copus_decoder_reset(OpusDecoder *d) { return opus_decoder_ctl(d, OPUS_RESET_STATE); }
+static inline int copus_encoder_reset(OpusEncoder *e) { return opus_encoder_ctl(e, OPUS_RESET_STATE); }
 static inline int copus_decoder_last_packet_duration(OpusDecoder *d, opus_int32 *v) { return opus_decoder_ctl(d, OPUS_GET_LAST_PACKET_DURATION(v)); }
 
 static inline int copus_application_voip(void) { return OPUS_APPLICATION_VOIP; }

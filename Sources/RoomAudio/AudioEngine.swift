@@ -154,6 +154,17 @@ public final class EngineControl: Sendable {
     }
 
     public var profile: AudioProfile { AudioProfile.allCases[profileIndex.load(ordering: .acquiring)] }
+
+    /// Whether the room takes this appliance's audio (joined, on stage, not muted). While it
+    /// does not, the loop still runs the processing chain (the canceller keeps learning the
+    /// room, the meters and voice detection keep working) but encodes nothing: the encoder was
+    /// a third of the engine's CPU, spent on frames the session then dropped. True until told
+    /// otherwise (loopback mode never is).
+    let transmitting = Atomic<Bool>(true)
+
+    public func setTransmitting(_ on: Bool) { transmitting.store(on, ordering: .relaxed) }
+
+    public var isTransmitting: Bool { transmitting.load(ordering: .relaxed) }
 }
 
 /// The speaker mixer's stream slots.
@@ -248,6 +259,8 @@ final class AudioLoop: @unchecked Sendable {
     private let recordBlock: UnsafeMutablePointer<Int16>
     private let encodeFrame: UnsafeMutablePointer<Float>
     private var encodeFill = 0
+    /// Frames were skipped while not transmitting: reset the encoder before the next one.
+    private var encoderIdle = false
     private let farEnd: UnsafeMutableBufferPointer<Int16>
     private var farEndPosition = 0
     private let farEndFeed: SPSCRing<Int16>?
@@ -625,6 +638,16 @@ final class AudioLoop: @unchecked Sendable {
             offset += n
             guard encodeFill == frameSamples else { continue }
             encodeFill = 0
+            guard control.isTransmitting else {
+                encoderIdle = true
+                packet.timestamp &+= rtpTicksPerFrame
+                continue
+            }
+            if encoderIdle {
+                // Back on the air: code this frame as a stream's first, not from stale state.
+                encoderIdle = false
+                encoder.reset()
+            }
             let length = withUnsafeMutableBytes(of: &packet.payload) { raw in
                 encoder.encode(encodeFrame, into: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: MediaPacket.maxPayload)
             }

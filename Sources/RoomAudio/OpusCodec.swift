@@ -251,6 +251,11 @@ public final class OpusEncoderBox {
         Int(opus_encode_float(encoder, pcm, Int32(frameSamples), packet, Int32(capacity)))
     }
 
+    /// Forgets the signal so far (OPUS_RESET_STATE; allocates nothing): the next frame is coded
+    /// as the first of a stream, not predicted from audio that was never sent.
+    @discardableResult
+    public func reset() -> Int32 { copus_encoder_reset(encoder) }
+
     /// True when the encoder decided the last frame was silence it need not send (DTX).
     @inline(__always)
     public var inDTX: Bool {

@@ -22,6 +22,8 @@ public protocol RoomBackend: AnyObject {
     var isEffectivelyMuted: Bool { get }
     /// Media flows both ways (roomserver: a binding answer; WebRTC: ICE and DTLS-SRTP up).
     var isMediaPathUp: Bool { get }
+    /// Our audio goes out now (joined, on stage, not muted): the engine encodes only then.
+    var isSendingMedia: Bool { get }
     var statistics: RoomSessionStatistics { get }
     /// "roomserver" or "janus": for status output and messages.
     var backendName: String { get }

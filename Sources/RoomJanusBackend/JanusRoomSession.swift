@@ -430,7 +430,7 @@ public final class JanusRoomSession: RoomBackend {
         if incoming.push(p) { counters.packetsReceived += 1 } else { counters.droppedIncomingRingFull += 1 }
     }
 
-    private var isSendingMedia: Bool {
+    public var isSendingMedia: Bool {
         phase == .joined && isMediaPathUp && stage == .onStage && !isSelfMuted && !moderatorMuted
     }
 

@@ -131,6 +131,7 @@ final class ControlBridge {
         default:
             reply(.failure(ControlError(.internal, "\(command) is not implemented yet")))
         }
+        appliance.room.followSending()
     }
 
     private func applyVolume(_ participant: UInt32) {

@@ -71,6 +71,7 @@ final class Panel {
         case .longPress(.mute):
             break  // reserved: a long press on mute does nothing yet
         }
+        room.followSending()
         refresh()
         afterAction?()
     }

@@ -63,6 +63,28 @@ final class RoomLink {
         let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
         self.wake = wake
         engine.outgoingSignal = wake.signal
+        engine.control.setTransmitting(false)
+        // Every change of the sending state comes with a room event or a button or control
+        // request, each followed by `followSending`; this catches one that would not, late
+        // (and says so) rather than leaving the appliance silent.
+        sendingCheck = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
+            guard let self, self.followSending() else { return }
+            Log.warning("room: sending state changed without an event (now \(self.engine.control.isTransmitting ? "sending" : "not sending")); followed a second late")
+        }
+    }
+
+    private var sendingCheck: EventLoop.TimerID?
+
+    /// Tells the engine whether the room takes our audio now, so that it encodes only then
+    /// (docs/audio-engine.md, "The encoder idles while not sending"). Call after anything that
+    /// may change it: room events (done here), button presses, control requests. True when
+    /// the engine's setting changed.
+    @discardableResult
+    func followSending() -> Bool {
+        let sending = session?.isSendingMedia ?? false
+        guard sending != engine.control.isTransmitting else { return false }
+        engine.control.setTransmitting(sending)
+        return true
     }
 
     var isEnabled: Bool { wake != nil }
@@ -137,11 +159,13 @@ final class RoomLink {
         s.onEvent = { [weak self] event in
             self?.followLoss(event)
             self?.followStreams(event)
+            self?.followSending()
             self?.onEvent?(event)
         }
         if muted { s.setMute(true) }
         session = s
         s.start()
+        followSending()
     }
 
     /// Starts the current session again after a leave (or a removal), with its configuration.
@@ -214,6 +238,8 @@ final class RoomLink {
         pendingTarget = nil
         if let lossTimer { loop.cancel(lossTimer) }
         lossTimer = nil
+        if let sendingCheck { loop.cancel(sendingCheck) }
+        sendingCheck = nil
         session?.stop()
         session = nil
         wake?.close()

@@ -47,9 +47,17 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
             XCTAssertEqual(try ctl(who, ["wait", "joined", "--timeout", "5"]).status, 0, "\(who) joins")
         }
 
-        // 1. B is audience: nobody hears it.
+        // B's engine encodes only while the room takes its audio (docs/audio-engine.md).
+        func encoded(_ who: String) throws -> Int {
+            let out = try ctl(who, ["--json", "stats"]).out
+            let result = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(out.utf8)) as? [String: Any])?["result"] as? [String: Any], out)
+            return try XCTUnwrap(result["packets_encoded"] as? Int, out)
+        }
+        // 1. B is audience: nobody hears it, and it encodes nothing.
         let t1 = E2E.monotonicNanoseconds()
+        let audienceEncoded = try encoded("b")
         Thread.sleep(forTimeInterval: 2)
+        XCTAssertEqual(try encoded("b"), audienceEncoded, "audience: the encoder idles")
         // 2. B raises its hand, the moderator approves: A and C hear it.
         let t2 = E2E.monotonicNanoseconds()
         XCTAssertEqual(try ctl("b", ["raise-hand"]).status, 0)
@@ -59,7 +67,9 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertEqual(try ctl("a", ["approve", "\(id)"]).status, 0)
         XCTAssertEqual(try ctl("b", ["wait", "on-stage", "--timeout", "3"]).status, 0)
         let t3 = E2E.monotonicNanoseconds()
+        let onStageEncoded = try encoded("b")
         Thread.sleep(forTimeInterval: 2.5)
+        XCTAssertGreaterThan(try encoded("b") - onStageEncoded, 150, "on stage: B encodes again (10 ms frames)")
         // Per-stream receive statistics name B's stream.
         let stats = try ctl("c", ["--json", "stats"]).out
         let result = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(stats.utf8)) as? [String: Any])?["result"] as? [String: Any])
@@ -80,7 +90,9 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertEqual(try ctl("b", ["mute"]).status, 0)
         XCTAssertEqual(try ctl("b", ["wait", "muted", "--timeout", "3"]).status, 0)
         let t5 = E2E.monotonicNanoseconds()
+        let mutedEncoded = try encoded("b")
         Thread.sleep(forTimeInterval: 2)
+        XCTAssertEqual(try encoded("b"), mutedEncoded, "muted: the encoder idles")
         let t6 = E2E.monotonicNanoseconds()
         // 5. The moderator kicks B: B is out and says why.
         XCTAssertEqual(try ctl("a", ["kick", "\(id)", "--reason", "test"]).status, 0)
