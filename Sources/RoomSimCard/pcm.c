@@ -334,9 +334,10 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
 {
     unsigned ch = p->channels;
     uint64_t j0 = p->io.appl_ptr;
-    /* what the talker said more than a second ago (per-mic delays are a few samples) */
-    if (p->input_on && p->input_base + j0 > (uint64_t)p->rate)
-        rs_input_release(&p->in, p->input_base + j0 - p->rate);
+    /* what the talker said more than 100 ms ago (per-mic delays are a few samples); a late
+       reader that goes back further maps the pages again from the page cache */
+    if (p->input_on && p->input_base + j0 > (uint64_t)p->rate / 10)
+        rs_input_release(&p->in, p->input_base + j0 - p->rate / 10);
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;
         float *acc = p->acc;

@@ -134,7 +134,9 @@ void rs_input_release(rs_input *in, uint64_t frame)
         return;
     if (frame >= in->frames)
         frame %= in->frames;
-    const size_t page = 4096, step = 256 * 1024;
+    /* 64 KB at a time (~0.7 s of mono 48 kHz, one madvise): 256 KB steps a second behind kept
+       ~0.3 MB of the file resident in roomd */
+    const size_t page = 4096, step = 64 * 1024;
     size_t end = (size_t)(in->data - (const unsigned char *)in->map) + (size_t)frame * in->channels * 2;
     end &= ~(page - 1);
     if (end < in->released) { /* looped back to the start: those pages come back as read */
