@@ -82,10 +82,22 @@ static SSL_CTX *new_ctx(const SSL_METHOD *method, char *err, size_t err_size) {
     return ctx;
 }
 
+/// OpenSSL's default when a PEM key is encrypted is to ask for the passphrase on the controlling
+/// terminal: a server started by hand would sit waiting at the prompt, and there is nobody to
+/// answer under systemd. This answers "no passphrase" at once and notes that one was asked for.
+static int refuse_passphrase(char *buf, int size, int rwflag, void *asked) {
+    (void)buf; (void)size; (void)rwflag;
+    *(int *)asked = 1;
+    return 0;
+}
+
 roomtls_context *roomtls_server_context(const char *chain_file, const char *key_file, char *err, size_t err_size) {
     index_once();
     SSL_CTX *ctx = new_ctx(TLS_server_method(), err, err_size);
     if (!ctx) return NULL;
+    int passphrase_asked = 0;
+    SSL_CTX_set_default_passwd_cb(ctx, refuse_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, &passphrase_asked);
     // No resumption: a ticket would be extra bytes after the handshake and a key to rotate.
     SSL_CTX_set_num_tickets(ctx, 0);
     char reason[200];
@@ -98,7 +110,12 @@ roomtls_context *roomtls_server_context(const char *chain_file, const char *key_
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, key_file, SSL_FILETYPE_PEM) != 1) {
         take_openssl_error(reason, sizeof reason);
-        snprintf(err, err_size, "%s: cannot load the private key: %s", key_file, reason);
+        if (passphrase_asked)
+            snprintf(err, err_size, "%s: the private key is encrypted with a passphrase, which nobody can type for a "
+                     "service: store it unencrypted, readable only by the service's user "
+                     "(openssl pkey -in %s -out NEW.key)", key_file, key_file);
+        else
+            snprintf(err, err_size, "%s: cannot load the private key: %s", key_file, reason);
         SSL_CTX_free(ctx);
         return NULL;
     }

@@ -1,3 +1,4 @@
+import Foundation
 import RoomCore
 import RoomSystem
 import RoomTLS
@@ -7,6 +8,26 @@ import XCTest
 /// `TLSConnection` on its own: StreamConnection's write and backpressure contract kept
 /// through TLS records, and large messages intact.
 final class TLSConnectionTests: XCTestCase {
+    /// An encrypted key: a clear error at once, not OpenSSL's passphrase prompt on the terminal
+    /// (a service has nobody to answer it; started by hand, the server sat at the prompt).
+    func testEncryptedServerKeyIsRefusedWithoutPrompting() throws {
+        let certs = try TestCertificates()
+        try certs.issue()
+        let encrypted = certs.path("encrypted.key")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = ["pkey", "-in", certs.path("server.key"), "-aes256", "-passout", "pass:secret", "-out", encrypted]
+        try openssl.run()
+        openssl.waitUntilExit()
+        XCTAssertEqual(openssl.terminationStatus, 0)
+        let started = Date()
+        XCTAssertThrowsError(try TLSServerContext(certificateChainFile: certs.path("server.pem"), keyFile: encrypted)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("encrypted.key: the private key is encrypted with a passphrase"), text)
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "no prompt waited for")
+    }
+
     func testLargeMessagesAndBackpressureThroughTLS() throws {
         let certs = try TestCertificates()
         try certs.issue()
