@@ -33,8 +33,10 @@ public final class RoomSession {
     /// Muted for the room, by itself or by a moderator: what the mute LED shows.
     public var isEffectivelyMuted: Bool { isSelfMuted || (localParticipant?.muted ?? false) }
     /// True when outgoing packets are sent (joined, on stage, not muted).
+    /// The connection state counts too: a lost connection announces `reconnecting` before the
+    /// phase moves on, and whoever follows the events must already read "not sending" then.
     public var isSendingMedia: Bool {
-        guard phase == .joined, let me = localParticipant else { return false }
+        guard phase == .joined, connectionState == .connected, let me = localParticipant else { return false }
         return me.stage == .onStage && !me.muted && !isSelfMuted
     }
     /// True once the server answered a binding datagram on this connection, until the media

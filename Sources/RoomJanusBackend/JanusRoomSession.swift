@@ -430,8 +430,9 @@ public final class JanusRoomSession: RoomBackend {
         if incoming.push(p) { counters.packetsReceived += 1 } else { counters.droppedIncomingRingFull += 1 }
     }
 
+    /// `connectionState` as well as the phase: see RoomSession's.
     public var isSendingMedia: Bool {
-        phase == .joined && isMediaPathUp && stage == .onStage && !isSelfMuted && !moderatorMuted
+        phase == .joined && connectionState == .connected && isMediaPathUp && stage == .onStage && !isSelfMuted && !moderatorMuted
     }
 
     public func drainOutgoingMedia() {

@@ -177,6 +177,12 @@ final class RoomModerationEndToEndTests: ProcessTestCase {
         XCTAssertGreaterThan(heardAfter, 0.02, "audio flows again after the server restart")
         XCTAssertTrue(cStatus.contains("\"connection\":\"disconnected\"") || cStatus.contains("failed"), "C's token expired: \(cStatus)")
         XCTAssertTrue(try String(contentsOfFile: dir + "/c.log", encoding: .utf8).contains("token"), "C's log says why")
+        // The engine heard of every change of the sending state through an event, the lost
+        // connection included (RoomLink's one-second check found none to correct).
+        for who in ["a", "b"] {
+            let log = try String(contentsOfFile: dir + "/\(who).log", encoding: .utf8)
+            XCTAssertFalse(log.contains("without an event"), "\(who): \(log)")
+        }
     }
 
     /// Open room: an audience member with the publish grant goes on stage at once when it raises
