@@ -30,13 +30,15 @@ final class JanusRTCPLiveTests: XCTestCase {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
         directory = NSTemporaryDirectory() + "roomd-janus-rtcp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let ws = Int.random(in: 20_000 ... 30_000), admin = Int.random(in: 30_001 ... 40_000)
+        // The WebSocket port: janus-dev picks a free one (written to ws_port once it answers);
+        // the Admin API's: free now (random ports once collided with ports in use).
+        let admin = try Self.freeLoopbackPort()
         // scripts/janus-dev: the repo's one Janus configuration (docs/janus.md), with the Admin
         // API and Janus's RTCP logging (level 6) by its environment.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
         let p = Process()
         p.executableURL = URL(fileURLWithPath: root + "/scripts/janus-dev")
-        p.arguments = [directory, "\(ws)"]
+        p.arguments = [directory]
         var environment = ProcessInfo.processInfo.environment
         environment["JANUS_ADMIN_PORT"] = "\(admin)"
         environment["JANUS_DEBUG_LEVEL"] = "6"
@@ -45,7 +47,31 @@ final class JanusRTCPLiveTests: XCTestCase {
         p.standardError = FileHandle.nullDevice
         try p.run()
         janus = p
-        return (ws, admin)
+        let deadline = Date().addingTimeInterval(12)
+        while Date() < deadline {
+            if let text = try? String(contentsOfFile: directory + "/ws_port", encoding: .utf8),
+               let ws = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) { return (ws, admin) }
+            if !p.isRunning { break }
+            usleep(50_000)
+        }
+        throw SystemError("Janus did not start: scripts/janus-dev wrote no ws_port within 12 s")
+    }
+
+    /// A TCP port on 127.0.0.1 nobody listens on now (bound to port 0 and released).
+    static func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &sin) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard ok else { throw XCTSkip("no free loopback port") }
+        return Int(UInt16(bigEndian: sin.sin_port))
     }
 
     /// One Admin API request over HTTP (curl: Foundation's URLSession would drag libcurl's
