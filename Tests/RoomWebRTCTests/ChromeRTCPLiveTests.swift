@@ -89,7 +89,8 @@ final class ChromeRTCPLiveTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try Self.relay.write(toFile: directory + "/relay.py", atomically: true, encoding: .utf8)
         try Self.page.write(toFile: directory + "/page.html", atomically: true, encoding: .utf8)
-        let port = Int.random(in: 40_001 ... 50_000)
+        // Free now: a random port in the ephemeral range could be in use (Chromium then had no page).
+        let port = try freeLoopbackPort()
         let relay = Process()
         relay.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         relay.arguments = [directory + "/relay.py", "\(port)", directory + "/page.html"]

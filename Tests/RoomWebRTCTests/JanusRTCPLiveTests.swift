@@ -32,7 +32,7 @@ final class JanusRTCPLiveTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // The WebSocket port: janus-dev picks a free one (written to ws_port once it answers);
         // the Admin API's: free now (random ports once collided with ports in use).
-        let admin = try Self.freeLoopbackPort()
+        let admin = try freeLoopbackPort()
         // scripts/janus-dev: the repo's one Janus configuration (docs/janus.md), with the Admin
         // API and Janus's RTCP logging (level 6) by its environment.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
@@ -57,22 +57,6 @@ final class JanusRTCPLiveTests: XCTestCase {
         throw SystemError("Janus did not start: scripts/janus-dev wrote no ws_port within 12 s")
     }
 
-    /// A TCP port on 127.0.0.1 nobody listens on now (bound to port 0 and released).
-    static func freeLoopbackPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var sin = sockaddr_in()
-        sin.sin_family = sa_family_t(AF_INET)
-        sin.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &sin) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw XCTSkip("no free loopback port") }
-        return Int(UInt16(bigEndian: sin.sin_port))
-    }
 
     /// One Admin API request over HTTP (curl: Foundation's URLSession would drag libcurl's
     /// FoundationNetworking into the test target for one call).
