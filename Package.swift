@@ -162,7 +162,8 @@ let package = Package(
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
-        // Test helpers several test targets share (certificates from scripts/make-dev-certs).
+        // Test helpers several test targets share (certificates from scripts/make-dev-certs, a
+        // Janus from scripts/janus-dev, a free port).
         .target(name: "RoomTestSupport", path: "Tests/RoomTestSupport"),
         .testTarget(name: "RoomTLSTests", dependencies: ["RoomTestSupport", "RoomTLS", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomMediaCryptoTests",
@@ -173,7 +174,7 @@ let package = Package(
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomTestSupport", "RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
-        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus", "RoomICE"]),
+        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomTestSupport", "RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus", "RoomICE"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],

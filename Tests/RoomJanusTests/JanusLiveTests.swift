@@ -43,40 +43,14 @@ final class JanusLiveTests: XCTestCase {
     /// file (janus.jcfg's `certificates` are DTLS's, and without one there the transport refuses
     /// to start: "Missing certificate/key path").
     func startJanus(wss: (cert: String, key: String)? = nil) throws -> Int {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
-        // scripts/janus-dev: the repo's one Janus configuration (docs/janus.md), wss by its
-        // environment. It picks a free port and writes it to ws_port once the transport accepts
-        // connections (a random port once collided: "Error creating vhost for Secure Websockets
-        // server", no transport, Janus gone). A Janus that still does not come up is started
-        // once more, with its first log kept in the failure message.
-        var firstLog = ""
-        for attempt in 1 ... 2 {
-            if attempt > 1 {
-                firstLog = janusLog()
-                if let janus, janus.isRunning { janus.terminate(); janus.waitUntilExit() }
-                try? FileManager.default.removeItem(atPath: directory)
-            }
-            directory = NSTemporaryDirectory() + "roomd-janus-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: Self.repoRoot + "/scripts/janus-dev")
-            p.arguments = [directory]
-            var environment = ProcessInfo.processInfo.environment
-            if let wss { environment["JANUS_WSS_CERT"] = wss.cert; environment["JANUS_WSS_KEY"] = wss.key }
-            p.environment = environment
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            janus = p
-            let deadline = Date().addingTimeInterval(12)
-            while Date() < deadline {
-                if let text = try? String(contentsOfFile: directory + "/ws_port", encoding: .utf8),
-                   let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) { return port }
-                if !p.isRunning { break }
-                usleep(50_000)
-            }
-        }
-        throw SystemError("Janus did not start twice; first log:\n\(firstLog.suffix(1500))\nsecond log:\n\(janusLog().suffix(1500))")
+        guard JanusDev.isInstalled else { throw XCTSkip("janus is not installed") }
+        var environment: [String: String] = [:]
+        if let wss { environment["JANUS_WSS_CERT"] = wss.cert; environment["JANUS_WSS_KEY"] = wss.key }
+        let started = try JanusDev.start(directory: NSTemporaryDirectory() + "roomd-janus-\(getpid())-\(UInt32.random(in: 0 ... .max))",
+                                         environment: environment)
+        janus = started.process
+        directory = started.directory
+        return started.port
     }
 
     func testTheApplianceJoinsAnAudioBridgeAndJanusReportsThePeerConnectionUp() throws {

@@ -5,6 +5,7 @@ import RoomCore
 @testable import RoomJanusBackend
 import RoomProtocol
 import RoomSystem
+import RoomTestSupport
 @testable import RoomWebRTC
 import XCTest
 
@@ -23,27 +24,10 @@ final class JanusCaptureTests: XCTestCase {
     }
 
     private func startJanus() throws -> Int {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-        let dir = NSTemporaryDirectory() + "roomd-janus-capture-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try? FileManager.default.removeItem(atPath: dir + "/ws_port")
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: root + "/scripts/janus-dev")
-        p.arguments = [dir]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        janus = p
-        let deadline = Date().addingTimeInterval(15)
-        while Date() < deadline {
-            if let text = try? String(contentsOfFile: dir + "/ws_port", encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
-                return port
-            }
-            if !p.isRunning { break }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
-        throw XCTSkip("Janus did not start here")
+        guard JanusDev.isInstalled else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
+        let started = try JanusDev.start(directory: NSTemporaryDirectory() + "roomd-janus-capture-\(getpid())")
+        janus = started.process
+        return started.port
     }
 
     func testTheJanusPathCarriesOnlySTUNDTLSAndSRTP() throws {

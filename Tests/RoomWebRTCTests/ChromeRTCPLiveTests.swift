@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import RoomSDP
 import RoomSystem
+import RoomTestSupport
 import RoomWebRTC
 import XCTest
 

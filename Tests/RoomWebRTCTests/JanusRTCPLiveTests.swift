@@ -3,6 +3,7 @@ import Glibc
 import RoomJanus
 import RoomSDP
 import RoomSystem
+import RoomTestSupport
 import RoomWebRTC
 import XCTest
 
@@ -27,36 +28,15 @@ final class JanusRTCPLiveTests: XCTestCase {
     /// Janus with the WebSocket API and the HTTP Admin API on loopback, the AudioBridge with
     /// room 1234 (scripts/janus-dev), ICE on the interface janus-dev picks. Returns (WebSocket port, Admin port).
     private func startJanus() throws -> (ws: Int, admin: Int) {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/janus") else { throw XCTSkip("janus is not installed") }
-        directory = NSTemporaryDirectory() + "roomd-janus-rtcp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        // The WebSocket port: janus-dev picks a free one (written to ws_port once it answers);
-        // the Admin API's: free now (random ports once collided with ports in use).
+        guard JanusDev.isInstalled else { throw XCTSkip("janus is not installed") }
+        // The Admin API and Janus's RTCP logging (level 6) by janus-dev's environment.
         let admin = try freeLoopbackPort()
-        // scripts/janus-dev: the repo's one Janus configuration (docs/janus.md), with the Admin
-        // API and Janus's RTCP logging (level 6) by its environment.
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: root + "/scripts/janus-dev")
-        p.arguments = [directory]
-        var environment = ProcessInfo.processInfo.environment
-        environment["JANUS_ADMIN_PORT"] = "\(admin)"
-        environment["JANUS_DEBUG_LEVEL"] = "6"
-        p.environment = environment
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        janus = p
-        let deadline = Date().addingTimeInterval(12)
-        while Date() < deadline {
-            if let text = try? String(contentsOfFile: directory + "/ws_port", encoding: .utf8),
-               let ws = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) { return (ws, admin) }
-            if !p.isRunning { break }
-            usleep(50_000)
-        }
-        throw SystemError("Janus did not start: scripts/janus-dev wrote no ws_port within 12 s")
+        let started = try JanusDev.start(directory: NSTemporaryDirectory() + "roomd-janus-rtcp-\(getpid())-\(UInt32.random(in: 0 ... .max))",
+                                         environment: ["JANUS_ADMIN_PORT": "\(admin)", "JANUS_DEBUG_LEVEL": "6"])
+        janus = started.process
+        directory = started.directory
+        return (started.port, admin)
     }
-
 
     /// One Admin API request over HTTP (curl: Foundation's URLSession would drag libcurl's
     /// FoundationNetworking into the test target for one call).

@@ -1,8 +1,10 @@
 import Glibc
-import XCTest
 
-/// A TCP port on 127.0.0.1 nobody listens on now (bound to port 0 and released).
-func freeLoopbackPort() throws -> Int {
+public struct NoFreePort: Error {}
+
+/// A TCP port on 127.0.0.1 nobody listens on now (bound to port 0 and released): for a helper
+/// process that must be told its port. A random port in the ephemeral range can be in use.
+public func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var sin = sockaddr_in()
@@ -14,6 +16,6 @@ func freeLoopbackPort() throws -> Int {
             bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
         }
     }
-    guard ok else { throw XCTSkip("no free loopback port") }
+    guard ok else { throw NoFreePort() }
     return Int(UInt16(bigEndian: sin.sin_port))
 }
