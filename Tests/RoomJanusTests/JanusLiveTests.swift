@@ -33,8 +33,6 @@ final class JanusLiveTests: XCTestCase {
         LocalAddress.firstNonLoopbackIPv4().map { ($0.interface, $0.address) }
     }
 
-    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-
     /// Janus with only the WebSocket transport (on loopback) and the AudioBridge; ICE on the
     /// machine's first non-loopback interface (the one scripts/janus-dev picks, and
     /// `localInterface` finds for the appliance's side).

@@ -19,8 +19,7 @@ public enum JanusDev {
     /// the failure when the second does not either.
     public static func start(directory: String, environment: [String: String] = [:], timeout: TimeInterval = 12)
         throws -> (process: Process, port: Int, directory: String) {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path + "/scripts/janus-dev"
+        let script = packageRoot + "/scripts/janus-dev"
         var logs: [String] = []
         for attempt in 1 ... 2 {
             let dir = attempt == 1 ? directory : directory + "-again"

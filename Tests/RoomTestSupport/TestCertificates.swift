@@ -23,7 +23,7 @@ public final class TestCertificates {
     @discardableResult
     public func issue(_ name: String = "server", ca: String = "ca", san: String = "DNS:localhost,IP:127.0.0.1", days: Int = 30) throws -> String {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.packageRoot + "/scripts/make-dev-certs")
+        process.executableURL = URL(fileURLWithPath: packageRoot + "/scripts/make-dev-certs")
         process.arguments = [directory, "--ca", ca, "--name", name, "--san", san, "--days", "\(days)"]
         let output = Pipe()
         process.standardOutput = output
@@ -37,11 +37,4 @@ public final class TestCertificates {
     }
 
     public func path(_ file: String) -> String { directory + "/" + file }
-
-    /// The repository's root (this file is Tests/RoomTestSupport/TestCertificates.swift).
-    public static var packageRoot: String {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0 ..< 3 { url.deleteLastPathComponent() }
-        return url.path
-    }
 }
