@@ -513,10 +513,9 @@ final class AudioLoop: @unchecked Sendable {
             lossFeedback.publish(expectedLoss: p.expectedLossPercent, bitrate: p.bitrate)
             return
         }
-        let bitrate = lossAdaptation.bitrate(for: p)
-        _ = encoder.setExpectedLoss(percent: lossAdaptation.expectedLossPercent)
-        _ = encoder.setBitrate(bitrate)
-        lossFeedback.publish(expectedLoss: lossAdaptation.expectedLossPercent, bitrate: bitrate)
+        let coding = lossAdaptation.coding(for: p)
+        _ = encoder.apply(coding)
+        lossFeedback.publish(expectedLoss: coding.expectedLossPercent, bitrate: coding.bitrate)
     }
 
     /// The self-test measures the canceller with the gain control off, and the gain control
@@ -653,6 +652,7 @@ final class AudioLoop: @unchecked Sendable {
             }
             let send = allowed && (!voiceGateOn || gate.shouldSend(voice: voice)) && length > 2 && !encoder.inDTX
             if length > 0 { stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed) }
+            if length > 2 { stats.lastOpusLayer.store(OpusLayer(toc: packet.payload[0]).rawValue, ordering: .relaxed) }
             if length > 0 && send {
                 packet.length = UInt16(length)
                 packet.voiceActivity = voice

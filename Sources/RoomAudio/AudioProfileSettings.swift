@@ -15,6 +15,11 @@ public struct AudioProfileSettings: Sendable, Equatable {
     /// The bitrate while no listener loses packets and the FEC copy is off (`LossAdaptation`);
     /// nil: the same as `bitrate`. Music keeps its rate.
     public var cleanNetworkBitrate: Int32?
+    /// Code in Opus's transform layer (CELT) while the FEC copy is off; speech only (music is
+    /// coded there anyway). `OpusSettings.cleanNetworkTransform`.
+    public var cleanNetworkTransform: Bool
+    /// The complexity while coding in the transform layer on a clean network.
+    public var cleanNetworkComplexity: Int32
     /// Follow the listeners' loss reports (`LossAdaptation`); off: `expectedLossPercent` fixed.
     public var adaptsToLoss: Bool
     /// The widest audio band Opus may code (OPUS_SET_MAX_BANDWIDTH).
@@ -48,6 +53,8 @@ public struct AudioProfileSettings: Sendable, Equatable {
         case .speech:
             bitrate = opus.bitrate
             cleanNetworkBitrate = opus.cleanNetworkBitrate
+            cleanNetworkTransform = opus.cleanNetworkTransform
+            cleanNetworkComplexity = opus.cleanNetworkComplexity
             bandwidth = opus.maxBandwidth
             music = false
             dtx = opus.dtx
@@ -57,6 +64,8 @@ public struct AudioProfileSettings: Sendable, Equatable {
         case .music:
             bitrate = max(opus.bitrate, Self.musicMinimumBitrate)
             cleanNetworkBitrate = nil
+            cleanNetworkTransform = false
+            cleanNetworkComplexity = opus.complexity
             bandwidth = .full
             music = true
             dtx = false

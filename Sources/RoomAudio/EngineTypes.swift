@@ -152,6 +152,10 @@ public final class EngineStats: Sendable {
     public let voicePeriods = Atomic<Int>(0)
     public let voiceActive = Atomic<Bool>(false)
     public let packetsEncoded = Atomic<Int>(0)
+    /// The `OpusLayer` raw value of the last packet coded (-1: none yet): whether a clean
+    /// network has the transform layer (`LossAdaptation.coding(for:)`).
+    public let lastOpusLayer = Atomic<Int>(-1)
+    public var opusLayer: OpusLayer? { OpusLayer(rawValue: lastOpusLayer.load(ordering: .relaxed)) }
     public let packetsSuppressedByDTX = Atomic<Int>(0)
     /// Loopback mode: frames the simulated network dropped.
     public let packetsLost = Atomic<Int>(0)

@@ -79,6 +79,33 @@ public struct LossAdaptation: Sendable, Equatable {
         guard expectedLossPercent == 0, let clean = profile.cleanNetworkBitrate else { return profile.bitrate }
         return min(clean, profile.bitrate)
     }
+
+    /// How `profile` is coded at the current setting. While protecting: SILK (the only layer
+    /// with an in-band FEC copy; the voice hint makes libopus pick it) at the profile's
+    /// complexity. While the network is clean and the profile allows it: the transform layer,
+    /// through the music hint — the hint is the public lever libopus gives for its layer choice;
+    /// at complexity < 7 with DTX on it otherwise keeps speech in SILK.
+    public func coding(for profile: AudioProfileSettings) -> EncoderCoding {
+        let clean = expectedLossPercent == 0 && profile.cleanNetworkTransform && !profile.music
+        return EncoderCoding(bitrate: bitrate(for: profile), expectedLossPercent: expectedLossPercent,
+                             musicSignal: profile.music || clean, complexity: clean ? profile.cleanNetworkComplexity : profile.complexity)
+    }
+}
+
+/// What `LossAdaptation` sets on the encoder (`OpusEncoderBox.apply(_:)`).
+public struct EncoderCoding: Sendable, Equatable {
+    public var bitrate: Int32
+    public var expectedLossPercent: Int32
+    /// OPUS_SIGNAL_MUSIC (transform layer) rather than OPUS_SIGNAL_VOICE (SILK).
+    public var musicSignal: Bool
+    public var complexity: Int32
+
+    public init(bitrate: Int32, expectedLossPercent: Int32, musicSignal: Bool, complexity: Int32) {
+        self.bitrate = bitrate
+        self.expectedLossPercent = expectedLossPercent
+        self.musicSignal = musicSignal
+        self.complexity = complexity
+    }
 }
 
 /// A receiver's side: the share of each sender's packets lost since the previous call, from

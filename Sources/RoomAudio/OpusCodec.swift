@@ -58,10 +58,17 @@ public struct OpusSettings: Sendable, Equatable {
     /// Follow the listeners' loss reports: FEC sized to the loss they see, none (and
     /// `cleanNetworkBitrate`) while they lose nothing. `ROOMD_OPUS` `adapt=0` fixes it.
     public var adaptToLoss = true
-    /// Speech's bitrate while the FEC copy is off: measured as good as 96 kb/s with FEC at
-    /// 0 % loss (PESQ-WB 4.14-4.15 vs 4.12-4.14 end to end; docs/audio-engine.md), for ~30 %
-    /// less encoder time and 55 instead of 87 kb/s of Opus.
-    public var cleanNetworkBitrate: Int32 = 64000
+    /// Speech's bitrate while the FEC copy is off (`LossAdaptation`). 96 kb/s because that
+    /// is where the transform layer (below) codes speech as well as SILK did at 64 kb/s
+    /// (docs/audio-engine.md, "Clean network: the transform layer").
+    public var cleanNetworkBitrate: Int32 = 96000
+    /// While the FEC copy is off, let libopus code speech in its transform layer (CELT, chosen
+    /// through the signal hint) instead of SILK: FEC is SILK's alone, and without it SILK is
+    /// the expensive choice — measured 2.4x the encode time of CELT at complexity 5 for a lower
+    /// PESQ-WB (docs/audio-engine.md). `ROOMD_OPUS` `clean_celt=0` keeps SILK.
+    public var cleanNetworkTransform = true
+    /// The complexity while coding in the transform layer on a clean network.
+    public var cleanNetworkComplexity: Int32 = 5
     public var dtx = true
     public var vbr = true
     /// Send only while the APM hears voice (plus hangover); off: send every frame the encoder
@@ -73,7 +80,8 @@ public struct OpusSettings: Sendable, Equatable {
     /// `ROOMD_OPUS`: measurement overrides, e.g. `ROOMD_OPUS="bitrate=32000,bandwidth=swb,fec=0"`
     /// (docs/audio-engine.md, "Codec settings"). Keys: bitrate (6000-510000), bandwidth
     /// (nb, mb, wb, swb, fb), complexity (0-10), fec (0/1), loss (0-100), adapt (0/1: follow the
-    /// listeners' loss reports), clean_bitrate (6000-510000), dtx (0/1), vbr (0/1), gate (0/1). The frame size is not among them: the receive side must agree
+    /// listeners' loss reports), clean_bitrate (6000-510000), clean_celt (0/1), clean_complexity (0-10),
+    /// dtx (0/1), vbr (0/1), gate (0/1). The frame size is not among them: the receive side must agree
     /// (`--opus-frame`).
     public static let environmentVariable = "ROOMD_OPUS"
 
@@ -100,10 +108,12 @@ public struct OpusSettings: Sendable, Equatable {
             case "loss": s.expectedLossPercent = try number(0...100)
             case "adapt": s.adaptToLoss = try number(0...1) == 1
             case "clean_bitrate": s.cleanNetworkBitrate = try number(6000...510_000)
+            case "clean_celt": s.cleanNetworkTransform = try number(0...1) == 1
+            case "clean_complexity": s.cleanNetworkComplexity = try number(0...10)
             case "dtx": s.dtx = try number(0...1) == 1
             case "vbr": s.vbr = try number(0...1) == 1
             case "gate": s.voiceGate = try number(0...1) == 1
-            default: throw OpusError("\(Self.environmentVariable): unknown key \(key) (bitrate, bandwidth, complexity, fec, loss, adapt, clean_bitrate, dtx, vbr, gate)")
+            default: throw OpusError("\(Self.environmentVariable): unknown key \(key) (bitrate, bandwidth, complexity, fec, loss, adapt, clean_bitrate, clean_celt, clean_complexity, dtx, vbr, gate)")
             }
         }
         return s
@@ -125,6 +135,26 @@ public struct OpusSettings: Sendable, Equatable {
     public func withEnvironmentOverrides() throws(OpusError) -> OpusSettings {
         guard let spec = Environment.get(Self.environmentVariable), !spec.isEmpty else { return self }
         return try overridden(by: spec)
+    }
+}
+
+/// The coding layer of an Opus packet, from its TOC byte (RFC 6716 §3.1: configurations 0-11
+/// SILK, 12-15 hybrid, 16-31 CELT). What the encoder chose, which the signal hint only steers.
+public enum OpusLayer: Int, Sendable {
+    case silk = 0, hybrid = 1, celt = 2
+
+    @inline(__always)
+    public init(toc: UInt8) {
+        let config = toc >> 3
+        self = config < 12 ? .silk : config < 16 ? .hybrid : .celt
+    }
+
+    public var name: String {
+        switch self {
+        case .silk: "silk"
+        case .hybrid: "hybrid"
+        case .celt: "celt"
+        }
     }
 }
 
@@ -207,19 +237,23 @@ public final class OpusEncoderBox {
         return rc
     }
 
-    /// The target bitrate (OPUS_SET_BITRATE), for `LossAdaptation`. On the audio thread,
-    /// between frames: a ctl call, nothing allocated.
-    @inline(__always)
-    public func setBitrate(_ bitsPerSecond: Int32) -> Int32 {
-        copus_set_bitrate(encoder, bitsPerSecond)
-    }
-
     /// Tells the encoder how much loss to protect against (OPUS_SET_PACKET_LOSS_PERC): the
     /// hook for loss the receivers report. 0 switches the FEC copy off (libopus sends none
     /// at 0 %), so a clean network pays no FEC tax. On the audio thread, between frames.
     @inline(__always)
     public func setExpectedLoss(percent: Int32) -> Int32 {
         copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
+    }
+
+    /// The clean-network or protected coding (`LossAdaptation.coding(for:)`): target bitrate,
+    /// expected loss, the signal hint that picks the transform layer or SILK, and complexity.
+    /// On the audio thread, between frames: ctl calls only, nothing allocated.
+    public func apply(_ c: EncoderCoding) -> Int32 {
+        var rc = copus_set_packet_loss_perc(encoder, max(0, min(100, c.expectedLossPercent)))
+        if rc == OPUS_OK { rc = copus_set_bitrate(encoder, c.bitrate) }
+        if rc == OPUS_OK { rc = c.musicSignal ? copus_set_signal_music(encoder) : copus_set_signal_voice(encoder) }
+        if rc == OPUS_OK { rc = copus_set_complexity(encoder, c.complexity) }
+        return rc
     }
 
     /// The encoder's configuration, read back through libopus's getters.

@@ -223,6 +223,7 @@ final class ControlBridge {
             o["opus_expected_loss_pct"] = .int(applied.expectedLossPercent)
             o["opus_bitrate"] = .int(applied.bitrate)
         }
+        if let layer = engine.stats.opusLayer { o["opus_layer"] = .string(layer.name) }
         if let st = session?.statistics {
             o["rtp_sent"] = .int(st.packetsSent)
             o["rtp_received"] = .int(st.packetsReceived)

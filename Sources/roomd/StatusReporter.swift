@@ -76,6 +76,7 @@ final class StatusReporter {
                 // Loss-driven FEC: the encoder's expected loss and bitrate now.
                 ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
                 ("opus_bitrate", engine.lossFeedback.applied.map { "\($0.bitrate)" } ?? "null"),
+                ("opus_layer", engine.stats.opusLayer.map { "\"\($0.name)\"" } ?? "null"),
             ]
             if let session {
                 let st = session.statistics

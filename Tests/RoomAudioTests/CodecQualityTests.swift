@@ -122,6 +122,62 @@ final class CodecQualityTests: XCTestCase {
         XCTAssertEqual(encoder.readBack().expectedLossPercent, 0)
     }
 
+    /// Loss-driven coding picks the layer: SILK with its FEC copy while listeners lose packets,
+    /// the transform layer (CELT) while the network is clean — read from the packets' TOC bytes,
+    /// since the signal hint only steers libopus's choice. The clean coding must also keep the
+    /// wideband top octave (it is what a listener hears on a clean network).
+    func testCleanNetworkCodesInTheTransformLayer() throws {
+        let speech = AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: OpusSettings(), environment: false)
+        let encoder = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
+        let decoder = try OpusDecoderBox(rate: rate)
+        let pcm = speechLike(seconds: 2)
+        var adaptation = LossAdaptation(initialPercent: 5)
+        func layers(count: Int, from start: Int) -> (layers: [OpusLayer: Int], out: [Float]) {
+            var seen: [OpusLayer: Int] = [:]
+            var out: [Float] = []
+            var packet = [UInt8](repeating: 0, count: 1500)
+            var frame = [Float](repeating: 0, count: encoder.frameSamples)
+            for f in 0..<count {
+                let at = start + f * encoder.frameSamples
+                let n = pcm.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + at, into: &packet, capacity: packet.count) }
+                XCTAssertGreaterThan(n, 0)
+                if n > 2 { seen[OpusLayer(toc: packet[0]), default: 0] += 1 }   // 1-2 bytes: a DTX frame
+                let got = frame.withUnsafeMutableBufferPointer { decoder.decode(packet, length: n, into: $0.baseAddress!, frames: encoder.frameSamples) }
+                XCTAssertEqual(got, encoder.frameSamples)
+                out += frame
+            }
+            return (seen, out)
+        }
+        XCTAssertEqual(encoder.apply(adaptation.coding(for: speech)), 0)
+        let protected = layers(count: 50, from: 0)
+        XCTAssertGreaterThan(protected.layers[.silk] ?? 0, 25, "FEC on: SILK, got \(protected.layers)")
+        XCTAssertEqual(protected.layers[.silk], protected.layers.values.reduce(0, +), "FEC on: only SILK, got \(protected.layers)")
+        for _ in 0..<LossAdaptation.cleanReportsToRelax { _ = adaptation.update(reportedPercent: 0) }
+        let clean = adaptation.coding(for: speech)
+        XCTAssertEqual(clean, EncoderCoding(bitrate: 96000, expectedLossPercent: 0, musicSignal: true, complexity: 5))
+        XCTAssertEqual(encoder.apply(clean), 0)
+        let frames = 100, start = 50 * encoder.frameSamples
+        let transform = layers(count: frames, from: start)
+        // The first frame or two after the switch may still be SILK (libopus's transition).
+        XCTAssertGreaterThanOrEqual(transform.layers[.celt] ?? 0, frames - 2, "clean: the transform layer, got \(transform.layers)")
+        let skip = 10 * encoder.frameSamples, end = transform.out.count - 1000
+        let ratio = 10 * log10(energyAbove7kHz(transform.out[skip..<end]) / energyAbove7kHz(pcm[(start + skip)..<(start + end)]))
+        XCTAssertGreaterThan(ratio, -6, "energy above 7 kHz in the transform layer: \(ratio) dB")
+        // Loss again: back to SILK with FEC.
+        XCTAssertTrue(adaptation.update(reportedPercent: 5))
+        XCTAssertEqual(encoder.apply(adaptation.coding(for: speech)), 0)
+        let back = layers(count: 50, from: start + frames * encoder.frameSamples)
+        XCTAssertGreaterThanOrEqual(back.layers[.silk] ?? 0, back.layers.values.reduce(0, +) - 2, "loss reported: SILK again, got \(back.layers)")
+        XCTAssertGreaterThan(back.layers[.silk] ?? 0, 25)
+        // clean_celt=0 keeps SILK on a clean network.
+        let silkOnly = AudioProfileSettings(.speech, processing: ProcessingSettings(),
+                                            opus: try OpusSettings().overridden(by: "clean_celt=0"), environment: false)
+        var quiet = LossAdaptation(initialPercent: 0)
+        _ = quiet.update(reportedPercent: 0)
+        XCTAssertFalse(quiet.coding(for: silkOnly).musicSignal)
+        XCTAssertEqual(quiet.coding(for: silkOnly).complexity, 5)
+    }
+
     /// The regression issue 9 found: 24 kb/s with FEC for 10 % loss made libopus fall back to
     /// mediumband, cutting everything above ~6.5 kHz (-53 dB at 7-8 kHz). The speech profile
     /// must keep the wideband top octave: energy above 7 kHz within 6 dB of the input's.

@@ -43,8 +43,9 @@ final class LossAdaptationTests: XCTestCase {
         var a = LossAdaptation(initialPercent: 5)
         XCTAssertEqual(a.bitrate(for: speech), 96000)
         for _ in 0..<LossAdaptation.cleanReportsToRelax { _ = a.update(reportedPercent: 0) }
-        XCTAssertEqual(a.bitrate(for: speech), 64000)
+        XCTAssertEqual(a.bitrate(for: speech), 96000, "the transform layer's clean rate")
         XCTAssertEqual(a.bitrate(for: music), music.bitrate, "music keeps its rate")
+        XCTAssertEqual(a.coding(for: music), EncoderCoding(bitrate: music.bitrate, expectedLossPercent: 0, musicSignal: true, complexity: 5))
         // A speech bitrate set below the clean rate is not raised.
         var low = opus
         low.bitrate = 32000
@@ -58,6 +59,9 @@ final class LossAdaptationTests: XCTestCase {
         XCTAssertFalse(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: noFEC, environment: false).adaptsToLoss)
         XCTAssertEqual(try opus.overridden(by: "adapt=0,clean_bitrate=48000").adaptToLoss, false)
         XCTAssertEqual(try opus.overridden(by: "clean_bitrate=48000").cleanNetworkBitrate, 48000)
+        XCTAssertEqual(try opus.overridden(by: "clean_complexity=2").cleanNetworkComplexity, 2)
+        XCTAssertThrowsError(try opus.overridden(by: "clean_complexity=11"))
+        XCTAssertThrowsError(try opus.overridden(by: "clean_celt=yes"))
         XCTAssertThrowsError(try opus.overridden(by: "adapt=2"))
     }
 

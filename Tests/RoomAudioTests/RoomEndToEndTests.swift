@@ -62,6 +62,10 @@ final class RoomEndToEndTests: ProcessTestCase {
         XCTAssertEqual(loss(statuses.first), 5, "FEC is on before any report; logs in \(dir)")
         XCTAssertEqual(bitrate(statuses.first), 96000)
         XCTAssertEqual(loss(statuses.last), 0, "clean reports switch the FEC copy off; logs in \(dir)")
-        XCTAssertEqual(bitrate(statuses.last), 64000)
+        XCTAssertEqual(bitrate(statuses.last), 96000)
+        // ... and the layer follows: SILK (FEC) first, the transform layer once clean.
+        func layer(_ s: [String: Any]?) -> String? { s?["opus_layer"] as? String }
+        XCTAssertEqual(layer(statuses.first { layer($0) != nil }), "silk", "logs in \(dir)")
+        XCTAssertEqual(layer(statuses.last), "celt", "logs in \(dir)")
     }
 }
