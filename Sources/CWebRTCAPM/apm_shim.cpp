@@ -246,6 +246,14 @@ extern "C" int rapm_set_noise_suppression(rapm_t *a, int on) {
     return a->apm->noise_suppression()->Enable(on != 0);
 }
 
+extern "C" void rapm_set_canceller_idle_skip(rapm_t *a, int on) {
+    for (int i = 0; i < a->kc_count; i++) a->kc[i]->idle_skip = on != 0;
+}
+
+extern "C" long rapm_canceller_idle_blocks(const rapm_t *a) {
+    return a->kc_count > 0 ? a->kc[0]->idle_blocks : 0;
+}
+
 extern "C" int rapm_set_gain_control(rapm_t *a, int on) {
     return a->apm->gain_control()->Enable(on != 0);
 }

@@ -160,6 +160,15 @@ public final class AudioProcessor {
         return a != 0 ? a : b
     }
 
+    /// roomd's canceller skips its filter update while the far end has been digital silence
+    /// for its whole tail (nothing would adapt; the covariance's drift is applied in one step
+    /// when the far end returns). On by default; off computes every block in full (tests
+    /// compare the two).
+    public func setCancellerIdleSkip(_ on: Bool) { rapm_set_canceller_idle_skip(apm, on ? 1 : 0) }
+
+    /// Blocks roomd's canceller skipped that way so far (mic 0).
+    public var cancellerIdleBlocks: Int { Int(rapm_canceller_idle_blocks(apm)) }
+
     public var voiceDetected: Bool { rapm_voice_detected(apm) != 0 }
     public var echoPresent: Bool { rapm_echo_present(apm) != 0 }
 

@@ -66,6 +66,11 @@ int rapm_echo_present(const rapm_t *apm);
 /// neither). Call on the thread that processes capture, between blocks. Returns 0 or an APM error.
 int rapm_set_noise_suppression(rapm_t *apm, int on);
 int rapm_set_gain_control(rapm_t *apm, int on);
+/// roomd's canceller skips its filter update while the far end has been digital silence for
+/// its whole tail (on by default; off: the full update every block, for comparison).
+void rapm_set_canceller_idle_skip(rapm_t *apm, int on);
+/// Blocks the canceller (mic 0) skipped that way so far.
+long rapm_canceller_idle_blocks(const rapm_t *apm);
 
 typedef struct {
     float erle_db;            // AEC's own average ERLE estimate
