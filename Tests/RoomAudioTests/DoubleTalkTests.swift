@@ -154,6 +154,30 @@ final class DoubleTalkTests: XCTestCase {
         XCTAssertGreaterThan(theirs.chopped, ours.chopped + 0.1, "webrtc's AEC \(theirs) vs ours \(ours)")
     }
 
+    /// Straight through the APM shim, one 10 ms block at a time: the far end to the render side,
+    /// the mic to the capture side (mono, no delay hint); what it sends, whole blocks of `mic`.
+    private func process(_ apm: AudioProcessor, mic: [Float], far: [Float]) -> [Float] {
+        let period = rate / 100
+        let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
+        let output = UnsafeMutablePointer<Float>.allocate(capacity: period)
+        let render = UnsafeMutablePointer<Float>.allocate(capacity: period)
+        defer { input.deallocate(); output.deallocate(); render.deallocate() }
+        var inputs: [UnsafePointer<Float>?] = [UnsafePointer(input)]
+        var outputs: [UnsafeMutablePointer<Float>?] = [output]
+        var renders: [UnsafePointer<Float>?] = [UnsafePointer(render)]
+        var out: [Float] = []
+        out.reserveCapacity(mic.count)
+        for b in 0..<(mic.count / period) {
+            for i in 0..<period { input[i] = mic[b * period + i]; render[i] = far[b * period + i] }
+            _ = renders.withUnsafeMutableBufferPointer { apm.analyzeRender($0.baseAddress!) }
+            _ = inputs.withUnsafeMutableBufferPointer { i in
+                outputs.withUnsafeMutableBufferPointer { o in apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0) }
+            }
+            out += UnsafeBufferPointer(start: output, count: period)
+        }
+        return out
+    }
+
     /// How fast the canceller learns must not depend on where the echo's delay falls within a
     /// 10 ms block (docs/audio-engine.md, "Surprise"): the filter's partitions overlap, and
     /// before the tapered gradient a delay covered by four of them was learned faster than one
@@ -184,22 +208,10 @@ final class DoubleTalkTests: XCTestCase {
                 return (i >= d ? 0.5012 * far[i - d] : 0) + noise
             }
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
-            let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
-            let output = UnsafeMutablePointer<Float>.allocate(capacity: period)
-            let render = UnsafeMutablePointer<Float>.allocate(capacity: period)
-            defer { input.deallocate(); output.deallocate(); render.deallocate() }
-            var inputs: [UnsafePointer<Float>?] = [UnsafePointer(input)]
-            var outputs: [UnsafeMutablePointer<Float>?] = [output]
-            var renders: [UnsafePointer<Float>?] = [UnsafePointer(render)]
+            let out = process(apm, mic: mic, far: Array(far[0..<(blocks * period)]))
             var micEnergy = 0.0, outEnergy = 0.0
-            for b in 0..<blocks {
-                for i in 0..<period { input[i] = mic[b * period + i]; render[i] = far[b * period + i] }
-                _ = renders.withUnsafeMutableBufferPointer { apm.analyzeRender($0.baseAddress!) }
-                _ = inputs.withUnsafeMutableBufferPointer { i in
-                    outputs.withUnsafeMutableBufferPointer { o in apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0) }
-                }
-                guard b >= blocks / 2 else { continue }
-                for i in 0..<period { micEnergy += Double(input[i] * input[i]); outEnergy += Double(output[i] * output[i]) }
+            for i in (blocks / 2 * period)..<(blocks * period) {
+                micEnergy += Double(mic[i] * mic[i]); outEnergy += Double(out[i] * out[i])
             }
             erle[delayMs] = 10 * log10(micEnergy / max(outEnergy, 1e-20))
         }
@@ -238,23 +250,7 @@ final class DoubleTalkTests: XCTestCase {
         func run(skip: Bool) throws -> (out: [Float], idle: Int) {
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
             apm.setCancellerIdleSkip(skip)
-            let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
-            let output = UnsafeMutablePointer<Float>.allocate(capacity: period)
-            let render = UnsafeMutablePointer<Float>.allocate(capacity: period)
-            defer { input.deallocate(); output.deallocate(); render.deallocate() }
-            var inputs: [UnsafePointer<Float>?] = [UnsafePointer(input)]
-            var outputs: [UnsafeMutablePointer<Float>?] = [output]
-            var renders: [UnsafePointer<Float>?] = [UnsafePointer(render)]
-            var out: [Float] = []
-            for b in 0..<(farSignal.count / period) {
-                for i in 0..<period { input[i] = mic[b * period + i]; render[i] = farSignal[b * period + i] }
-                _ = renders.withUnsafeMutableBufferPointer { apm.analyzeRender($0.baseAddress!) }
-                _ = inputs.withUnsafeMutableBufferPointer { i in
-                    outputs.withUnsafeMutableBufferPointer { o in apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0) }
-                }
-                out += UnsafeBufferPointer(start: output, count: period)
-            }
-            return (out, apm.cancellerIdleBlocks)
+            return (process(apm, mic: mic, far: farSignal), apm.cancellerIdleBlocks)
         }
         let skipped = try run(skip: true), full = try run(skip: false)
         XCTAssertEqual(full.idle, 0)
