@@ -154,6 +154,28 @@ final class DoubleTalkTests: XCTestCase {
         XCTAssertGreaterThan(theirs.chopped, ours.chopped + 0.1, "webrtc's AEC \(theirs) vs ours \(ours)")
     }
 
+    /// roomd's canceller alone, one mic: HPF, AGC, VAD and the beamformer off (its noise
+    /// suppression as asked).
+    private func cancellerOnly(noiseSuppression: Bool) -> ProcessingSettings {
+        var settings = ProcessingSettings()
+        settings.beamform = false
+        settings.echoCanceller = .kalman
+        settings.highPass = false
+        settings.noiseSuppress = noiseSuppression
+        settings.gainControl = false
+        settings.voiceDetect = false
+        return settings
+    }
+
+    /// `count` samples of uniform noise at −70 dBFS RMS, the same for the same `seed`.
+    private func noise70dBFS(count: Int, seed start: UInt32) -> [Float] {
+        var seed = start
+        return (0..<count).map { _ in
+            seed = seed &* 1103515245 &+ 12345
+            return (Float(seed >> 9) / 8388608 - 1) * 0.000548
+        }
+    }
+
     /// Straight through the APM shim, one 10 ms block at a time: the far end to the render side,
     /// the mic to the capture side (mono, no delay hint); what it sends, whole blocks of `mic`.
     private func process(_ apm: AudioProcessor, mic: [Float], far: [Float]) -> [Float] {
@@ -191,22 +213,12 @@ final class DoubleTalkTests: XCTestCase {
             + "Today we review the release schedule and the open hardware issues.")
         let period = rate / 100, blocks = 8 * rate / period
         XCTAssertGreaterThanOrEqual(far.count, blocks * period)
-        var settings = ProcessingSettings()
-        settings.beamform = false
-        settings.echoCanceller = .kalman
-        settings.highPass = false
-        settings.noiseSuppress = false
-        settings.gainControl = false
-        settings.voiceDetect = false
+        let settings = cancellerOnly(noiseSuppression: false)
+        let noise = noise70dBFS(count: blocks * period, seed: 1)
         var erle: [Int: Double] = [:]
         for delayMs in stride(from: 40, through: 62, by: 2) {
             let d = delayMs * rate / 1000
-            var seed: UInt32 = 1
-            let mic: [Float] = (0..<(blocks * period)).map { i in
-                seed = seed &* 1103515245 &+ 12345
-                let noise = (Float(seed >> 9) / 8388608 - 1) * 0.000548   // uniform, −70 dBFS RMS
-                return (i >= d ? 0.5012 * far[i - d] : 0) + noise
-            }
+            let mic: [Float] = (0..<(blocks * period)).map { i in (i >= d ? 0.5012 * far[i - d] : 0) + noise[i] }
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
             let out = process(apm, mic: mic, far: Array(far[0..<(blocks * period)]))
             var micEnergy = 0.0, outEnergy = 0.0
@@ -235,18 +247,11 @@ final class DoubleTalkTests: XCTestCase {
         let farSignal = Array(far[0..<(speechBlocks * period)]) + [Float](repeating: 0, count: silentBlocks * period)
             + Array(far[0..<(speechBlocks * period)])
         let d = 20 * rate / 1000
-        var seed: UInt32 = 7
+        let noise = noise70dBFS(count: farSignal.count, seed: 7)
         let mic: [Float] = (0..<farSignal.count).map { i in
-            seed = seed &* 1103515245 &+ 12345
-            let noise = (Float(seed >> 9) / 8388608 - 1) * 0.000548
-            return (i >= d ? 0.5 * farSignal[i - d] : 0) + 0.3 * near[i % near.count] + noise
+            (i >= d ? 0.5 * farSignal[i - d] : 0) + 0.3 * near[i % near.count] + noise[i]
         }
-        var settings = ProcessingSettings()
-        settings.beamform = false
-        settings.echoCanceller = .kalman
-        settings.highPass = false
-        settings.gainControl = false
-        settings.voiceDetect = false
+        let settings = cancellerOnly(noiseSuppression: true)
         func run(skip: Bool) throws -> (out: [Float], idle: Int) {
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
             apm.setCancellerIdleSkip(skip)
