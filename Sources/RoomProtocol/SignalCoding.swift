@@ -48,7 +48,16 @@ public struct SignalPeek: Sendable, Equatable {
 extension SignalMessage {
     /// One frame's payload to a message. Bad input from a peer is routine, so this never
     /// traps and every failure is a `SignalMessageError` naming the field at fault.
+    /// The messages of a call's steady state take `SignalFastPath`; everything else, and
+    /// anything the fast path does not read, Codable.
     public static func decode(_ payload: some Collection<UInt8>) throws(SignalMessageError) -> SignalMessage {
+        let bytes = Array(payload)
+        if let message = SignalFastPath.decode(bytes) { return message }
+        return try decodeCodable(bytes)
+    }
+
+    /// `decode` without the fast path (what the fast path is tested against).
+    package static func decodeCodable(_ payload: [UInt8]) throws(SignalMessageError) -> SignalMessage {
         do {
             return try JSONDecoder().decode(SignalMessage.self, from: Data(payload))
         } catch let error as SignalMessageError {
@@ -63,6 +72,13 @@ extension SignalMessage {
     /// The JSON payload, refused locally when it breaks a limit the receiver enforces, so the
     /// sender learns of it with the connection intact.
     public func encode() throws(SignalMessageError) -> [UInt8] {
+        try validate()
+        if let bytes = SignalFastPath.encode(self) { return bytes }
+        return try encodeCodable()
+    }
+
+    /// `encode` without the fast path (what the fast path is tested against).
+    package func encodeCodable() throws(SignalMessageError) -> [UInt8] {
         try validate()
         do {
             let encoder = JSONEncoder()
