@@ -284,7 +284,7 @@ static int rs_poll_revents(snd_pcm_ioplug_t *io, struct pollfd *pfd, unsigned in
 /* dst[f * stride] = input frame idx + f as a float sample of file channel ch, times gain, for
  * f < n: 0 before the start, and after the end unless the input loops. One division per run
  * instead of one per sample (a looping input is past its end most of the time). */
-static void input_run(const rs_pcm *p, int64_t idx, unsigned ch, float gain, float *dst,
+static void input_run(rs_pcm *p, int64_t idx, unsigned ch, float gain, float *dst,
                       size_t stride, size_t n)
 {
     size_t f = 0;
@@ -334,10 +334,6 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
 {
     unsigned ch = p->channels;
     uint64_t j0 = p->io.appl_ptr;
-    /* what the talker said more than 100 ms ago (per-mic delays are a few samples); a late
-       reader that goes back further maps the pages again from the page cache */
-    if (p->input_on && p->input_base + j0 > (uint64_t)p->rate / 10)
-        rs_input_release(&p->in, p->input_base + j0 - p->rate / 10);
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;
         float *acc = p->acc;

@@ -81,25 +81,34 @@ void rs_config_defaults(rs_config *cfg);
 int rs_config_load(rs_config *cfg, const char *path);
 
 /* ---- wav.c --------------------------------------------------------------------------- */
+/* The input file is read with pread through a two-block cache, not mapped: a mapping's pages
+ * count in the application's (roomd's) resident set, and on kernels that map the page cache's
+ * large folios whole (6.18, ext4) giving them back 64 KB at a time no longer kept them out —
+ * the whole 1 MB talker file was resident in roomd. A board's mics are no file. */
+#define RS_INPUT_BLOCK 16384   /* bytes per cache block (a multiple of 2: no sample straddles two) */
 typedef struct rs_input {
-    void *map;
-    size_t map_len;
-    const unsigned char *data; /* interleaved S16_LE frames */
+    int fd;
+    int open;                  /* fd is ours (a zeroed rs_input is a closed one) */
+    uint64_t data_offset;      /* file offset of frame 0 */
     size_t frames;
     unsigned channels;
     unsigned rate;             /* 0 for raw files */
-    size_t released;           /* bytes of the mapping given back (rs_input_release) */
+    int64_t block[2];          /* which block each cache slot holds (-1: none); slot = block & 1 */
+    unsigned char cache[2][RS_INPUT_BLOCK];
 } rs_input;
 
 int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_channels);
 void rs_input_close(rs_input *in);
-/* Gives back the mapped pages of input before `frame` (kept in the page cache; read again if
- * the input loops), so a long talker file does not stay resident in roomd's process: it is the
- * simulated room's sound, not roomd's memory. Cheap when there is nothing new to give back. */
-void rs_input_release(rs_input *in, uint64_t frame);
-static inline int16_t rs_input_sample(const rs_input *in, size_t frame, unsigned ch)
+/* Reads data block `block` into its slot (zeros past the file's end or after a failed read:
+ * the talker falls silent rather than the stream failing). */
+void rs_input_load(rs_input *in, uint64_t block);
+static inline int16_t rs_input_sample(rs_input *in, size_t frame, unsigned ch)
 {
-    const unsigned char *p = in->data + (frame * in->channels + ch) * 2;
+    const uint64_t at = ((uint64_t)frame * in->channels + ch) * 2, block = at / RS_INPUT_BLOCK;
+    const unsigned slot = (unsigned)(block & 1);
+    if (in->block[slot] != (int64_t)block)
+        rs_input_load(in, block);
+    const unsigned char *p = in->cache[slot] + at % RS_INPUT_BLOCK;
     return (int16_t)(uint16_t)(p[0] | (p[1] << 8));
 }
 /* Reads channel 0 of a PCM16 WAV as floats in -1..1 (for impulse responses). */

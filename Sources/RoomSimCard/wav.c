@@ -1,4 +1,5 @@
-/* Input files (PCM16 WAV or raw S16_LE, memory-mapped) and output files (WAV or raw). */
+/* Input files (PCM16 WAV or raw S16_LE, read with pread through a small cache) and output
+ * files (WAV or raw). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -69,7 +70,7 @@ static int parse_wav(rs_input *in, const char *path, const unsigned char *b, siz
                        size, avail);
                 size = (uint32_t)avail;
             }
-            in->data = b + body;
+            in->data_offset = body;
             in->frames = size / (2u * in->channels);
             return 0;
         }
@@ -84,6 +85,7 @@ static int parse_wav(rs_input *in, const char *path, const unsigned char *b, siz
 int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_channels)
 {
     memset(in, 0, sizeof *in);
+    in->block[0] = in->block[1] = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int err = errno;
@@ -97,6 +99,8 @@ int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_chann
         return -EINVAL;
     }
     size_t len = (size_t)st.st_size;
+    /* The header is parsed in a mapping made for that alone (a WAV's chunks may lie anywhere);
+     * the samples are read later, a block at a time. */
     const unsigned char *b = NULL;
     if (len > 0) {
         void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -106,12 +110,8 @@ int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_chann
             close(fd);
             return -err;
         }
-        in->map = m;
-        in->map_len = len;
         b = m;
     }
-    close(fd);
-
     if (format == RS_FILE_AUTO)
         format = (len >= 4 && memcmp(b, "RIFF", 4) == 0) || has_suffix(path, ".wav")
                      ? RS_FILE_WAV : RS_FILE_RAW;
@@ -120,48 +120,44 @@ int rs_input_open(rs_input *in, const char *path, int format, unsigned raw_chann
         rc = parse_wav(in, path, b, len);
     } else {
         in->channels = raw_channels;
-        in->data = b;
+        in->data_offset = 0;
         in->frames = len / (2u * raw_channels);
     }
-    if (rc < 0)
-        rs_input_close(in);
-    return rc;
+    if (b)
+        munmap((void *)b, len);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    in->fd = fd;
+    in->open = 1;
+    return 0;
 }
 
-void rs_input_release(rs_input *in, uint64_t frame)
+void rs_input_load(rs_input *in, uint64_t block)
 {
-    if (!in->map || in->frames == 0)
-        return;
-    if (frame >= in->frames)
-        frame %= in->frames;
-    /* 64 KB at a time (~0.7 s of mono 48 kHz, one madvise): 256 KB steps a second behind kept
-       ~0.3 MB of the file resident in roomd */
-    const size_t page = 4096, step = 64 * 1024;
-    size_t end = (size_t)(in->data - (const unsigned char *)in->map) + (size_t)frame * in->channels * 2;
-    end &= ~(page - 1);
-    if (end < in->released) { /* looped back to the start: those pages come back as read */
-        in->released = 0;
-        return;
+    const unsigned slot = (unsigned)(block & 1);
+    unsigned char *dst = in->cache[slot];
+    const uint64_t bytes = (uint64_t)in->frames * in->channels * 2, from = block * RS_INPUT_BLOCK;
+    size_t want = from >= bytes ? 0 : bytes - from < RS_INPUT_BLOCK ? (size_t)(bytes - from) : RS_INPUT_BLOCK;
+    size_t got = 0;
+    while (got < want && in->open) {
+        ssize_t n = pread(in->fd, dst + got, want - got, (off_t)(in->data_offset + from + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
     }
-    if (end - in->released < step)
-        return;
-    unsigned char *from = (unsigned char *)in->map + in->released;
-    if (madvise(from, end - in->released, MADV_DONTNEED) != 0 && errno == EINVAL) {
-        /* The application locked its memory (roomd: mlockall with MCL_ONFAULT), and locked pages
-         * cannot be given back. The input file is the simulated room's sound, not the
-         * application's memory (a board's mics are no file): unlock the whole mapping once and
-         * give the pages back as before. */
-        munlock(in->map, in->map_len);
-        madvise(from, end - in->released, MADV_DONTNEED);
-    }
-    in->released = end;
+    memset(dst + got, 0, RS_INPUT_BLOCK - got);
+    in->block[slot] = (int64_t)block;
 }
 
 void rs_input_close(rs_input *in)
 {
-    if (in->map)
-        munmap(in->map, in->map_len);
-    memset(in, 0, sizeof *in);
+    if (in->open)
+        close(in->fd);
+    memset(in, 0, sizeof *in);   /* no frames: nothing is read any more */
 }
 
 int rs_wav_read_mono(const char *path, float **samples, size_t *count, unsigned *rate)

@@ -57,7 +57,10 @@ final class SimCardTests: XCTestCase {
     }
 
     func testMonoInputGetsPerMicDelayAndGainAcrossTheLoop() throws {
-        let frames = 4800
+        // 40 KB of samples: three of the plugin's 16 KB read blocks, the last of which shares a
+        // cache slot with the first, so each loop wrap has the mics' delayed reads alternate
+        // between the file's end and its start (rs_input_sample).
+        let frames = 20000
         let mono = (0..<frames).map { Int16(truncatingIfNeeded: $0 &* 7919 &+ 3) } // busy signal
         let delays = [4, 9, 4, 0, 250], gains: [Float] = [1, 0.5, 0.7, 2, 0.25]
         let room = Room("""
