@@ -37,4 +37,31 @@ final class EagerBindingProcessTests: ProcessTestCase {
         XCTAssertEqual(lazy.out, bound.out)
         XCTAssertEqual(lazy.out, keptLazy.out)
     }
+    /// Re-executed through `/proc/self/exe` the kernel would name the process `exe`, and
+    /// `ps -C roomd`, `pidof roomd`, `top` and the journal's `_COMM` would lose it. Seen on a
+    /// running roomd once it has re-executed (`LD_BIND_NOW=1` in its environment): its name is
+    /// still `roomd` and its command line is the one it was given.
+    func testTheReexecutedRoomdKeepsItsNameAndArguments() throws {
+        let dir = SimCard.scratch("eager-binding-name")
+        SimCard.useRoom(dir, [:])
+        let args = ["--board", SimCard.repoRoot + "/board/sim", "--loopback", "--duration", "10", "--stats-interval", "0",
+                    "--control-socket", "none", "--state-dir", "none", "--config", "none"]
+        let exe = try executable("roomd")
+        let p = try launch(exe, args, env: ["ROOMSIM_CONFIG": dir + "/room.conf"], log: dir + "/roomd.log")
+        let proc = "/proc/\(p.processIdentifier)"
+        let deadline = Date().addingTimeInterval(5)
+        var environ = ""
+        while Date() < deadline, p.isRunning {
+            environ = (try? String(contentsOfFile: proc + "/environ", encoding: .utf8)) ?? ""
+            if environ.split(separator: "\0").contains("LD_BIND_NOW=1") { break }
+            usleep(20_000)
+        }
+        XCTAssertTrue(environ.split(separator: "\0").contains("LD_BIND_NOW=1"), "roomd did not re-execute within 5 s")
+        let comm = try String(contentsOfFile: proc + "/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(comm, "roomd", "the process's name after the re-exec")
+        let cmdline = try String(contentsOfFile: proc + "/cmdline", encoding: .utf8).split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+        XCTAssertEqual(Array(cmdline.dropFirst().prefix(args.count)), args, "the arguments after the re-exec")
+        p.terminate()
+        p.waitUntilExit()
+    }
 }
