@@ -60,7 +60,7 @@ public final class AudioEngine: @unchecked Sendable {
     private var farEndPending: [Int16]
     /// The streamed far end (`EngineConfiguration.farEndStreamed`): the caller writes, the
     /// audio thread reads a period at a time. 1.4 s at 48 kHz (128 KiB), so a feeder on a
-    /// 50 ms timer has a second of slack.
+    /// 100 ms timer has over a second of slack.
     public let farEndFeed: SPSCRing<Int16>?
 
     public init(configuration: EngineConfiguration) throws(EngineError) {

@@ -185,7 +185,7 @@ struct Daemon {
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
         // The event loop owns everything but the audio: engine events and the recorder are
-        // drained and the far end topped up every 50 ms, levels for subscribers every 100 ms,
+        // drained, the far end topped up and levels published for subscribers every 100 ms,
         // status lines on their own timer, signals through a signalfd.
         // systemd: READY once the engine and the control socket are up; STATUS follows the
         // room and the audio; WATCHDOG=1 only while the audio thread makes progress
@@ -199,13 +199,17 @@ struct Daemon {
         // real leak among them.
         var timers: [EventLoop.TimerID] = []
         defer { for timer in timers { loop.cancel(timer) } }
-        timers.append(loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [self] in
+        // One housekeeping tick, 10 a second: every wake-up of this thread costs more than the
+        // work it does (~30 us of scheduling on the 2-core VM, docs/benchmarks.md, "The event
+        // loop's tick"), and nothing here needs to be sooner — the rings it drains and fills hold
+        // over a second, the levels roomctl shows and systemd's STATUS are for people.
+        timers.append(loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: recorder, failed: &recordingFailed)
             farEnd?.topUp()
             health.sample()
+            appliance.control?.publishLevels()
         })
-        timers.append(loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { appliance.control?.publishLevels() })
         if options.statsInterval > 0 {
             let interval = Duration.milliseconds(Int64(options.statsInterval * 1000))
             timers.append(loop.schedule(after: interval, repeating: interval) { reporter.report(elapsed: elapsed()) })

@@ -68,7 +68,7 @@ final class HealthMonitor {
         lastAttemptNs = now
     }
 
-    /// Reads the engine's counters; call often (the loop's 50 ms timer). Sends STATUS when the
+    /// Reads the engine's counters; call often (the loop's 100 ms timer). Sends STATUS when the
     /// line changed.
     func sample() {
         let now = monotonicNanoseconds()
