@@ -90,10 +90,12 @@ static void timer_periodic(rs_pcm *p, int64_t now)
     timer_set(p, first, period_ns);
 }
 
+/* One read takes every expiration so far (the count, and resets it): a second read would only
+ * return EAGAIN, a system call per period for nothing. */
 static void drain_timer(rs_pcm *p)
 {
     uint64_t expirations;
-    while (read(p->tfd, &expirations, sizeof expirations) > 0) {
+    while (read(p->tfd, &expirations, sizeof expirations) < 0 && errno == EINTR) {
     }
 }
 
@@ -357,15 +359,18 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
         /* the echo of the speaker */
         rs_room_capture_echo(p->room, &p->clock, j0 + done, n, ch, acc);
 
+        /* Per channel, the format chosen once and the address stepped: the sample formats
+         * this card offers (S16, FLOAT) sit on whole bytes, so `step` bits are step/8 bytes. */
         for (unsigned c = 0; c < ch; c++) {
-            for (size_t f = 0; f < n; f++) {
-                void *dst = area_ptr(&areas[c], offset + done + f);
-                float v = acc[f * ch + c];
-                if (p->format == SND_PCM_FORMAT_FLOAT_LE)
-                    *(float *)dst = v / 32768.0f;
-                else
-                    *(int16_t *)dst = to_s16(v);
-            }
+            char *dst = area_ptr(&areas[c], offset + done);
+            const size_t step = areas[c].step / 8;
+            const float *src = acc + c;
+            if (p->format == SND_PCM_FORMAT_FLOAT_LE)
+                for (size_t f = 0; f < n; f++, dst += step)
+                    *(float *)dst = src[f * ch] / 32768.0f;
+            else
+                for (size_t f = 0; f < n; f++, dst += step)
+                    *(int16_t *)dst = to_s16(src[f * ch]);
         }
         done += n;
     }
@@ -393,24 +398,28 @@ static snd_pcm_sframes_t playback_transfer(rs_pcm *p, const snd_pcm_channel_area
     }
     for (snd_pcm_uframes_t done = 0; done < size;) {
         size_t n = size - done < CHUNK ? size - done : CHUNK;
-        for (size_t f = 0; f < n; f++) {
-            float sum = 0;
-            for (unsigned c = 0; c < ch; c++) {
-                const void *src = area_ptr(&areas[c], offset + done + f);
-                int16_t s;
-                float v;
-                if (p->format == SND_PCM_FORMAT_FLOAT_LE) {
-                    v = *(const float *)src;
-                    s = to_s16(v * 32768.0f);
-                } else {
-                    s = *(const int16_t *)src;
-                    v = s / 32768.0f;
+        /* Channel by channel (as capture), the mix summed in the same order as frame by frame. */
+        for (size_t f = 0; f < n; f++)
+            p->mono[f] = 0;
+        for (unsigned c = 0; c < ch; c++) {
+            const char *src = area_ptr(&areas[c], offset + done);
+            const size_t step = areas[c].step / 8;
+            int16_t *s16 = p->s16 + c;
+            if (p->format == SND_PCM_FORMAT_FLOAT_LE)
+                for (size_t f = 0; f < n; f++, src += step) {
+                    const float v = *(const float *)src;
+                    s16[f * ch] = to_s16(v * 32768.0f);
+                    p->mono[f] += v;
                 }
-                p->s16[f * ch + c] = s;
-                sum += v;
-            }
-            p->mono[f] = sum / (float)ch;
+            else
+                for (size_t f = 0; f < n; f++, src += step) {
+                    const int16_t s = *(const int16_t *)src;
+                    s16[f * ch] = s;
+                    p->mono[f] += s / 32768.0f;
+                }
         }
+        for (size_t f = 0; f < n; f++)
+            p->mono[f] = p->mono[f] / (float)ch;
         rs_room_playback_write(p->room, n0 + done, p->s16, ch, p->mono, n);
         done += n;
     }

@@ -626,6 +626,14 @@ static inline int64_t round_half_away(double x)
     return i;
 }
 
+/* Where, on the speaker's clock, capture frame j hears the speaker: it was recorded at t and
+ * hears what was played at t - delay. */
+static inline double echo_position(const rs_room *r, const rs_clock *clock, uint64_t j)
+{
+    double t = rs_clock_time(clock, (double)j) - r->delay_ns;
+    return rs_clock_pos(&r->pb_clock, t);
+}
+
 void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t count,
                           unsigned channels, float *acc)
 {
@@ -636,10 +644,34 @@ void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t
     }
     uint64_t end = r->x_len < r->pb_run_end ? r->x_len : r->pb_run_end;
     uint64_t oldest = r->x_len > r->echo_mask ? r->x_len - r->echo_mask : 0;
+    if (count > 1) {
+        /* The speaker sample a capture frame hears is k0 + f for the whole run when the mapping
+         * rounds to the same offset from f at both ends, away from a rounding boundary: the
+         * offset moves monotonically within a run (by the clocks' skew; float noise is ~1e-5
+         * sample), so every frame in between rounds alike — the same k as the per-frame loop
+         * below, without its clock arithmetic (a division) per frame and its branches per
+         * sample. */
+        double x0 = echo_position(r, clock, j0), x1 = echo_position(r, clock, j0 + count - 1);
+        int64_t k0 = round_half_away(x0), k1 = round_half_away(x1);
+        if (k1 - k0 == (int64_t)count - 1 && fabs(x0 - (double)k0) < 0.499 && fabs(x1 - (double)k1) < 0.499) {
+            for (unsigned m = 0; m < channels; m++) {
+                const int64_t km0 = k0 - r->mic_delay[m];         /* at f = 0 */
+                const int64_t g0 = (int64_t)r->pb_g0 + km0;
+                int64_t lo = 0, hi = (int64_t)count;
+                if (-km0 > lo) lo = -km0;                          /* before the speaker started */
+                if ((int64_t)oldest - g0 > lo) lo = (int64_t)oldest - g0; /* too old */
+                if ((int64_t)end - g0 < hi) hi = (int64_t)end - g0;       /* not played (yet) */
+                const float gain = r->mic_gain[m];
+                for (int64_t f = lo; f < hi; f++)
+                    acc[(size_t)f * channels + m] += r->echo[(uint64_t)(g0 + f) & r->echo_mask] * gain * 32768.0f;
+            }
+            pthread_mutex_unlock(&r->lock);
+            return;
+        }
+    }
     for (size_t f = 0; f < count; f++) {
         /* capture sample j was recorded at t; it hears speaker sample k played at t - delay */
-        double t = rs_clock_time(clock, (double)(j0 + f)) - r->delay_ns;
-        int64_t k = round_half_away(rs_clock_pos(&r->pb_clock, t));
+        int64_t k = round_half_away(echo_position(r, clock, j0 + f));
         for (unsigned m = 0; m < channels; m++) {
             int64_t km = k - r->mic_delay[m];
             if (km < 0)
