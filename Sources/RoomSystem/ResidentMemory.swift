@@ -50,9 +50,10 @@ public enum ResidentMemory {
         return smaps.withUnsafeBufferPointer { releaseMappings(listedIn: $0) }
     }
 
-    /// The smaps text read as bytes, a line and a field at a time: the same walk with Swift
-    /// strings (a `split` per line and per field) took ~10 ms of the event loop's CPU for roomd's
-    /// ~3000 lines, 0.05 % of a core over the engine bench's 20 s (perf).
+    /// The smaps text read as bytes, a line and a field at a time: with Swift strings (a `split`
+    /// per line and per field) the release took ~10 ms of the event loop's CPU in roomd, madvise
+    /// and the heap trim included, 0.05 % of a core over the engine bench's 20 s; this way ~2 ms
+    /// (perf samples, docs/benchmarks.md "The event loop's share").
     private static func releaseMappings(listedIn text: UnsafeBufferPointer<UInt8>) -> Int {
         var released = 0
         // One mapping: its header, then its fields; acted on when the next header (or the end) comes.

@@ -199,10 +199,10 @@ struct Daemon {
         // real leak among them.
         var timers: [EventLoop.TimerID] = []
         defer { for timer in timers { loop.cancel(timer) } }
-        // One housekeeping tick, 10 a second: every wake-up of this thread costs more than the
-        // work it does (~30 us of scheduling on the 2-core VM, docs/benchmarks.md, "The event
-        // loop's tick"), and nothing here needs to be sooner — the rings it drains and fills hold
-        // over a second, the levels roomctl shows and systemd's STATUS are for people.
+        // One housekeeping tick, 10 a second: a wake-up of this thread costs more than the work
+        // it does (scheduling and the timer heap; docs/benchmarks.md, "The event loop's share"),
+        // and nothing here needs to be sooner: the rings it drains and fills hold over a second,
+        // the levels roomctl shows and systemd's STATUS are for people.
         timers.append(loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: recorder, failed: &recordingFailed)
