@@ -9,14 +9,8 @@ public enum ResidentMemory {
     /// page cache; `anonymous` is heap, stacks and the copy-on-write pages of mapped files
     /// (relocated data), which only this process holds.
     public static func breakdown() -> (file: Double, anonymous: Double) {
-        guard let text = try? Files.readText("/proc/self/status") else { return (0, 0) }
-        var file = 0.0, anon = 0.0
-        for line in text.split(separator: "\n") {
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard fields.count >= 2, let kb = Double(fields[1]) else { continue }
-            if fields[0] == "RssFile:" { file = kb / 1024 } else if fields[0] == "RssAnon:" { anon = kb / 1024 }
-        }
-        return (file, anon)
+        let kb = statusKilobytes("RssFile:", "RssAnon:")
+        return (Double(kb.0 ?? 0) / 1024, Double(kb.1 ?? 0) / 1024)
     }
 
     /// glibc's malloc_trim(0): returns the free pages inside the heap to the kernel.
@@ -26,12 +20,40 @@ public enum ResidentMemory {
 
     /// The peak resident set so far (VmHWM), MiB: start-up included.
     public static func peakMegabytes() -> Double {
-        guard let text = try? Files.readText("/proc/self/status") else { return 0 }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            if fields.count >= 2, let kb = Double(fields[1]) { return kb / 1024 }
+        Double(statusKilobytes("VmHWM:", "VmHWM:").0 ?? 0) / 1024
+    }
+
+    /// Two "Name:  N kB" fields of /proc/self/status, read as bytes: the status line asks for
+    /// them every second, and splitting the ~55 lines as Strings cost more than the rest of it.
+    private static func statusKilobytes(_ first: StaticString, _ second: StaticString) -> (Int?, Int?) {
+        guard let status = try? Files.read("/proc/self/status") else { return (nil, nil) }
+        return status.withUnsafeBufferPointer { text in
+            var found: (Int?, Int?) = (nil, nil)
+            var at = 0
+            while at < text.count {
+                var lineEnd = at
+                while lineEnd < text.count, text[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+                let line = UnsafeBufferPointer(rebasing: text[at..<lineEnd])
+                at = lineEnd + 1
+                if found.0 == nil, hasPrefix(line, first) { found.0 = leadingNumber(line, after: first.utf8CodeUnitCount) }
+                if found.1 == nil, hasPrefix(line, second) { found.1 = leadingNumber(line, after: second.utf8CodeUnitCount) }
+            }
+            return found
         }
-        return 0
+    }
+
+    private static func hasPrefix(_ line: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        let p = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        return line.count >= p.count && UnsafeBufferPointer(rebasing: line[line.startIndex..<(line.startIndex + p.count)]).elementsEqual(p)
+    }
+
+    /// The decimal number after `offset` bytes and any blanks (spaces, tabs).
+    private static func leadingNumber(_ line: UnsafeBufferPointer<UInt8>, after offset: Int) -> Int? {
+        var i = line.startIndex + offset
+        while i < line.endIndex, line[i] == UInt8(ascii: " ") || line[i] == UInt8(ascii: "\t") { i += 1 }
+        var end = i
+        while end < line.endIndex, line[end] >= UInt8(ascii: "0"), line[end] <= UInt8(ascii: "9") { end += 1 }
+        return decimal(UnsafeBufferPointer(rebasing: line[i..<end]))
     }
 
     /// Unmaps the resident pages of read-only file mappings (code, read-only data) with
