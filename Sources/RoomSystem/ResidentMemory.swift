@@ -24,21 +24,28 @@ public enum ResidentMemory {
     }
 
     /// Two "Name:  N kB" fields of /proc/self/status, read as bytes: the status line asks for
-    /// them every second, and splitting the ~55 lines as Strings cost more than the rest of it.
+    /// them every second, and splitting its ~55 lines into Strings was most of the line's cost
+    /// (perf, the engine bench).
     private static func statusKilobytes(_ first: StaticString, _ second: StaticString) -> (Int?, Int?) {
         guard let status = try? Files.read("/proc/self/status") else { return (nil, nil) }
-        return status.withUnsafeBufferPointer { text in
-            var found: (Int?, Int?) = (nil, nil)
-            var at = 0
-            while at < text.count {
-                var lineEnd = at
-                while lineEnd < text.count, text[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
-                let line = UnsafeBufferPointer(rebasing: text[at..<lineEnd])
-                at = lineEnd + 1
+        var found: (Int?, Int?) = (nil, nil)
+        status.withUnsafeBufferPointer { text in
+            forEachLine(of: text) { line in
                 if found.0 == nil, hasPrefix(line, first) { found.0 = leadingNumber(line, after: first.utf8CodeUnitCount) }
                 if found.1 == nil, hasPrefix(line, second) { found.1 = leadingNumber(line, after: second.utf8CodeUnitCount) }
             }
-            return found
+        }
+        return found
+    }
+
+    /// Calls `body` with each line of `text`, without its newline.
+    private static func forEachLine(of text: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        var at = 0
+        while at < text.count {
+            var lineEnd = at
+            while lineEnd < text.count, text[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+            body(UnsafeBufferPointer(rebasing: text[at..<lineEnd]))
+            at = lineEnd + 1
         }
     }
 
@@ -88,28 +95,23 @@ public enum ResidentMemory {
             }
             range = nil; eligible = false; rss = 0; anonymous = -1
         }
-        var at = 0
-        while at < text.count {
-            var lineEnd = at
-            while lineEnd < text.count, text[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
-            let line = UnsafeBufferPointer(rebasing: text[at..<lineEnd])
-            at = lineEnd + 1
+        forEachLine(of: text) { line in
             var fields = SpaceSeparatedFields(line)
-            guard let first = fields.next() else { continue }
+            guard let first = fields.next() else { return }
             if first.last == UInt8(ascii: ":") {
                 if first.elementsEqual("Rss:".utf8), let kb = fields.next().flatMap(decimal) {
                     rss = kb
                 } else if first.elementsEqual("Anonymous:".utf8), let kb = fields.next().flatMap(decimal) {
                     anonymous = kb
                 }
-                continue
+                return
             }
             // A header: "start-end perms offset device inode [path]".
             guard let dash = first.firstIndex(of: UInt8(ascii: "-")), let perms = fields.next(),
-                  fields.next() != nil, fields.next() != nil, fields.next() != nil else { continue }
+                  fields.next() != nil, fields.next() != nil, fields.next() != nil else { return }
             finish()
             guard let start = hexadecimal(UnsafeBufferPointer(rebasing: first[first.startIndex..<dash])),
-                  let end = hexadecimal(UnsafeBufferPointer(rebasing: first[(dash + 1)...])) else { continue }
+                  let end = hexadecimal(UnsafeBufferPointer(rebasing: first[(dash + 1)...])) else { return }
             range = (start, end)
             // A path (not [heap], [stack], [vdso], anonymous), read-only, private.
             let path = fields.rest
