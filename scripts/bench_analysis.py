@@ -113,8 +113,8 @@ def engine(work):
     emit("engine", "engine.cpu_pct", summary["cpu_pct"], "%", board="sim",
          config="board/sim: 48 kHz, 4 mics captured, APM on mic 0 (beamformer off), Opus 10 ms encode+decode (loopback), far-end playing")
     # The simulated card's own work (input, noise, the room's echo convolution, conversions),
-    # measured by the plugin with CLOCK_THREAD_CPUTIME_ID around its transfers: a board does not
-    # pay it. Same run, over roomd's run time (the streams are open for all of it but start-up).
+    # timed by the plugin around its transfers (CLOCK_MONOTONIC; they do not block): a board does
+    # not pay it. Same run, over roomd's run time (the streams are open for all of it but start-up).
     sim_ns = 0
     with open(f"{work}/engine-main.status") as f:
         for line in f:
@@ -123,7 +123,7 @@ def engine(work):
     sim_pct = sim_ns / (summary["t"] * 1e9) * 100
     emit("engine", "engine.sim_cpu_pct", round(sim_pct, 2), "%", board="sim",
          measure="the simulated card's transfers (capture: input, noise, echo; playback: the echo-path convolution), "
-                 "thread CPU time measured by the plugin (status file cpu_ns), share of one core over roomd's run; "
+                 "time in them measured by the plugin (status file cpu_ns, CLOCK_MONOTONIC), share of one core over roomd's run; "
                  "included in engine.cpu_pct")
     emit("engine", "engine.cpu_pct_without_sim", round(summary["cpu_pct"] - sim_pct, 2), "%", board="sim",
          measure="engine.cpu_pct minus engine.sim_cpu_pct: what a board's roomd would use, up to the sound card "

@@ -27,13 +27,6 @@ int64_t rs_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int64_t rs_thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void rs_config_defaults(rs_config *c)
 {

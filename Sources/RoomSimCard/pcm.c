@@ -433,11 +433,15 @@ static snd_pcm_sframes_t rs_transfer(snd_pcm_ioplug_t *io, const snd_pcm_channel
     if (io->state == SND_PCM_STATE_DISCONNECTED || is_lost(p))
         return -ENODEV;
     /* The simulator's own work, so that a benchmark can tell it from the application's
-     * (the status file's cpu_ns): the input, noise, echo convolution and conversions. */
-    int64_t t0 = rs_thread_cpu_ns();
+     * (the status file's cpu_ns): the input, noise, echo convolution and conversions. Timed
+     * with CLOCK_MONOTONIC (the vDSO, ~20 ns), not the thread's CPU clock: that is a system
+     * call, and its four reads per period were 2.6 % of roomd's CPU samples in the engine bench
+     * (docs/sim-card.md). The transfers do not block, so their wall time is their CPU time
+     * unless the thread is preempted inside one. */
+    int64_t t0 = rs_now_ns();
     snd_pcm_sframes_t rc = p->stream == RS_CAPTURE ? capture_transfer(p, areas, offset, size)
                                                    : playback_transfer(p, areas, offset, size);
-    int64_t t1 = rs_thread_cpu_ns();
+    int64_t t1 = rs_now_ns();
     if (t1 > t0)
         p->cpu_ns += (uint64_t)(t1 - t0);
     return rc;
@@ -523,9 +527,9 @@ static int rs_close(snd_pcm_ioplug_t *io)
 {
     rs_pcm *p = io->private_data;
     if (p->running && p->stream == RS_PLAYBACK) {
-        int64_t t0 = rs_thread_cpu_ns();
+        int64_t t0 = rs_now_ns();
         rs_room_playback_stop(p->room);
-        int64_t t1 = rs_thread_cpu_ns();
+        int64_t t1 = rs_now_ns();
         if (t1 > t0)
             p->cpu_ns += (uint64_t)(t1 - t0);
     }

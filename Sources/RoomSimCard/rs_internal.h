@@ -22,7 +22,6 @@ enum { RS_IR_GENERATED, RS_IR_NONE, RS_IR_FILE };
 
 void rs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int64_t rs_now_ns(void); /* CLOCK_MONOTONIC */
-int64_t rs_thread_cpu_ns(void); /* CLOCK_THREAD_CPUTIME_ID of the calling thread */
 
 /* splitmix64 finalizer: a counter-based, deterministic pseudo-random source. */
 static inline uint64_t rs_mix64(uint64_t x)
@@ -165,8 +164,8 @@ typedef struct rs_stream_info {
 
 /* Finds or creates the room of cfg->path; fails with -ENODEV during a device loss. */
 int rs_room_acquire(const rs_config *cfg, int stream, rs_room **room);
-/* cpu_ns: the closing stream's thread CPU time in the plugin's own work (rs_thread_cpu_ns
- * around its transfers and its ring-out), added to the stream's `cpu_ns` in the status file. */
+/* cpu_ns: the closing stream's time in the plugin's own work (rs_now_ns around its transfers
+ * and its ring-out), added to the stream's `cpu_ns` in the status file. */
 void rs_room_release(rs_room *room, int stream, uint64_t cpu_ns);
 const rs_config *rs_room_config(const rs_room *room);
 
