@@ -400,7 +400,7 @@ final class AudioLoop: @unchecked Sendable {
         prepareNextBlock()
         var lastAllocations = probe.threadAllocations()
         var lastRetains = probe.threadRetains()
-        let cpuStart = threadCPUNanoseconds()
+        stats.audioThreadStarted()
 
         while control.running.load(ordering: .relaxed) {
             let got = captureEveryPeriod?._withUnsafeGuaranteedRef { $0.read(captureInterleaved, frames: period) } ?? -Int(EBADFD)
@@ -425,11 +425,11 @@ final class AudioLoop: @unchecked Sendable {
             lastAllocations = now
             lastRetains = retainsNow
             guard blockDone else { continue }
-            // Once per block: the counter the status reports (10 ms blocks whatever the period)
-            // and the thread's CPU time (a system call, not worth making twice per block).
+            // Once per block: the counter the status reports (10 ms blocks whatever the period).
+            // The thread's CPU time is read by whoever asks (`EngineStats.threadCPUNanoseconds`).
             stats.periods.wrappingAdd(1, ordering: .relaxed)
-            stats.threadCPUNanoseconds.store(threadCPUNanoseconds() &- cpuStart, ordering: .relaxed)
         }
+        stats.audioThreadEnding()
         capture?.drop()
         playback?.drop()
         post(.stopped)

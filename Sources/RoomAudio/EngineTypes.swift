@@ -176,8 +176,42 @@ public final class EngineStats: Sendable {
     public let steadyRetains = Atomic<Int>(0)
     /// The probe's retain counter moved for a deliberate retain on the audio thread.
     public let retainProbeVerified = Atomic<Bool>(false)
-    /// CPU time of the audio thread, nanoseconds.
-    public let threadCPUNanoseconds = Atomic<UInt64>(0)
+    /// CPU time of the audio thread since its loop started, nanoseconds, as of its end (while
+    /// it runs, `snapshot()` reads the thread's clock itself: the audio loop makes no system
+    /// call for it — the per-block read was one of the loop's three per period).
+    let threadCPUAtEnd = Atomic<UInt64>(0)
+    /// The running audio thread's CPU clock (`currentThreadCPUClock`) and its reading when the
+    /// loop started; `threadCPUClockSet` is false before and after.
+    let threadCPUClock = Atomic<Int32>(0)
+    let threadCPUAtStart = Atomic<UInt64>(0)
+    let threadCPUClockSet = Atomic<Bool>(false)
+
+    /// Called by the audio thread as its loop starts.
+    func audioThreadStarted() {
+        guard let clock = currentThreadCPUClock(), let now = cpuNanoseconds(on: clock) else { return }
+        threadCPUClock.store(clock, ordering: .relaxed)
+        threadCPUAtStart.store(now, ordering: .relaxed)
+        threadCPUAtEnd.store(0, ordering: .relaxed)
+        threadCPUClockSet.store(true, ordering: .releasing)
+    }
+
+    /// Called by the audio thread as its loop ends: keeps the total for later snapshots.
+    func audioThreadEnding() {
+        guard threadCPUClockSet.load(ordering: .acquiring) else { return }
+        let start = threadCPUAtStart.load(ordering: .relaxed)
+        threadCPUAtEnd.store((cpuNanoseconds(on: threadCPUClock.load(ordering: .relaxed)) ?? start) &- start, ordering: .relaxed)
+        threadCPUClockSet.store(false, ordering: .releasing)
+    }
+
+    /// The audio thread's CPU time since its loop started: read from its clock while it runs,
+    /// the total it left when it has stopped.
+    public var threadCPUNanoseconds: UInt64 {
+        if threadCPUClockSet.load(ordering: .acquiring),
+           let now = cpuNanoseconds(on: threadCPUClock.load(ordering: .relaxed)) {
+            return now &- threadCPUAtStart.load(ordering: .relaxed)
+        }
+        return threadCPUAtEnd.load(ordering: .relaxed)
+    }
     /// Smoothed levels in dBFS, stored as Float bit patterns.
     let inputLevelBits = Atomic<UInt32>(Float(-100).bitPattern)
     let outputLevelBits = Atomic<UInt32>(Float(-100).bitPattern)
@@ -241,7 +275,7 @@ public final class EngineStats: Sendable {
             allocationProbeActive: allocationProbeActive.load(ordering: .relaxed),
             allocationProbeVerified: allocationProbeVerified.load(ordering: .relaxed),
             unsteadyAllocations: unsteadyAllocations.load(ordering: .relaxed),
-            threadCPUNanoseconds: threadCPUNanoseconds.load(ordering: .relaxed),
+            threadCPUNanoseconds: threadCPUNanoseconds,
             inputLevel: inputLevel, outputLevel: outputLevel, playbackLevel: playbackLevel,
             echoInEnergy: Double(bitPattern: echoInEnergyBits.load(ordering: .relaxed)),
             echoOutEnergy: Double(bitPattern: echoOutEnergyBits.load(ordering: .relaxed)),

@@ -9,6 +9,20 @@ public func monotonicNanoseconds() -> UInt64 {
     return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
 }
 
+/// The calling thread's CPU clock as other threads can read it (`pthread_getcpuclockid`): a
+/// clock id naming this thread, not `CLOCK_THREAD_CPUTIME_ID`, which means "whoever asks".
+public func currentThreadCPUClock() -> clockid_t? {
+    var clock = clockid_t()
+    return pthread_getcpuclockid(pthread_self(), &clock) == 0 ? clock : nil
+}
+
+/// CPU time on a clock from `currentThreadCPUClock()`; nil once that thread has ended.
+public func cpuNanoseconds(on clock: clockid_t) -> UInt64? {
+    var ts = timespec()
+    guard clock_gettime(clock, &ts) == 0 else { return nil }
+    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+}
+
 /// CPU time consumed by the calling thread, for the engine's own CPU share.
 @inline(__always)
 public func threadCPUNanoseconds() -> UInt64 {

@@ -65,6 +65,29 @@ final class AudioEngineTests: XCTestCase {
         XCTAssertEqual(Double(p1 - p0), expected, accuracy: expected * 0.02 + 2)
     }
 
+    /// The audio thread's CPU time (the status line's `audio_thread_cpu_ns`) is read from its
+    /// own clock by whoever asks, so the loop makes no system call for it: it grows while the
+    /// engine runs although the asking thread only sleeps, and stays at its total once stopped.
+    func testAudioThreadCPUTimeIsReadFromOutside() throws {
+        let dir = SimCard.scratch("thread-cpu")
+        SimCard.useRoom(dir, ["echo": "off"])
+        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+        XCTAssertEqual(engine.stats.snapshot().threadCPUNanoseconds, 0, "before the thread runs")
+        try engine.start()
+        Thread.sleep(forTimeInterval: 0.5)
+        let a = engine.stats.snapshot().threadCPUNanoseconds
+        Thread.sleep(forTimeInterval: 1)
+        let b = engine.stats.snapshot().threadCPUNanoseconds
+        engine.stop()
+        let c = engine.stats.snapshot().threadCPUNanoseconds
+        Thread.sleep(forTimeInterval: 0.1)
+        let d = engine.stats.snapshot().threadCPUNanoseconds
+        XCTAssertGreaterThan(b, a &+ 1_000_000, "the audio thread worked for a second: \(a) -> \(b) ns")
+        XCTAssertLessThan(b &- a, 1_100_000_000, "one thread cannot use more than the wall time")
+        XCTAssertGreaterThanOrEqual(c, b)
+        XCTAssertEqual(c, d, "a stopped engine's total does not move")
+    }
+
     /// Loopback: speech at the mics comes out of the speaker after APM and Opus.
     func testLoopbackCarriesTheMicrophoneToTheSpeaker() throws {
         let dir = SimCard.scratch("loopback")
