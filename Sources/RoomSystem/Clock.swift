@@ -25,11 +25,7 @@ public func cpuNanoseconds(on clock: clockid_t) -> UInt64? {
 
 /// CPU time consumed by the calling thread, for the engine's own CPU share.
 @inline(__always)
-public func threadCPUNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-}
+public func threadCPUNanoseconds() -> UInt64 { cpuNanoseconds(on: CLOCK_THREAD_CPUTIME_ID) ?? 0 }
 
 extension Duration {
     /// Whole nanoseconds for deadlines on `monotonicNanoseconds()`: 0 for zero or negative

@@ -10,7 +10,7 @@ public enum ResidentMemory {
     /// (relocated data), which only this process holds.
     public static func breakdown() -> (file: Double, anonymous: Double) {
         let kb = statusKilobytes("RssFile:", "RssAnon:")
-        return (Double(kb.0 ?? 0) / 1024, Double(kb.1 ?? 0) / 1024)
+        return (Double(kb[0] ?? 0) / 1024, Double(kb[1] ?? 0) / 1024)
     }
 
     /// glibc's malloc_trim(0): returns the free pages inside the heap to the kernel.
@@ -20,19 +20,20 @@ public enum ResidentMemory {
 
     /// The peak resident set so far (VmHWM), MiB: start-up included.
     public static func peakMegabytes() -> Double {
-        Double(statusKilobytes("VmHWM:", "VmHWM:").0 ?? 0) / 1024
+        Double(statusKilobytes("VmHWM:")[0] ?? 0) / 1024
     }
 
-    /// Two "Name:  N kB" fields of /proc/self/status, read as bytes: the status line asks for
-    /// them every second, and splitting its ~55 lines into Strings was most of the line's cost
-    /// (perf, the engine bench).
-    private static func statusKilobytes(_ first: StaticString, _ second: StaticString) -> (Int?, Int?) {
-        guard let status = try? Files.read("/proc/self/status") else { return (nil, nil) }
-        var found: (Int?, Int?) = (nil, nil)
+    /// "Name:  N kB" fields of /proc/self/status, in the order asked, read as bytes: the status
+    /// line asks for them every second, and splitting its ~55 lines into Strings was most of the
+    /// line's cost (perf, the engine bench).
+    private static func statusKilobytes(_ names: StaticString...) -> [Int?] {
+        var found = [Int?](repeating: nil, count: names.count)
+        guard let status = try? Files.read("/proc/self/status") else { return found }
         status.withUnsafeBufferPointer { text in
             forEachLine(of: text) { line in
-                if found.0 == nil, hasPrefix(line, first) { found.0 = leadingNumber(line, after: first.utf8CodeUnitCount) }
-                if found.1 == nil, hasPrefix(line, second) { found.1 = leadingNumber(line, after: second.utf8CodeUnitCount) }
+                var fields = BlankSeparatedFields(line)
+                guard let name = fields.next(), let i = names.firstIndex(where: { bytes($0).elementsEqual(name) }) else { return }
+                found[i] = fields.next().flatMap(decimal)
             }
         }
         return found
@@ -49,18 +50,8 @@ public enum ResidentMemory {
         }
     }
 
-    private static func hasPrefix(_ line: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
-        let p = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
-        return line.count >= p.count && UnsafeBufferPointer(rebasing: line[line.startIndex..<(line.startIndex + p.count)]).elementsEqual(p)
-    }
-
-    /// The decimal number after `offset` bytes and any blanks (spaces, tabs).
-    private static func leadingNumber(_ line: UnsafeBufferPointer<UInt8>, after offset: Int) -> Int? {
-        var i = line.startIndex + offset
-        while i < line.endIndex, line[i] == UInt8(ascii: " ") || line[i] == UInt8(ascii: "\t") { i += 1 }
-        var end = i
-        while end < line.endIndex, line[end] >= UInt8(ascii: "0"), line[end] <= UInt8(ascii: "9") { end += 1 }
-        return decimal(UnsafeBufferPointer(rebasing: line[i..<end]))
+    private static func bytes(_ text: StaticString) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
     }
 
     /// Unmaps the resident pages of read-only file mappings (code, read-only data) with
@@ -96,7 +87,7 @@ public enum ResidentMemory {
             range = nil; eligible = false; rss = 0; anonymous = -1
         }
         forEachLine(of: text) { line in
-            var fields = SpaceSeparatedFields(line)
+            var fields = BlankSeparatedFields(line)
             guard let first = fields.next() else { return }
             if first.last == UInt8(ascii: ":") {
                 if first.elementsEqual("Rss:".utf8), let kb = fields.next().flatMap(decimal) {
@@ -122,25 +113,27 @@ public enum ResidentMemory {
         return released
     }
 
-    /// The fields of one line, split at runs of spaces; `rest` is what follows the fields taken
-    /// so far (a path may hold spaces).
-    private struct SpaceSeparatedFields {
+    /// The fields of one line, split at runs of blanks (spaces, tabs); `rest` is what follows
+    /// the fields taken so far (a path may hold spaces).
+    private struct BlankSeparatedFields {
         let line: UnsafeBufferPointer<UInt8>
         var at: Int
 
         init(_ line: UnsafeBufferPointer<UInt8>) { self.line = line; at = line.startIndex }
 
+        private func isBlank(_ i: Int) -> Bool { line[i] == UInt8(ascii: " ") || line[i] == UInt8(ascii: "\t") }
+
         mutating func next() -> UnsafeBufferPointer<UInt8>? {
-            while at < line.endIndex, line[at] == UInt8(ascii: " ") { at += 1 }
+            while at < line.endIndex, isBlank(at) { at += 1 }
             guard at < line.endIndex else { return nil }
             let start = at
-            while at < line.endIndex, line[at] != UInt8(ascii: " ") { at += 1 }
+            while at < line.endIndex, !isBlank(at) { at += 1 }
             return UnsafeBufferPointer(rebasing: line[start..<at])
         }
 
         var rest: UnsafeBufferPointer<UInt8> {
             var from = at
-            while from < line.endIndex, line[from] == UInt8(ascii: " ") { from += 1 }
+            while from < line.endIndex, isBlank(from) { from += 1 }
             return UnsafeBufferPointer(rebasing: line[from...])
         }
     }
@@ -172,7 +165,7 @@ public enum ResidentMemory {
     }
 
     private static func contains(_ haystack: UnsafeBufferPointer<UInt8>, _ needle: StaticString) -> Bool {
-        let n = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
+        let n = bytes(needle)
         guard haystack.count >= n.count else { return false }
         var i = haystack.startIndex
         while i + n.count <= haystack.endIndex {
