@@ -221,7 +221,13 @@ final class RoomdConfigurationTests: ProcessTestCase {
     func testSelfTestOnTheSimulatedBoard() throws {
         try write(dir + "/roomd.conf", "")
         let p = try start(config: dir + "/roomd.conf")
-        let answer = try json(["selftest"])
+        // An xrun during the test (this shared 2-core VM stalls now and then) makes roomd refuse
+        // the result with `device_error`, "run it again": so the test does, as a person or the
+        // rig would (HIL's 50-selftest-in-a-call does the same), at most twice more.
+        var answer = try json(["selftest"])
+        for _ in 0..<2 where ((answer["error"] as? [String: Any])?["code"] as? String) == "device_error" {
+            answer = try json(["selftest"])
+        }
         let result = try XCTUnwrap(answer["result"] as? [String: Any], "\(answer)")
         XCTAssertEqual(result["passed"] as? Bool, true, "\(result)")
         let mics = try XCTUnwrap(result["mics"] as? [[String: Any]])
