@@ -250,6 +250,10 @@ extern "C" void rapm_set_canceller_idle_skip(rapm_t *a, int on) {
     for (int i = 0; i < a->kc_count; i++) a->kc[i]->idle_skip = on != 0;
 }
 
+extern "C" void rapm_set_output_band(rapm_t *a, int top_hz) {
+    for (int i = 0; i < a->kc_count; i++) roomaec::set_band(a->kc[i], (float)top_hz);
+}
+
 extern "C" long rapm_canceller_idle_blocks(const rapm_t *a) {
     return a->kc_count > 0 ? a->kc[0]->idle_blocks : 0;
 }

@@ -22,6 +22,10 @@
 // where κ calibrates the model's R against the true residual (measured: R overestimates it by
 // 10-20 dB, κ = 0.1 at moderate suppression). Above the linear band (12 kHz) the suppressor
 // applies the mean gain of 6-12 kHz.
+// Output band (set_band): what the codec sends. Above it nothing reaches a listener, so the
+// filter neither adapts nor estimates there (wideband speech: 8 kHz, a third of the linear
+// band's bins) and the suppressor zeroes it instead of leaving that band's echo in roomd's own
+// output. Default: the whole band, as before.
 #ifndef ROOMD_KALMAN_AEC_H
 #define ROOMD_KALMAN_AEC_H
 
@@ -247,7 +251,9 @@ static Params default_params(int rate, int suppression) {
 
 struct Canceller {
     Params prm;
-    int H, N, K, Klin, P, Nr, Kr, Klr, D, Kdt;
+    int H, N, K, Klin, P, Nr, Kr, D, Kdt;
+    int KLa;                     // linear bins in use now (≤ Klin): the output band's (set_band)
+    int Kro;                     // suppressor bins passed (≤ Kr); above: zero
     int KS, KW;                  // partition strides of the Klin-bin arrays and of W: Klin and K
                                  // rounded up to whole 64-byte lines (aligned vector loads)
     RealFFT fft, fftr;
@@ -324,7 +330,8 @@ static Canceller *create(const Params &prm) {
     if (a->P < 1) a->P = 1;
     a->Nr = a->N / 2;
     a->Kr = a->Nr / 2 + 1;
-    a->Klr = (a->Klin + 1) / 2;
+    a->KLa = a->Klin;
+    a->Kro = a->Kr;
     a->D = prm.rate / 500;
     int kdt = (int)(8000.0f * a->N / prm.rate) + 1;
     a->Kdt = kdt < a->Klin ? kdt : a->Klin;
@@ -378,7 +385,7 @@ static Canceller *create(const Params &prm) {
 // One block: far (H samples, what the speaker plays now), mic (H samples) → out (H samples,
 // delayed by D). out may alias mic.
 ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic, float *out) {
-    const int H = a->H, N = a->N, K = a->K, KL = a->Klin, P = a->P, KS = a->KS, KW = a->KW;
+    const int H = a->H, N = a->N, K = a->K, KL = a->KLa, P = a->P, KS = a->KS, KW = a->KW;
     const float hn = (float)H / N;
     // 1. The far end's newest spectrum goes in front of the ring.
     memmove(a->xbuf, a->xbuf + H, sizeof(float) * (N - H));
@@ -419,7 +426,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     for (int k = 0; k < KL; k++) {
         float e2 = a->Er[k] * a->Er[k] + a->Ei[k] * a->Ei[k];
         a->Psi[k] = al * a->Psi[k] + (1 - al) * e2;
-        if (k < a->Kdt) { sumR += a->R[k]; sumE += e2; }
+        if (k < a->Kdt) { sumR += a->R[k]; sumE += e2; }   // Kdt ≤ KLa: 8 kHz
     }
     if (a->prm.dt_factor > 0) {
         float f = (float)(a->prm.dt_factor * (sumR + 1e-12) / (sumE + 1e-12));
@@ -527,7 +534,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         a->cp = (c + 1) % P;
     }
     // 7. Residual echo suppression on e.
-    const int Nr = a->Nr, Kr = a->Kr, KLr = a->Klr;
+    const int Nr = a->Nr, Kr = a->Kr, KLr = (KL + 1) / 2, Kro = a->Kro;
     memmove(a->rbuf, a->rbuf + H, sizeof(float) * (Nr - H));
     memcpy(a->rbuf + Nr - H, e, sizeof(float) * H);
     for (int i = 0; i < Nr; i++) a->rt[i] = a->rbuf[i] * a->wa[i];
@@ -555,9 +562,10 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     const int from = KLr / 2;
     for (int k = from; k < KLr; k++) ghi += a->G[k];
     ghi = KLr > from ? ghi / (KLr - from) : 1;
-    for (int k = KLr; k < Kr; k++) a->G[k] = ghi;
-    ns_apply(&a->ns, a->Fr, a->Fi, a->G);
-    for (int k = 0; k < Kr; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
+    for (int k = KLr; k < Kro; k++) a->G[k] = ghi;
+    ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro);
+    for (int k = 0; k < Kro; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
+    for (int k = Kro; k < Kr; k++) { a->Fr[k] = 0; a->Fi[k] = 0; }
     irfft(&a->fftr, a->Fr, a->Fi, a->rt);
     memmove(a->ola, a->ola + H, sizeof(float) * (Nr - H));
     memset(a->ola + Nr - H, 0, sizeof(float) * H);
@@ -575,6 +583,28 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     if (a->far_active) { a->in_energy += ein; a->out_energy += eout; }
 }
 
+// The output band: what the codec sends, top_hz (0 or beyond the Nyquist frequency: all of it).
+// The linear filter works up to min(top_hz, its 12 kHz); the suppressor passes up to top_hz and
+// zeroes what lies above. Bins that come back into use after a narrower band start learning
+// afresh (covariance p0; their filter taps are what they were) and without a stale estimate
+// from the older partitions. Between blocks; nothing allocated.
+static void set_band(Canceller *a, float top_hz) {
+    const float nyquist = 0.5f * a->prm.rate;
+    int kla = a->Klin, kro = a->Kr;
+    if (top_hz > 0 && top_hz < nyquist) {
+        const int kl = (int)(top_hz * a->N / a->prm.rate) + 1, kr = (int)(top_hz * a->Nr / a->prm.rate) + 1;
+        kla = kl < a->Klin ? kl : a->Klin;
+        kro = kr < a->Kr ? kr : a->Kr;
+    }
+    if (kla < a->Kdt) kla = a->Kdt < a->Klin ? a->Kdt : a->Klin;   // the double-talk band stays
+    for (int k = a->KLa; k < kla; k++) {
+        for (int p = 0; p < a->P; p++) a->Pc[(size_t)p * a->KS + k] = a->prm.p0;
+        a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; a->Psi[k] = 0;
+    }
+    a->KLa = kla;
+    a->Kro = kro;
+}
+
 // Where the filter's energy peaks: the echo path's bulk delay, in ms (block resolution).
 static int delay_ms(const Canceller *a) {
     int best = -1;
@@ -582,7 +612,7 @@ static int delay_ms(const Canceller *a) {
     for (int p = 0; p < a->P; p++) {
         double s = 0;
         const float *wr = a->Wr + (size_t)p * a->KW, *wi = a->Wi + (size_t)p * a->KW;
-        for (int k = 0; k < a->Klin; k++) s += (double)wr[k] * wr[k] + (double)wi[k] * wi[k];
+        for (int k = 0; k < a->KLa; k++) s += (double)wr[k] * wr[k] + (double)wi[k] * wi[k];
         if (s > bestE) { bestE = s; best = p; }
     }
     return best < 0 ? -1 : best * 1000 * a->H / a->prm.rate;

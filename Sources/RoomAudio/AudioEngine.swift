@@ -490,6 +490,7 @@ final class AudioLoop: @unchecked Sendable {
         let p = profiles[wanted]
         _ = encoder.apply(p)
         _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !gainControlHeld)
+        apm.setOutputBand(topHz: p.bandwidth.topHz)
         voiceGateOn = p.voiceGate
         appliedProfile = wanted
         stats.profileIndex.store(wanted, ordering: .relaxed)

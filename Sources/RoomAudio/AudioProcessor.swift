@@ -166,6 +166,12 @@ public final class AudioProcessor {
     /// compare the two).
     public func setCancellerIdleSkip(_ on: Bool) { rapm_set_canceller_idle_skip(apm, on ? 1 : 0) }
 
+    /// The band the encoder sends (the profile's Opus bandwidth), 0 for all of it: above it
+    /// roomd's canceller neither adapts nor estimates — wideband speech leaves a third of its
+    /// linear band's work undone — and its suppressor sends silence, since the codec would cut
+    /// that band anyway (docs/audio-engine.md, "Output band"). A no-op with webrtc's canceller.
+    public func setOutputBand(topHz: Int) { rapm_set_output_band(apm, Int32(clamping: topHz)) }
+
     /// Blocks roomd's canceller skipped that way so far (mic 0).
     public var cancellerIdleBlocks: Int { Int(rapm_canceller_idle_blocks(apm)) }
 

@@ -69,6 +69,10 @@ int rapm_set_gain_control(rapm_t *apm, int on);
 /// roomd's canceller skips its filter update while the far end has been digital silence for
 /// its whole tail (on by default; off: the full update every block, for comparison).
 void rapm_set_canceller_idle_skip(rapm_t *apm, int on);
+/// The band the codec sends, up to top_hz (0: all of it): roomd's canceller adapts only there
+/// and its suppressor zeroes what lies above (nothing there reaches a listener). No effect with
+/// webrtc's canceller. Between blocks; allocates nothing.
+void rapm_set_output_band(rapm_t *apm, int top_hz);
 /// Blocks the canceller (mic 0) skipped that way so far.
 long rapm_canceller_idle_blocks(const rapm_t *apm);
 
