@@ -47,12 +47,22 @@ public final class LossFeedback: Sendable {
 /// covered at once); turning it off takes `cleanReportsToRelax` reports in a row below 0.5 %.
 /// At 1 % loss a one-second window of 100 packets is empty a third of the time, so a single
 /// clean report says little; three in a row happen about one time in twenty.
+///
+/// Except before any report showed loss: the protection a call starts with is a guess (the
+/// network is unknown), not a response to loss seen, so the first clean report ends it. A
+/// clean call then leaves SILK with its FEC copy — more bytes, more than twice the encoder's
+/// time of the transform layer — after the first report instead of the third (in a loopback
+/// run: two seconds after start instead of four). On a network that does lose, the first
+/// report shows it and the protection stays, as before; on one that loses ~1 %, a clean first
+/// report costs one switch off and on again.
 public struct LossAdaptation: Sendable, Equatable {
     public static let cleanReportsToRelax = 3
 
     /// The expected-loss setting now (percent; 0: no FEC copy).
     public private(set) var expectedLossPercent: Int32
     private var cleanReports = 0
+    /// A report has asked for protection: from then on relaxing takes `cleanReportsToRelax`.
+    private var lossSeen = false
 
     /// `initialPercent`: what to protect against before anyone reported (the profile's
     /// setting: a call may start on a lossy network).
@@ -63,9 +73,10 @@ public struct LossAdaptation: Sendable, Equatable {
     /// One report (percent lost). True when the setting changed.
     public mutating func update(reportedPercent: Double) -> Bool {
         let wanted = OpusSettings.expectedLoss(forReportedLoss: reportedPercent, current: expectedLossPercent)
+        if wanted > 0 { lossSeen = true }
         if wanted == 0 && expectedLossPercent > 0 {
             cleanReports += 1
-            guard cleanReports >= Self.cleanReportsToRelax else { return false }
+            guard cleanReports >= (lossSeen ? Self.cleanReportsToRelax : 1) else { return false }
         }
         cleanReports = 0
         guard wanted != expectedLossPercent else { return false }

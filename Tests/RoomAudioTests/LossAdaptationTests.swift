@@ -8,7 +8,9 @@ final class LossAdaptationTests: XCTestCase {
     func testProtectionFollowsTheReports() {
         var a = LossAdaptation(initialPercent: 5)
         XCTAssertEqual(a.expectedLossPercent, 5, "protects before anyone reported")
-        // Clean reports: off only after three in a row.
+        // A lossy first report confirms it; clean reports then switch it off only after three in a row.
+        XCTAssertTrue(a.update(reportedPercent: 2))
+        XCTAssertEqual(a.expectedLossPercent, 3)
         XCTAssertFalse(a.update(reportedPercent: 0))
         XCTAssertFalse(a.update(reportedPercent: 0.2))
         XCTAssertTrue(a.update(reportedPercent: 0))
@@ -33,6 +35,25 @@ final class LossAdaptationTests: XCTestCase {
         XCTAssertFalse(a.update(reportedPercent: 0.7))
         XCTAssertFalse(a.update(reportedPercent: .nan))
         XCTAssertEqual(a.expectedLossPercent, 0)
+    }
+
+    /// The protection a call starts with is a guess: the first clean report ends it (a clean
+    /// call leaves SILK + FEC two seconds earlier), while one report showing loss keeps it.
+    func testTheStartingGuessEndsWithTheFirstCleanReport() {
+        var clean = LossAdaptation(initialPercent: 5)
+        XCTAssertTrue(clean.update(reportedPercent: 0.3), "below 0.5 %: clean")
+        XCTAssertEqual(clean.expectedLossPercent, 0)
+        // Loss seen once: relaxing takes three clean reports from then on.
+        XCTAssertTrue(clean.update(reportedPercent: 1.5))
+        XCTAssertFalse(clean.update(reportedPercent: 0))
+        XCTAssertFalse(clean.update(reportedPercent: 0))
+        XCTAssertTrue(clean.update(reportedPercent: 0))
+
+        var lossy = LossAdaptation(initialPercent: 5)
+        XCTAssertTrue(lossy.update(reportedPercent: 8), "a first report showing loss sizes the protection")
+        XCTAssertEqual(lossy.expectedLossPercent, 8)
+        XCTAssertFalse(lossy.update(reportedPercent: 0))
+        XCTAssertEqual(lossy.expectedLossPercent, 8, "one clean report after loss was seen is not enough")
     }
 
     func testCleanNetworkBitrateIsSpeechOnly() {
