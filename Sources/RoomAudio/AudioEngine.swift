@@ -752,9 +752,13 @@ final class AudioLoop: @unchecked Sendable {
     private func writeSpeaker(_ speaker: UnsafePointer<Float>) -> Int {
         guard let device = playbackEveryPeriod else { return -Int(EBADFD) }
         let channels = config.playbackChannels
-        for i in 0..<period {
-            let s = SampleConversion.int16(fromFloat: speaker[i], scale: SampleConversion.outputScale)
-            for c in 0..<channels { speakerInterleaved[i * channels + c] = s }
+        if channels == 1 {   // the usual speaker: a loop that vectorizes
+            for i in 0..<period { speakerInterleaved[i] = SampleConversion.int16(fromFloat: speaker[i], scale: SampleConversion.outputScale) }
+        } else {
+            for i in 0..<period {
+                let s = SampleConversion.int16(fromFloat: speaker[i], scale: SampleConversion.outputScale)
+                for c in 0..<channels { speakerInterleaved[i * channels + c] = s }
+            }
         }
         return device._withUnsafeGuaranteedRef { playback in
             let available = playback.available()
