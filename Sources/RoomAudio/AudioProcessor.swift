@@ -169,7 +169,7 @@ public final class AudioProcessor {
     /// The band the encoder sends (the profile's Opus bandwidth), 0 for all of it: above it
     /// roomd's canceller neither adapts nor estimates — wideband speech leaves a third of its
     /// linear band's work undone — and its suppressor sends silence, since the codec would cut
-    /// that band anyway (docs/audio-engine.md, "Output band"). A no-op with webrtc's canceller.
+    /// that band anyway (docs/audio-engine.md, "The output band follows the codec's"). A no-op with webrtc's canceller.
     public func setOutputBand(topHz: Int) { rapm_set_output_band(apm, Int32(clamping: topHz)) }
 
     /// Blocks roomd's canceller skipped that way so far (mic 0).
