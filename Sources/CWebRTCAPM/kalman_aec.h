@@ -382,6 +382,14 @@ static Canceller *create(const Params &prm) {
     return a;
 }
 
+// Partition p's far-end spectrum (p blocks old: the ring slot (head + p) % P), filter and
+// covariance.
+struct Partition { float *xr, *xi, *wr, *wi, *pc; };
+static inline Partition partition(const Canceller *a, int p) {
+    const size_t xq = (size_t)((a->head + p) % a->P) * a->KS;
+    return {a->Xr + xq, a->Xi + xq, a->Wr + (size_t)p * a->KW, a->Wi + (size_t)p * a->KW, a->Pc + (size_t)p * a->KS};
+}
+
 // Asks the memory system for partition p's far-end spectrum, filter and covariance (the bins
 // in use), to be read while the partition before it is updated. In roomd the update's loads
 // missed the caches (perf annotate: the first loads of X, W and P in each partition took most
@@ -389,12 +397,10 @@ static Canceller *create(const Params &prm) {
 // loop (Opus, webrtc, the simulator) runs, and each partition's five short runs start cold.
 // Prefetches change no result.
 static inline void prefetch_partition(const Canceller *a, int p) {
-    const size_t xq = (size_t)((a->head + p) % a->P) * a->KS;
-    const float *xr = a->Xr + xq, *xi = a->Xi + xq, *pc = a->Pc + (size_t)p * a->KS;
-    const float *wr = a->Wr + (size_t)p * a->KW, *wi = a->Wi + (size_t)p * a->KW;
+    const Partition q = partition(a, p);
     for (int k = 0; k < a->KLa; k += 16) {   // 16 floats: one 64-byte line
-        __builtin_prefetch(xr + k, 0, 2); __builtin_prefetch(xi + k, 0, 2);
-        __builtin_prefetch(wr + k, 1, 2); __builtin_prefetch(wi + k, 1, 2); __builtin_prefetch(pc + k, 1, 2);
+        __builtin_prefetch(q.xr + k, 0, 2); __builtin_prefetch(q.xi + k, 0, 2);
+        __builtin_prefetch(q.wr + k, 1, 2); __builtin_prefetch(q.wi + k, 1, 2); __builtin_prefetch(q.pc + k, 1, 2);
     }
 }
 
@@ -468,11 +474,12 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         a->idle_pending = 0;
     }
     for (int p = 0; p < (idle ? 0 : P); p++) {
-        const size_t xq = (size_t)((a->head + p) % P) * KS, xprev = (size_t)((a->head + p + P - 1) % P) * KS;
-        const float *xr = a->Xr + xq, *xi = a->Xi + xq;
+        const Partition here = partition(a, p);
+        const size_t xprev = (size_t)((a->head + p + P - 1) % P) * KS;
+        const float *xr = here.xr, *xi = here.xi;
         const float *pr = a->Xr + xprev, *pi = a->Xi + xprev;   // X_{p-1}
         const float *er = a->Er, *ei = a->Ei, *inv = a->inv;
-        float *wr = a->Wr + (size_t)p * KW, *wi = a->Wi + (size_t)p * KW, *pc = a->Pc + (size_t)p * KS;
+        float *wr = here.wr, *wi = here.wi, *pc = here.pc;
         float *ynr = a->Ynr, *yni = a->Yni, *rn = a->Rn;
         const float boost = p < 2 ? a->prm.newest_gain[p] : 1.0f;
         if (p + 1 < P) prefetch_partition(a, p + 1);
@@ -613,7 +620,7 @@ static void set_band(Canceller *a, float top_hz) {
         kla = kl < a->Klin ? kl : a->Klin;
         kro = kr < a->Kr ? kr : a->Kr;
     }
-    if (kla < a->Kdt) kla = a->Kdt < a->Klin ? a->Kdt : a->Klin;   // the double-talk band stays
+    if (kla < a->Kdt) kla = a->Kdt;   // the double-talk band stays (Kdt ≤ Klin)
     for (int k = a->KLa; k < kla; k++) {
         for (int p = 0; p < a->P; p++) a->Pc[(size_t)p * a->KS + k] = a->prm.p0;
         a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; a->Psi[k] = 0;
