@@ -32,6 +32,16 @@ final class RoomdConfigurationTests: ProcessTestCase {
         return object
     }
 
+    /// `roomctl selftest`, run again (at most twice more) while roomd answers `device_error`,
+    /// "run it again": an xrun during the test (this shared 2-core VM stalls now and then) makes
+    /// roomd refuse a result it cannot trust. People and the HIL rig (50-selftest-in-a-call) do
+    /// the same.
+    private func selftest() throws -> (status: Int32, out: String) {
+        var r = try ctl(["selftest"])
+        for _ in 0..<2 where r.out.contains("device_error") { r = try ctl(["selftest"]) }
+        return r
+    }
+
     private func status() throws -> [String: Any] {
         try XCTUnwrap(try json(["status"])["result"] as? [String: Any])
     }
@@ -254,7 +264,7 @@ final class RoomdConfigurationTests: ProcessTestCase {
         // The way back to webrtc's AEC: it removes the echo but chops the talker, and the
         // self-test says so.
         let w = try start(config: dir + "/roomd.conf", log: "roomd-webrtc.log", environment: ["ROOMD_ECHO_CANCELLER": "webrtc"])
-        let chopped = try ctl(["selftest"])
+        let chopped = try selftest()
         XCTAssertEqual(chopped.status, 4, chopped.out)
         XCTAssertTrue(chopped.out.contains("echo canceller cuts a talker who speaks while the far end plays"), chopped.out)
         XCTAssertTrue(chopped.out.contains("doubletalk_loss_db"), "roomctl prints the figures: \(chopped.out)")
@@ -263,7 +273,7 @@ final class RoomdConfigurationTests: ProcessTestCase {
         // A dead microphone (gain 0 on mic 1) is named, and roomctl exits 4.
         try write(dir + "/room.conf", "echo = on\nnoise_dbfs = -70\nmic_gains = 1 0 1 1\n")
         let q = try start(config: dir + "/roomd.conf", log: "roomd2.log", room: dir + "/room.conf")
-        let r = try ctl(["selftest"])
+        let r = try selftest()
         XCTAssertEqual(r.status, 4, r.out)
         XCTAssertTrue(r.out.contains("mic 1: "), r.out)
         stop(q)
