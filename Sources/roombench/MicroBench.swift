@@ -14,8 +14,9 @@ enum MicroBench {
             case "apmdelay": apmDelay()
             case "opus": opus()
             case "srtp": SRTPBench.run()
+            case "wake": WakeBench.run()
             default:
-                printError("roombench: unknown bench \(name) (apm, apmdelay, opus, srtp)\n")
+                printError("roombench: unknown bench \(name) (apm, apmdelay, opus, srtp, wake)\n")
                 return 2
             }
         }
