@@ -21,8 +21,25 @@ final class DoubleTalkTests: XCTestCase {
     private var talk = 4.0      // and talks for about 4 s (the utterance's length), all of it double talk
     private let seconds = 10.0
 
-    /// Runs the engine for `seconds` and returns what it would send (the cleaned capture).
+    /// Runs the engine for `seconds` and returns what it would send (the cleaned capture). A run
+    /// with an xrun is run again (at most twice more), as the self-test's callers do: a stalled
+    /// machine, not the canceller, broke it (a fresh-clone CI failed here once with one xrun while
+    /// other work loaded the machine); every figure is taken from an xrun-free run or the test fails.
     private func record(_ config: EngineConfiguration) throws -> (samples: [Float], snapshotAt5s: EngineSnapshot?, end: EngineSnapshot) {
+        var attempt = 1
+        while true {
+            let run = try recordOnce(config)
+            let xruns = run.end.captureXruns + run.end.playbackXruns
+            if xruns == 0 || attempt == 3 {
+                XCTAssertEqual(xruns, 0, "xruns disturb the measurement (machine busy?), \(attempt) runs")
+                return run
+            }
+            print("DoubleTalkTests: \(xruns) xrun(s) in run \(attempt): running it again")
+            attempt += 1
+        }
+    }
+
+    private func recordOnce(_ config: EngineConfiguration) throws -> (samples: [Float], snapshotAt5s: EngineSnapshot?, end: EngineSnapshot) {
         var c = config
         c.recordProcessed = true
         let engine = try AudioEngine(configuration: c)
@@ -47,9 +64,7 @@ final class DoubleTalkTests: XCTestCase {
             if n == 0 { break }
             for i in 0..<n { out.append(Float(block[i]) / 32768) }
         }
-        let s = engine.stats.snapshot()
-        XCTAssertEqual(s.captureXruns + s.playbackXruns, 0, "xruns disturb the measurement (machine busy?)")
-        return (out, at5, s)
+        return (out, at5, engine.stats.snapshot())
     }
 
     private func configuration(_ canceller: EchoCanceller, farEnd: [Float]) -> EngineConfiguration {
