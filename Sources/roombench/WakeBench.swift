@@ -8,11 +8,11 @@ import RoomSystem
 /// before every block as roomd's audio thread sleeps between periods.
 ///
 /// Why it exists: `engine.cpu_pct` is ~3× what roomd's parts cost in isolation. On this KVM
-/// guest work started after a sleep finds its code and data evicted (the vCPU halts, the host
-/// runs other work on the core): pure arithmetic runs at the same speed after a sleep, an
-/// Opus encode does not (docs/benchmarks.md, "The wake-up tax"). The factor moves with the
-/// machine's load, so `scripts/bench engine` prints it beside its own figure: the same engine
-/// reads differently in a busy hour, and this says by how much.
+/// guest work started after a sleep finds its code and data no longer cached: pure arithmetic
+/// runs at the same speed after a sleep, an Opus encode takes 2-3× as long (docs/benchmarks.md,
+/// "The wake-up tax"). The factor moves with the machine's load, so `scripts/bench engine`
+/// prints it beside its own figure: how much a sleep cost in that minute. It is not the whole
+/// of the figure's spread (the rest of the loop, the simulator and the kernel vary too).
 enum WakeBench {
     static func run() {
         let rate = 48000, block = rate / 100
