@@ -40,6 +40,12 @@ enum MicroBench {
         }
     }
 
+    /// What the APM benches' mics hear at sample k: the far end's echo 40 ms late at −10 dB,
+    /// and the near talker.
+    static func micSample(far: [Float], near: [Float], at k: Int, rate: Int) -> Float {
+        (k >= rate / 25 ? 0.3 * far[k - rate / 25] : 0) + 0.2 * near[k]
+    }
+
     /// `ROOMBENCH_RATE` (8000, 16000, 32000, 48000; default 48000): the rate the APM and Opus
     /// benches run at, to weigh processing the speech band at 16 kHz against the card's 48 kHz.
     static let rate: Int = {
@@ -88,8 +94,8 @@ enum MicroBench {
             for i in 0..<period {
                 let k = b * period + i
                 render[i] = far[k]
-                let echo = k >= rate / 25 ? 0.3 * far[k - rate / 25] : 0
-                for m in 0..<mics { micBuf[m * period + i] = echo + 0.2 * near[k] }
+                let sample = micSample(far: far, near: near, at: k, rate: rate)
+                for m in 0..<mics { micBuf[m * period + i] = sample }
             }
             let t0 = threadCPUNanoseconds()
             _ = processor.analyzeRender(renderPtrs)

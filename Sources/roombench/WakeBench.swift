@@ -47,7 +47,7 @@ enum WakeBench {
             for i in 0..<block {
                 let k = position + i
                 render[i] = far[k]
-                mic[i] = (k >= rate / 25 ? 0.3 * far[k - rate / 25] : 0) + 0.2 * near[k]
+                mic[i] = MicroBench.micSample(far: far, near: near, at: k, rate: rate)
             }
             position += block
             let t0 = threadCPUNanoseconds()
