@@ -212,7 +212,10 @@ struct Params {
     float p_gain;         // covariance update gain, 1.5
     float residual_scale; // κ: calibration of the residual estimate (suppression level)
     float early_scale;    // κ at the start, while the filter has heard little far end: 2
-    float early_halving_s;// … halved every this many seconds of far-end activity: 0.7
+    float early_halving_s;// … halved every this many seconds of far-end activity: 1.4 (0.7 until
+                          // 2026-11-25: the 80 ms rooms' echo-only output had 100 ms windows at
+                          // -51.5 / -59.1 dBFS just after 5 s; now -57.1 / -62.2, double talk
+                          // unchanged; 2.0 reached -60.1 but cost rev120-loud 0.07 PESQ: docs)
     float min_gain_db;    // floor of the suppressor's gain, -30
     float leak_db;        // ε: share of the echo estimate always counted as residual, -40
     float linear_hz;      // upper edge of the linear filter, 12000
@@ -241,7 +244,7 @@ static Params default_params(int rate, int suppression) {
     p.rate = rate; p.tail_ms = 300; p.transition = 0.9999f; p.p0 = 0.1f; p.alpha = 0.5f;
     p.dt_factor = 0.6f; p.p_gain = 1.5f;
     p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
-    p.early_scale = 2; p.early_halving_s = 0.7f;
+    p.early_scale = 2; p.early_halving_s = 1.4f;
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
     p.ns_level = 1;
     p.newest_gain[0] = 2.0f; p.newest_gain[1] = 1.3f;
