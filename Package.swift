@@ -156,7 +156,7 @@ let package = Package(
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
-        .testTarget(name: "RoomSystemTests", dependencies: ["RoomSystem", "RoomCore"]),
+        .testTarget(name: "RoomSystemTests", dependencies: ["RoomTestSupport", "RoomSystem", "RoomCore"]),
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
         .testTarget(name: "RoomGPIOTests", dependencies: ["RoomGPIO", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
@@ -175,7 +175,7 @@ let package = Package(
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomTestSupport", "RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomTestSupport", "RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus", "RoomICE"]),
-        .testTarget(name: "RoomAudioTests", dependencies: ["RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomAudioTests", dependencies: ["RoomTestSupport", "RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .gnu11,

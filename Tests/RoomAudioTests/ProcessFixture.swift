@@ -1,4 +1,5 @@
 import Foundation
+import RoomTestSupport
 import XCTest
 
 /// Base for tests that run the real executables (roomd, roomserver, roomctl, roomproxy) as
@@ -52,7 +53,7 @@ class ProcessTestCase: XCTestCase {
     /// A CA and a server certificate for 127.0.0.1, 127.0.0.2 (roomproxy) and localhost, made
     /// once per test run with scripts/make-dev-certs.
     static let testCertificates: String = {
-        let dir = NSTemporaryDirectory() + "roomd-test-tls-\(getpid())"
+        let dir = TestScratch.directory("roomd-test-tls")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: SimCard.repoRoot + "/scripts/make-dev-certs")
         p.arguments = [dir]

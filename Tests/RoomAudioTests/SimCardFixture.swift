@@ -1,4 +1,5 @@
 import Foundation
+import RoomTestSupport
 import RoomAudio
 import RoomCore
 
@@ -26,7 +27,7 @@ enum SimCard {
 
     /// A scratch directory for one test.
     static func scratch(_ name: String) -> String {
-        let dir = NSTemporaryDirectory() + "roomd-tests-\(getpid())/\(name)"
+        let dir = TestScratch.directory("roomd-tests") + "/\(name)"
         try? FileManager.default.removeItem(atPath: dir)
         try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir

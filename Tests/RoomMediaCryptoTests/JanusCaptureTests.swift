@@ -25,7 +25,7 @@ final class JanusCaptureTests: XCTestCase {
 
     private func startJanus() throws -> Int {
         guard JanusDev.isInstalled else { throw XCTSkip("janus is not installed (scripts/setup installs it)") }
-        let started = try JanusDev.start(directory: NSTemporaryDirectory() + "roomd-janus-capture-\(getpid())")
+        let started = try JanusDev.start(directory: TestScratch.directory("roomd-janus-capture"))
         janus = started.process
         return started.port
     }

@@ -1,10 +1,11 @@
 import Foundation
+import RoomTestSupport
 import RoomSystem
 import XCTest
 
 final class FilesTests: XCTestCase {
     func testAtomicWriteReplacesContentAndLeavesNoTemp() throws {
-        let dir = NSTemporaryDirectory() + "roomsystem-files-\(getpid())"
+        let dir = TestScratch.directory("roomsystem-files")
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let path = dir + "/state"
         try Files.writeAtomically(path, Array("one".utf8))
