@@ -149,7 +149,7 @@ let package = Package(
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
-        .executableTarget(name: "roombench", dependencies: ["RoomAudio", "RoomCore", "RoomSystem", "RoomMediaCrypto", "RoomProtocol"]),
+        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCore", "RoomSystem", "RoomMediaCrypto", "RoomProtocol"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
         .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomMediaCrypto"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).

@@ -9,6 +9,8 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 _Static_assert((int)CLINUX_EPOLLIN == (int)EPOLLIN, "EPOLLIN");
@@ -48,6 +50,15 @@ int clinux_epoll_wait(int epoll_fd, struct clinux_event *events, int capacity, i
 }
 
 int clinux_eventfd(unsigned int initial) { return eventfd(initial, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int clinux_timerfd_periodic(long long period_ns) {
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0) return -1;
+    struct timespec period = {(time_t)(period_ns / 1000000000LL), (long)(period_ns % 1000000000LL)};
+    struct itimerspec spec = {period, period};
+    if (timerfd_settime(fd, 0, &spec, NULL) != 0) { int e = errno; close(fd); errno = e; return -1; }
+    return fd;
+}
 
 int clinux_signalfd(const void *signal_set) {
     return signalfd(-1, (const sigset_t *)signal_set, SFD_NONBLOCK | SFD_CLOEXEC);

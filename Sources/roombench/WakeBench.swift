@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import RoomAudio
 import RoomSystem
@@ -72,6 +73,12 @@ enum WakeBench {
             return t1 - t0
         }
 
+        let idle = idleWakes()
+        MicroBench.emit("wake", "wake.idle_us", idle, "us",
+                        ",\"measure\":\"CPU time of one wake-up of a thread that only sleeps on a 5 ms timerfd (poll + read)\"")
+        MicroBench.emit("wake", "wake.idle_floor_pct", rounded(idle * 200 / 10_000), "%",
+                        ",\"measure\":\"those wake-ups at 200 a second (roomd's audio thread at 5 ms periods) as a share of one core\"")
+
         for _ in 0..<300 { _ = oneBlock() }   // the canceller and the encoder settle
         let config = ",\"config\":\"sim board's block: 48 kHz, 1 mic, shipped chain (band 8 kHz), Opus 10 ms clean-network coding "
             + "(\(clean.cleanNetworkBitrate / 1000) kb/s, complexity \(clean.cleanNetworkComplexity)) + decode\""
@@ -99,6 +106,29 @@ enum WakeBench {
                                 ",\"measure\":\"the block's CPU time after a \(sleepMs) ms sleep over its time back to back\"")
             }
         }
+    }
+
+    /// The wake-up alone: a thread that does nothing but sleep on a periodic timer every 5 ms,
+    /// woken as roomd's audio thread is on the sim card (poll on a timerfd, then read it). Its
+    /// CPU time is the floor under `engine.cpu_pct` that no work in roomd can remove while the
+    /// loop keeps 5 ms periods: on this KVM guest 30-40 µs per wake-up, where bare metal pays a
+    /// few. Run on a thread of its own, so that the thread CPU clock counts only the wake-ups.
+    static func idleWakes(periodMs: Int = 5, wakes: Int = 600) -> Double {
+        final class Result: @unchecked Sendable { var perWakeUs = 0.0 }
+        let result = Result()
+        let thread = try? NativeThread(name: "idle-wakes") {
+            let fd = clinux_timerfd_periodic(Int64(periodMs) * 1_000_000)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            var expirations: UInt64 = 0
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            for _ in 0..<20 { _ = poll(&pfd, 1, -1); _ = read(fd, &expirations, 8) }
+            let t0 = threadCPUNanoseconds()
+            for _ in 0..<wakes { _ = poll(&pfd, 1, -1); _ = read(fd, &expirations, 8) }
+            result.perWakeUs = Double(threadCPUNanoseconds() - t0) / Double(wakes) / 1000
+        }
+        thread?.join()
+        return result.perWakeUs
     }
 
     private static func rounded(_ v: Double) -> Double { (v * 100).rounded() / 100 }

@@ -39,6 +39,10 @@ int clinux_epoll_wait(int epoll_fd, struct clinux_event *events, int capacity, i
 /// eventfd(initial, EFD_NONBLOCK | EFD_CLOEXEC).
 int clinux_eventfd(unsigned int initial);
 
+/// A non-blocking, close-on-exec CLOCK_MONOTONIC timerfd that expires every `period_ns`
+/// (first expiry one period from now), or -1 with errno set.
+int clinux_timerfd_periodic(long long period_ns);
+
 /// A non-blocking, close-on-exec signalfd for `signal_set`, a pointer to a sigset_t the caller
 /// filled with sigemptyset/sigaddset (Glibc's type: opaque here).
 int clinux_signalfd(const void *signal_set);
