@@ -33,7 +33,8 @@ public struct AudioProfileSettings: Sendable, Equatable {
     public var vbr: Bool
     public var noiseSuppression: Bool
     public var gainControl: Bool
-    /// Send only while the APM hears voice (plus hangover); off: send every frame.
+    /// Send only while the APM hears voice (plus hangover); off (also when the board or the
+    /// command line switched the VAD off): send every frame that DTX does not hold back.
     public var voiceGate: Bool
 
     /// The music profile's bitrate floor: full band music gets more than speech's 96 kbps.
@@ -60,7 +61,11 @@ public struct AudioProfileSettings: Sendable, Equatable {
             dtx = opus.dtx
             noiseSuppression = processing.noiseSuppress
             gainControl = processing.gainControl
-            voiceGate = opus.voiceGate
+            // Without the VAD there is no voice to gate on: it would read "no voice" for ever and
+            // the gate would hold back all but its refresh frames — a muted appliance. (Found
+            // when `--disable vad` in the engine bench sent 3 of 100 frames a second.) Opus's
+            // DTX still keeps silence off the wire.
+            voiceGate = opus.voiceGate && processing.voiceDetect
         case .music:
             bitrate = max(opus.bitrate, Self.musicMinimumBitrate)
             cleanNetworkBitrate = nil

@@ -149,6 +149,25 @@ final class AudioEngineTests: XCTestCase {
         XCTAssertLessThanOrEqual(s.fecRecovered, s.receivedLost)
     }
 
+    /// With the VAD switched off (`--disable vad`) a talker is still sent: the voice gate has
+    /// no voice to go by and steps aside (before: it read "no voice" for ever and held back all
+    /// but one frame in 33 — the appliance muted).
+    func testTalkerIsSentWithTheVADSwitchedOff() throws {
+        let dir = SimCard.scratch("novad")
+        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 3, seed: 0.7, level: 0.2))
+        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop", "echo": "off"])
+        var config = SimCard.simBoardConfiguration()
+        config.loopback = true
+        config.processing.voiceDetect = false
+        let engine = try AudioEngine(configuration: config)
+        _ = try engine.run(seconds: 3)
+        let s = engine.stats.snapshot()
+        let sent = s.packetsEncoded - s.packetsSuppressedByDTX
+        XCTAssertGreaterThan(s.packetsEncoded, 200)
+        XCTAssertGreaterThan(Double(sent), 0.5 * Double(s.packetsEncoded),
+                             "a talking room without the VAD: \(sent) of \(s.packetsEncoded) frames sent")
+    }
+
     /// An injected capture xrun is recovered without stopping the stream.
     func testInjectedXrunIsRecovered() throws {
         let dir = SimCard.scratch("xrun")

@@ -93,6 +93,10 @@ final class AudioProfileTests: XCTestCase {
         XCTAssertFalse(speech.noiseSuppression, "--disable ns holds in the speech profile")
         XCTAssertTrue(speech.gainControl)
         XCTAssertTrue(speech.voiceGate)
+        var noVAD = ProcessingSettings()
+        noVAD.voiceDetect = false
+        XCTAssertFalse(AudioProfileSettings(.speech, processing: noVAD, opus: OpusSettings()).voiceGate,
+                       "--disable vad: no voice to gate on, so the gate is off (it would hold back every frame)")
         let music = AudioProfileSettings(.music, processing: ProcessingSettings(), opus: OpusSettings())
         XCTAssertFalse(music.noiseSuppression)
         XCTAssertFalse(music.gainControl)
