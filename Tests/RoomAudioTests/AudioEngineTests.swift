@@ -127,15 +127,22 @@ final class AudioEngineTests: XCTestCase {
         XCTAssertGreaterThan(best, 0.6, "speaker envelope must follow the mic envelope")
     }
 
-    /// Simulated packet loss on the loopback channel: FEC rebuilds some frames, PLC the rest.
-    func testLossIsRepairedByFECAndConcealment() throws {
-        let dir = SimCard.scratch("fec")
-        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 3, seed: 2.0, level: 0.2))
+    /// The sim board in loopback mode, its mics hearing a speech-like talker (looped, echo off),
+    /// with `configure`'s changes: the engine, not started.
+    private func talkingLoopback(_ name: String, seconds: Double = 3, seed: Double,
+                                 _ configure: (inout EngineConfiguration) -> Void) throws -> AudioEngine {
+        let dir = SimCard.scratch(name)
+        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: seconds, seed: seed, level: 0.2))
         SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop", "echo": "off"])
         var config = SimCard.simBoardConfiguration()
         config.loopback = true
-        config.loopbackLossPercent = 20
-        let engine = try AudioEngine(configuration: config)
+        configure(&config)
+        return try AudioEngine(configuration: config)
+    }
+
+    /// Simulated packet loss on the loopback channel: FEC rebuilds some frames, PLC the rest.
+    func testLossIsRepairedByFECAndConcealment() throws {
+        let engine = try talkingLoopback("fec", seed: 2.0) { $0.loopbackLossPercent = 20 }
         _ = try engine.run(seconds: 4)
         let s = engine.stats.snapshot()
         // Loss applies to frames that were sent; the VAD gate keeps pauses off the "wire".
@@ -153,13 +160,7 @@ final class AudioEngineTests: XCTestCase {
     /// no voice to go by and steps aside (before: it read "no voice" for ever and held back all
     /// but one frame in 33 — the appliance muted).
     func testTalkerIsSentWithTheVADSwitchedOff() throws {
-        let dir = SimCard.scratch("novad")
-        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 3, seed: 0.7, level: 0.2))
-        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop", "echo": "off"])
-        var config = SimCard.simBoardConfiguration()
-        config.loopback = true
-        config.processing.voiceDetect = false
-        let engine = try AudioEngine(configuration: config)
+        let engine = try talkingLoopback("novad", seed: 0.7) { $0.processing.voiceDetect = false }
         _ = try engine.run(seconds: 3)
         let s = engine.stats.snapshot()
         let sent = s.packetsEncoded - s.packetsSuppressedByDTX
@@ -280,13 +281,7 @@ final class AudioEngineTests: XCTestCase {
 
     /// 20 ms Opus frames: half as many packets, loopback still carries audio.
     func testTwentyMillisecondFrames() throws {
-        let dir = SimCard.scratch("opus20")
-        SimCard.writeWAV(dir + "/mic.wav", SimCard.speechLike(seconds: 2, seed: 0.5, level: 0.2))
-        SimCard.useRoom(dir, ["input": dir + "/mic.wav", "input_end": "loop", "echo": "off"])
-        var config = SimCard.simBoardConfiguration()
-        config.loopback = true
-        config.opus.frameMilliseconds = 20
-        let engine = try AudioEngine(configuration: config)
+        let engine = try talkingLoopback("opus20", seconds: 2, seed: 0.5) { $0.opus.frameMilliseconds = 20 }
         _ = try engine.run(seconds: 2)
         let s = engine.stats.snapshot()
         XCTAssertEqual(Double(s.packetsEncoded), Double(s.periods) / 2, accuracy: 3)
