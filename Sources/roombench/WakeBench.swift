@@ -111,8 +111,9 @@ enum WakeBench {
     /// The wake-up alone: a thread that does nothing but sleep on a periodic timer every 5 ms,
     /// woken as roomd's audio thread is on the sim card (poll on a timerfd, then read it). Its
     /// CPU time is the floor under `engine.cpu_pct` that no work in roomd can remove while the
-    /// loop keeps 5 ms periods: on this KVM guest 30-40 µs per wake-up, where bare metal pays a
-    /// few. Run on a thread of its own, so that the thread CPU clock counts only the wake-ups.
+    /// loop keeps 5 ms periods: on this KVM guest 25-45 µs per wake-up (docs/benchmarks.md, "The
+    /// floor under `engine.cpu_pct`"). Run on a thread of its own, so that the thread CPU clock
+    /// counts only the wake-ups.
     static func idleWakes(periodMs: Int = 5, wakes: Int = 600) -> Double {
         final class Result: @unchecked Sendable { var perWakeUs = 0.0 }
         let result = Result()
