@@ -262,9 +262,25 @@ final class SimCardTests: XCTestCase {
 
     // MARK: 4. xruns
 
-    func testInjectedXrunsAreReportedAndRecovered() throws {
-        // input: a ramp, so each capture sample tells which input frame it carries
-        let ramp = (0..<48000).map { Int16(truncatingIfNeeded: $0 / 2) }
+    /// What one run of the injected-xrun scenario saw; asserted on after the run, so that a run
+    /// the test process itself disturbed can be repeated.
+    private struct XrunRun {
+        var captureXrunMs: [Double] = []
+        var recoverCodes: [Int32] = []
+        var writesAfterRecovery: [Int] = []
+        var failedReads: [Int] = []
+        var rampWentBack = false
+        var playXruns = 0
+        var shortWrites: [String] = []
+        var firstAfterXrun: Int16?
+        var captureRunning = false, playbackRunning = false
+        var capture: [String: String] = [:], playback: [String: String] = [:]
+        /// The longest time between two consecutive 10 ms reads: far above 10 ms when this
+        /// process stalled (the VM's hiccups reach 190 ms), and then the xrun is reported late.
+        var longestGapMs = 0.0
+    }
+
+    private func runInjectedXruns(_ ramp: [Int16]) throws -> XrunRun {
         let room = Room("""
             input = ramp.wav
             capture_xrun_at_ms = 300
@@ -275,53 +291,75 @@ final class SimCardTests: XCTestCase {
         let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
         defer { cap.close(); play.close() }
         let silence = [Int16](repeating: 0, count: 960)
-        XCTAssertEqual(play.write(silence, frames: 960), 960)
+        var run = XrunRun()
+        if play.write(silence, frames: 960) != 960 { run.shortWrites.append("pre-fill") }
 
         var buf = [Int16](repeating: 0, count: 480)
-        var capXruns = 0, playXruns = 0, last: Int16 = -1
-        var firstAfterXrun: Int16?
+        var last: Int16 = -1
         let t0 = monotonicNs()
+        var previous = t0
         for _ in 0..<80 { // 0.8 s
             let n = cap.read(&buf, frames: 480)
+            let now = monotonicNs()
+            run.longestGapMs = max(run.longestGapMs, Double(now - previous) / 1e6)
+            previous = now
             if n == -Int(EPIPE) {
-                capXruns += 1
-                let ms = Double(monotonicNs() - t0) / 1e6
-                XCTAssertEqual(ms, 300, accuracy: 40, "capture xrun at \(ms) ms")
-                XCTAssertEqual(snd_pcm_recover(cap.handle, Int32(n), 1), 0)
-                XCTAssertEqual(play.write(silence, frames: 480), 480) // keep the speaker fed
+                run.captureXrunMs.append(Double(now - t0) / 1e6)
+                run.recoverCodes.append(snd_pcm_recover(cap.handle, Int32(n), 1))
+                run.writesAfterRecovery.append(play.write(silence, frames: 480)) // keep the speaker fed
                 continue
             }
             // (a read that the xrun cuts short returns the frames it got)
-            XCTAssertGreaterThan(n, 0, "readi: \(n)")
-            if n <= 0 { break }
-            if capXruns == 1 && firstAfterXrun == nil { firstAfterXrun = buf[0] }
+            if n <= 0 { run.failedReads.append(n); break }
+            if run.captureXrunMs.count == 1 && run.firstAfterXrun == nil { run.firstAfterXrun = buf[0] }
             // the samples continue: the ramp never goes back
-            XCTAssertGreaterThanOrEqual(buf[0], last)
+            if buf[0] < last { run.rampWentBack = true }
             last = buf[n - 1]
             let w = play.write(silence, frames: n)
             if w == -Int(EPIPE) {
-                playXruns += 1
-                XCTAssertEqual(snd_pcm_recover(play.handle, Int32(w), 1), 0)
-                XCTAssertEqual(play.write(silence, frames: 960), 960) // refill after prepare
-            } else {
-                XCTAssertEqual(w, n, "writei: \(w)")
+                run.playXruns += 1
+                run.recoverCodes.append(snd_pcm_recover(play.handle, Int32(w), 1))
+                if play.write(silence, frames: 960) != 960 { run.shortWrites.append("refill after prepare") }
+            } else if w != n {
+                run.shortWrites.append("writei: \(w) of \(n)")
             }
         }
-        XCTAssertEqual(capXruns, 1)
-        XCTAssertEqual(playXruns, 1)
-        XCTAssertEqual(snd_pcm_state(cap.handle), SND_PCM_STATE_RUNNING)
-        XCTAssertEqual(snd_pcm_state(play.handle), SND_PCM_STATE_RUNNING)
+        run.captureRunning = snd_pcm_state(cap.handle) == SND_PCM_STATE_RUNNING
+        run.playbackRunning = snd_pcm_state(play.handle) == SND_PCM_STATE_RUNNING
+        run.capture = room.statusLine("capture")
+        run.playback = room.statusLine("playback")
+        return run
+    }
+
+    func testInjectedXrunsAreReportedAndRecovered() throws {
+        // input: a ramp, so each capture sample tells which input frame it carries
+        let ramp = (0..<48000).map { Int16(truncatingIfNeeded: $0 / 2) }
+        var run = try runInjectedXruns(ramp)
+        // A run in which this process stalled (CI saw a 190 ms one: the capture xrun reported at
+        // 487 ms, the playback one already due at the next write) measures the VM, not the card:
+        // up to two more.
+        for _ in 1...2 where run.longestGapMs > 60 { run = try runInjectedXruns(ramp) }
+        XCTAssertLessThanOrEqual(run.longestGapMs, 60, "the test process stalled in every run")
+        XCTAssertEqual(run.captureXrunMs.count, 1, "capture xruns at \(run.captureXrunMs) ms")
+        if let ms = run.captureXrunMs.first { XCTAssertEqual(ms, 300, accuracy: 40, "capture xrun at \(ms) ms") }
+        XCTAssertEqual(run.recoverCodes, [0, 0], "snd_pcm_recover after each xrun")
+        XCTAssertEqual(run.writesAfterRecovery, [480], "the speaker fed after the capture xrun")
+        XCTAssertEqual(run.failedReads, [], "readi")
+        XCTAssertFalse(run.rampWentBack, "the samples continue: the ramp never goes back")
+        XCTAssertEqual(run.playXruns, 1)
+        XCTAssertEqual(run.shortWrites, [])
+        XCTAssertTrue(run.captureRunning)
+        XCTAssertTrue(run.playbackRunning)
         // the room kept sounding during the restart: the new run starts at the input frame
         // for its start time, which the status file reports
-        let frame = Int(room.statusLine("capture")["input_frame"] ?? "") ?? -1
+        let frame = Int(run.capture["input_frame"] ?? "") ?? -1
         XCTAssertGreaterThan(frame, 14400 - 1) // >= 300 ms
-        XCTAssertEqual(firstAfterXrun, frame >= 0 ? ramp[frame] : nil)
-        let c = room.statusLine("capture"), p = room.statusLine("playback")
-        XCTAssertEqual(c["xruns_injected"], "1")
-        XCTAssertEqual(c["starts"], "2")
-        XCTAssertEqual(p["xruns_injected"], "1")
-        XCTAssertEqual(p["xruns"], "0", "no underrun besides the injected one")
-        XCTAssertEqual(p["starts"], "2")
+        XCTAssertEqual(run.firstAfterXrun, frame >= 0 ? ramp[frame] : nil)
+        XCTAssertEqual(run.capture["xruns_injected"], "1")
+        XCTAssertEqual(run.capture["starts"], "2")
+        XCTAssertEqual(run.playback["xruns_injected"], "1")
+        XCTAssertEqual(run.playback["xruns"], "0", "no underrun besides the injected one")
+        XCTAssertEqual(run.playback["starts"], "2")
     }
 
     func testControlFileInjectsAnXrunWhileRunning() throws {
