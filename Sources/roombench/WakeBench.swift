@@ -73,7 +73,9 @@ enum WakeBench {
             return t1 - t0
         }
 
-        let idle = idleWakes()
+        guard let idle = idleWakes() else {
+            printError("roombench: no periodic timerfd or thread for the wake-up floor\n"); return
+        }
         MicroBench.emit("wake", "wake.idle_us", idle, "us",
                         ",\"measure\":\"CPU time of one wake-up of a thread that only sleeps on a 5 ms timerfd (poll + read)\"")
         MicroBench.emit("wake", "wake.idle_floor_pct", rounded(idle * 200 / 10_000), "%",
@@ -114,8 +116,8 @@ enum WakeBench {
     /// loop keeps 5 ms periods: on this KVM guest 25-45 µs per wake-up (docs/benchmarks.md, "The
     /// floor under `engine.cpu_pct`"). Run on a thread of its own, so that the thread CPU clock
     /// counts only the wake-ups.
-    static func idleWakes(periodMs: Int = 5, wakes: Int = 600) -> Double {
-        final class Result: @unchecked Sendable { var perWakeUs = 0.0 }
+    static func idleWakes(periodMs: Int = 5, wakes: Int = 600) -> Double? {
+        final class Result: @unchecked Sendable { var perWakeUs: Double? }
         let result = Result()
         let thread = try? NativeThread(name: "idle-wakes") {
             let fd = clinux_timerfd_periodic(Int64(periodMs) * 1_000_000)
@@ -128,7 +130,8 @@ enum WakeBench {
             for _ in 0..<wakes { _ = poll(&pfd, 1, -1); _ = read(fd, &expirations, 8) }
             result.perWakeUs = Double(threadCPUNanoseconds() - t0) / Double(wakes) / 1000
         }
-        thread?.join()
+        guard let thread else { return nil }
+        thread.join()   // the thread's writes are visible after the join
         return result.perWakeUs
     }
 
