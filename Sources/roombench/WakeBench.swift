@@ -3,10 +3,11 @@ import Glibc
 import RoomAudio
 import RoomSystem
 
-/// What the audio thread's rhythm costs on this machine: the sim board's per-block work (the
-/// shipped capture chain on one mic with the output band at wideband, Opus encode at the
-/// clean-network coding, decode of the packet) timed back to back, and again with a sleep
-/// before every block as roomd's audio thread sleeps between periods.
+/// What the audio thread's rhythm costs on this machine: first the wake-up alone (a thread that
+/// does nothing but wake every 5 ms), then the sim board's per-block work (the shipped capture
+/// chain on one mic with the output band at wideband, Opus encode at the clean-network coding,
+/// decode of the packet) timed back to back, and again with a sleep before every block as
+/// roomd's audio thread sleeps between periods.
 ///
 /// Why it exists: `engine.cpu_pct` is ~3× what roomd's parts cost in isolation. On this KVM
 /// guest work started after a sleep finds its code and data no longer cached: pure arithmetic
@@ -16,6 +17,14 @@ import RoomSystem
 /// of the figure's spread (the rest of the loop, the simulator and the kernel vary too).
 enum WakeBench {
     static func run() {
+        guard let idle = idleWakes() else {
+            printError("roombench: no periodic timerfd or thread for the wake-up floor\n"); return
+        }
+        MicroBench.emit("wake", "wake.idle_us", idle, "us",
+                        ",\"measure\":\"CPU time of one wake-up of a thread that only sleeps on a 5 ms timerfd (poll + read)\"")
+        MicroBench.emit("wake", "wake.idle_floor_pct", rounded(idle * 200 / 10_000), "%",
+                        ",\"measure\":\"those wake-ups at 200 a second (roomd's audio thread at 5 ms periods) as a share of one core\"")
+
         let rate = 48000, block = rate / 100
         var settings = ProcessingSettings(); settings.beamform = false
         guard let processor = try? AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings),
@@ -72,14 +81,6 @@ enum WakeBench {
             if a + b == 42 { print("") }   // keeps the loop
             return t1 - t0
         }
-
-        guard let idle = idleWakes() else {
-            printError("roombench: no periodic timerfd or thread for the wake-up floor\n"); return
-        }
-        MicroBench.emit("wake", "wake.idle_us", idle, "us",
-                        ",\"measure\":\"CPU time of one wake-up of a thread that only sleeps on a 5 ms timerfd (poll + read)\"")
-        MicroBench.emit("wake", "wake.idle_floor_pct", rounded(idle * 200 / 10_000), "%",
-                        ",\"measure\":\"those wake-ups at 200 a second (roomd's audio thread at 5 ms periods) as a share of one core\"")
 
         for _ in 0..<300 { _ = oneBlock() }   // the canceller and the encoder settle
         let config = ",\"config\":\"sim board's block: 48 kHz, 1 mic, shipped chain (band 8 kHz), Opus 10 ms clean-network coding "

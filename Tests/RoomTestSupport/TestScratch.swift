@@ -12,8 +12,11 @@ public enum TestScratch {
     public static func directory(_ prefix: String) -> String {
         let dir = NSTemporaryDirectory() + "\(prefix)-\(getpid())"
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // The handler is registered with the first directory, once: the same prefix asked
+        // again (every SimCard.scratch call) adds nothing.
         let first = registered.withLock { dirs -> Bool in
-            if !dirs.contains(dir) { dirs.append(dir) }
+            guard !dirs.contains(dir) else { return false }
+            dirs.append(dir)
             return dirs.count == 1
         }
         // XCTest ends the process with exit(), which runs atexit handlers; a test killed by a
