@@ -55,6 +55,7 @@ let package = Package(
         // Heap-allocation counter, LD_PRELOADed by scripts/bench to prove the audio loop
         // allocates nothing. Never linked into roomd itself.
         .library(name: "roomallocprobe", type: .dynamic, targets: ["RoomAllocProbe"]),
+        .executable(name: "roomsim-scene", targets: ["roomsim-scene"]),
     ],
     targets: [
         // One target per C library.
@@ -91,8 +92,15 @@ let package = Package(
             ],
             linkerSettings: [.linkedLibrary("stdc++")]
         ),
+        // The simulated room (files, echo path, image-source scenes, faults): C with no ALSA in
+        // it, so the plugin and the scene tool share it.
+        .target(name: "RoomSimRoom", linkerSettings: [.linkedLibrary("m")]),
+        // roomsim-scene: renders a scene file and writes its impulse responses (docs/sim-card.md).
+        .executableTarget(name: "roomsim-scene", dependencies: ["RoomSimRoom"]),
         .target(
             name: "RoomSimCard",
+            dependencies: ["RoomSimRoom"],
+            publicHeadersPath: ".",
             cSettings: [.define("PIC")],
             linkerSettings: [
                 .linkedLibrary("asound"), .linkedLibrary("m"),

@@ -479,9 +479,13 @@ static int rs_hw_params(snd_pcm_ioplug_t *io, snd_pcm_hw_params_t *params)
                 p->in_shaped = 1;
         }
     }
+    const char *source = p->cfg->scene[0] ? p->cfg->scene : p->cfg->input;
     if (p->stream == RS_CAPTURE && p->in.rate && p->in.rate != p->rate)
         rs_log("%s: file rate %u Hz, stream rate %u Hz: samples are used as they are",
-               p->cfg->input, p->in.rate, p->rate);
+               source, p->in.rate, p->rate);
+    if (p->stream == RS_CAPTURE && p->cfg->scene[0] && p->in.channels != p->channels)
+        rs_log("%s: the scene has %u mics, the stream %u channels: channel c hears mic c mod %u",
+               source, p->in.channels, p->channels, p->in.channels);
     rs_stream_info info = { p->rate, p->channels, snd_pcm_format_name(p->format), p->period,
                             p->buffer };
     return rs_room_stream_setup(p->room, p->stream, &info);
@@ -660,7 +664,15 @@ SND_PCM_PLUGIN_DEFINE_FUNC(roomsim)
         return rc;
     }
     p->cfg = rs_room_config(p->room);
-    if (p->stream == RS_CAPTURE && p->cfg->input[0]) {
+    if (p->stream == RS_CAPTURE && p->cfg->scene[0]) {
+        /* the talkers and noise of the scene, rendered once (docs/sim-card.md, "Scenes") */
+        char rendered[PATH_MAX];
+        rc = rs_scene_cached_render(p->cfg->scene, rendered);
+        if (rc == 0)
+            rc = rs_input_open(&p->in, rendered, RS_FILE_WAV, 1);
+        if (rc < 0)
+            goto fail;
+    } else if (p->stream == RS_CAPTURE && p->cfg->input[0]) {
         rc = rs_input_open(&p->in, p->cfg->input, p->cfg->input_format, p->cfg->input_channels);
         if (rc < 0)
             goto fail;

@@ -64,18 +64,7 @@ final class Room {
         setenv("ROOMSIM_CONFIG", conf, 1)
     }
 
-    deinit {
-        if let d = opendir(dir) {
-            while let e = readdir(d) {
-                let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
-                    String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-                }
-                if name != "." && name != ".." { unlink("\(dir)/\(name)") }
-            }
-            closedir(d)
-        }
-        rmdir(dir)
-    }
+    deinit { removeTree(dir) }
 
     /// `capture`/`playback`/`faults` line of the status file as key -> value.
     func statusLine(_ name: String) -> [String: String] {
@@ -93,6 +82,21 @@ final class Room {
         }
         return [:]
     }
+}
+
+/// Removes a directory and what is in it (a scene's .roomsim-cache/ too).
+func removeTree(_ path: String) {
+    if let d = opendir(path) {
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            guard name != "." && name != ".." else { continue }
+            if e.pointee.d_type == UInt8(DT_DIR) { removeTree("\(path)/\(name)") } else { unlink("\(path)/\(name)") }
+        }
+        closedir(d)
+    }
+    rmdir(path)
 }
 
 func writeFile(_ path: String, _ bytes: [UInt8]) {
@@ -259,4 +263,24 @@ final class PCM {
     }
 
     func close() { snd_pcm_close(handle) }
+}
+
+/// Full duplex in lock-step: starts capture, primes playback with 960 frames of `played`, then
+/// reads 480 capture frames and writes the next 480 of `played` until `total` frames were read.
+/// Returns what the 4 (or `channels`) mics captured, interleaved.
+func captureWhilePlaying(_ cap: PCM, _ play: PCM, played: [Int16], total: Int, channels: Int = 4,
+                         file: StaticString = #filePath, line: UInt = #line) -> [Int16] {
+    XCTAssertEqual(snd_pcm_start(cap.handle), 0, file: file, line: line)
+    XCTAssertEqual(play.write(played, frames: 960), 960, file: file, line: line)
+    var written = 960, got = 0
+    var mics = [Int16](repeating: 0, count: total * channels)
+    while got < total {
+        let n = cap.read(&mics, frames: 480, at: got)
+        XCTAssertEqual(n, 480, file: file, line: line)
+        if n <= 0 { break }
+        got += n
+        XCTAssertEqual(play.write(played, frames: 480, at: written), 480, file: file, line: line)
+        written += 480
+    }
+    return mics
 }

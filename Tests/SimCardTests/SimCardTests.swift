@@ -496,19 +496,7 @@ final class SimCardTests: XCTestCase {
         let impulseAt = 4800, total = 24000
         var speaker = [Int16](repeating: 0, count: total + 960)
         speaker[impulseAt] = 16000
-        XCTAssertEqual(snd_pcm_start(cap.handle), 0)
-        XCTAssertEqual(play.write(speaker, frames: 960), 960)
-        var written = 960
-        var mics = [Int16](repeating: 0, count: total * 4)
-        var got = 0
-        while got < total {
-            let n = cap.read(&mics, frames: 480, at: got)
-            XCTAssertEqual(n, 480)
-            if n <= 0 { break }
-            got += n
-            XCTAssertEqual(play.write(speaker, frames: 480, at: written), 480)
-            written += 480
-        }
+        let mics = captureWhilePlaying(cap, play, played: speaker, total: total)
         let c = room.statusLine("capture"), p = room.statusLine("playback")
         XCTAssertEqual(p["starts"], "1", "playback must not have restarted")
         XCTAssertEqual(p["xruns"], "0")

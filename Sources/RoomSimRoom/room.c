@@ -1,5 +1,6 @@
 /* The room shared by the capture and playback streams of one room file in a process:
- * the echo path (speaker -> impulse response -> per-mic delay and gain), fault state
+ * the echo path (speaker -> impulse response -> per-mic delay and gain, or with a scene the
+ * speaker -> each mic's own image-source response), fault state
  * (device loss, control-file commands), the output file and the status file.
  *
  * Rooms are kept in a process-global list keyed by the room file path and live as long as
@@ -57,11 +58,13 @@ struct rs_room {
     stream_status st[2];
     rs_output out;
 
-    /* echo path: speaker signal x -> conv -> echo ring indexed by speaker index g */
-    rs_conv *conv;
+    /* echo path: speaker signal x -> conv -> echo ring indexed by speaker index g; one path
+       heard by every mic at its own delay and gain, or (a scene) one path per mic */
+    rs_conv *conv[RS_MAX_MICS];
+    float *echo[RS_MAX_MICS];
+    int paths;
     unsigned conv_rate;
     size_t ir_len;
-    float *echo;
     uint64_t echo_mask;
     uint64_t x_len;           /* speaker samples processed so far */
     float mic_gain[RS_MAX_MICS];
@@ -292,10 +295,13 @@ int rs_room_is_lost(rs_room *r, int64_t now)
 
 static void free_echo_locked(rs_room *r)
 {
-    rs_conv_free(r->conv);
-    free(r->echo);
-    r->conv = NULL;
-    r->echo = NULL;
+    for (int p = 0; p < RS_MAX_MICS; p++) {
+        rs_conv_free(r->conv[p]);
+        free(r->echo[p]);
+        r->conv[p] = NULL;
+        r->echo[p] = NULL;
+    }
+    r->paths = 0;
     r->conv_rate = 0;
     r->x_len = 0;
     r->pb_has_run = r->pb_running = 0;
@@ -490,36 +496,73 @@ static float *make_ir(const rs_config *c, unsigned rate, size_t *len)
     return h;
 }
 
+/* The scene's speaker -> mic responses at `rate`, one path per mic. */
+static int scene_paths_locked(rs_room *r, unsigned rate, size_t *len)
+{
+    rs_scene scene;
+    int rc = rs_scene_load(&scene, r->cfg.scene);
+    if (rc < 0)
+        return rc;
+    size_t n = rs_scene_ir_length(&scene, rate);
+    double at[3];
+    for (int a = 0; a < 3; a++)
+        at[a] = scene.array[a] + scene.speaker[a];
+    for (int m = 0; m < scene.mics; m++) {
+        float *ir = rs_scene_ir(&scene, at, m, rate, n);
+        r->conv[m] = ir ? rs_conv_new(ir, n) : NULL;
+        free(ir);
+        if (!r->conv[m])
+            return -ENOMEM;
+    }
+    r->paths = scene.mics;
+    *len = n;
+    return 0;
+}
+
 int rs_room_playback_prepare(rs_room *r, unsigned rate)
 {
     pthread_mutex_lock(&r->lock);
     int rc = 0;
-    if (r->cfg.echo && (!r->conv || r->conv_rate != rate)) {
+    if (r->cfg.echo && (!r->paths || r->conv_rate != rate)) {
         free_echo_locked(r);
         size_t len = 0;
-        float *ir = make_ir(&r->cfg, rate, &len);
         double max_delay_s = 0;
-        for (int m = 0; m < RS_MAX_MICS; m++) {
-            double d = r->cfg.mic_delay_in_ms ? r->cfg.mic_delay[m] * rate / 1000.0
-                                              : r->cfg.mic_delay[m];
-            r->mic_delay[m] = llround(d);
-            r->mic_gain[m] = (float)(r->cfg.mic_gain[m] * pow(10.0, r->cfg.echo_gain_db / 20.0));
-            if (d / rate > max_delay_s)
-                max_delay_s = d / rate;
+        if (r->cfg.scene[0]) {
+            rc = scene_paths_locked(r, rate, &len);
+            for (int m = 0; m < RS_MAX_MICS; m++) {
+                r->mic_delay[m] = 0; /* in the responses */
+                r->mic_gain[m] = (float)pow(10.0, r->cfg.echo_gain_db / 20.0);
+            }
+        } else {
+            float *ir = make_ir(&r->cfg, rate, &len);
+            for (int m = 0; m < RS_MAX_MICS; m++) {
+                double d = r->cfg.mic_delay_in_ms ? r->cfg.mic_delay[m] * rate / 1000.0
+                                                  : r->cfg.mic_delay[m];
+                r->mic_delay[m] = llround(d);
+                r->mic_gain[m] = (float)(r->cfg.mic_gain[m] * pow(10.0, r->cfg.echo_gain_db / 20.0));
+                if (d / rate > max_delay_s)
+                    max_delay_s = d / rate;
+            }
+            r->conv[0] = ir ? rs_conv_new(ir, len) : NULL;
+            r->paths = 1;
+            free(ir);
+            if (!r->conv[0])
+                rc = -EINVAL;
         }
         /* history for late capture reads: 1 s + delays + the IR. A reader later than that has
            overrun any buffer roomd configures (tens of ms) and arecord's default (0.5 s); each
-           extra second is 192 KB at 48 kHz that stays resident in roomd once written. */
+           extra second is 192 KB at 48 kHz (per path) that stays resident in roomd once written. */
         double need = rate * (1.0 + r->cfg.echo_delay_ms / 1000.0 + max_delay_s) + (double)len;
         uint64_t size = 1;
         while ((double)size < need)
             size <<= 1;
-        r->conv = ir ? rs_conv_new(ir, len) : NULL;
-        r->echo = calloc(size, sizeof *r->echo);
-        free(ir);
-        if (!r->conv || !r->echo) {
-            rs_log("cannot set up the echo path (impulse response %s)",
-                   r->cfg.ir_mode == RS_IR_FILE ? r->cfg.ir_file : "generated");
+        for (int p = 0; rc == 0 && p < r->paths; p++)
+            if (!(r->echo[p] = calloc(size, sizeof(float))))
+                rc = -ENOMEM;
+        if (rc < 0) {
+            rs_log("cannot set up the echo path (%s)",
+                   r->cfg.scene[0] ? r->cfg.scene
+                   : r->cfg.ir_mode == RS_IR_FILE ? r->cfg.ir_file : "generated impulse response");
             free_echo_locked(r);
             rc = -EINVAL;
         } else {
@@ -534,16 +577,19 @@ int rs_room_playback_prepare(rs_room *r, unsigned rate)
     return rc;
 }
 
-/* Runs count speaker samples (NULL = zeros) through the IR into the echo ring. */
+/* Runs count speaker samples (NULL = zeros) through the IR(s) into the echo ring(s). */
 static void feed_locked(rs_room *r, const float *mono, size_t count)
 {
     static const float zeros[256];
-    float out[256];
     while (count > 0) {
         size_t n = count < 256 ? count : 256;
-        rs_conv_process(r->conv, mono ? mono : zeros, out, n);
-        for (size_t i = 0; i < n; i++)
-            r->echo[(r->x_len + i) & r->echo_mask] = out[i];
+        for (int p = 0; p < r->paths; p++) {
+            float out[256];
+            rs_conv_process(r->conv[p], mono ? mono : zeros, out, n);
+            float *echo = r->echo[p];
+            for (size_t i = 0; i < n; i++)
+                echo[(r->x_len + i) & r->echo_mask] = out[i];
+        }
         r->x_len += n;
         count -= n;
         if (mono)
@@ -573,7 +619,7 @@ void rs_room_playback_clock(rs_room *r, const rs_clock *clock)
 void rs_room_playback_stop(rs_room *r)
 {
     pthread_mutex_lock(&r->lock);
-    if (r->pb_running && r->conv) {
+    if (r->pb_running && r->paths) {
         /* let the room ring out: the tail of the last sound stays audible */
         feed_locked(r, NULL, r->ir_len);
         r->pb_run_end = r->x_len;
@@ -592,7 +638,7 @@ void rs_room_playback_write(rs_room *r, uint64_t n, const int16_t *frames, unsig
         rs_log("%s: write failed: playback output stops here", r->out.path);
         rs_output_close(&r->out);
     }
-    if (r->conv) {
+    if (r->paths) {
         uint64_t g = r->pb_next_g0 + n;
         if (g < r->x_len) { /* late (after an underrun): that time has passed */
             uint64_t skip = r->x_len - g;
@@ -638,7 +684,7 @@ void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t
                           unsigned channels, float *acc)
 {
     pthread_mutex_lock(&r->lock);
-    if (!r->conv || !r->pb_has_run) {
+    if (!r->paths || !r->pb_has_run) {
         pthread_mutex_unlock(&r->lock);
         return;
     }
@@ -662,8 +708,9 @@ void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t
                 if ((int64_t)oldest - g0 > lo) lo = (int64_t)oldest - g0; /* too old */
                 if ((int64_t)end - g0 < hi) hi = (int64_t)end - g0;       /* not played (yet) */
                 const float gain = r->mic_gain[m];
+                const float *echo = r->echo[m % (unsigned)r->paths];
                 for (int64_t f = lo; f < hi; f++)
-                    acc[(size_t)f * channels + m] += r->echo[(uint64_t)(g0 + f) & r->echo_mask] * gain * 32768.0f;
+                    acc[(size_t)f * channels + m] += echo[(uint64_t)(g0 + f) & r->echo_mask] * gain * 32768.0f;
             }
             pthread_mutex_unlock(&r->lock);
             return;
@@ -679,7 +726,7 @@ void rs_room_capture_echo(rs_room *r, const rs_clock *clock, uint64_t j0, size_t
             uint64_t g = r->pb_g0 + (uint64_t)km;
             if (g >= end || g < oldest)
                 continue; /* not played (yet), or too old */
-            acc[f * channels + m] += r->echo[g & r->echo_mask] * r->mic_gain[m] * 32768.0f;
+            acc[f * channels + m] += r->echo[m % (unsigned)r->paths][g & r->echo_mask] * r->mic_gain[m] * 32768.0f;
         }
     }
     pthread_mutex_unlock(&r->lock);

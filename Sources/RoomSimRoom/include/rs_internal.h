@@ -1,7 +1,12 @@
-/* Internal interfaces of the roomsim plugin. One job per file:
- *   config.c  room file parsing            wav.c   WAV/raw input and output files
- *   conv.c    FFT partitioned convolution  room.c  shared room: echo path, faults, status
- *   pcm.c     the ALSA ioplug glue and the plugin entry point
+/* Internal interfaces of the roomsim plugin. RoomSimRoom is the simulated room, with no ALSA in
+ * it (so the scene tool links it too); RoomSimCard is the ALSA glue. One job per file:
+ *   keyvalue.c  `key = value` files: the line loop, value parsers, rs_log
+ *   config.c    room file keys             wav.c    WAV/raw input and output files
+ *   conv.c      FFT partitioned convolution
+ *   ism.c       image-source impulse responses of a shoebox room
+ *   scene.c     scene files: talkers, noise and the speaker placed in a room; their rendering
+ *   room.c      shared room: echo path, faults, status
+ *   RoomSimCard/pcm.c  the ALSA ioplug glue and the plugin entry point
  */
 #ifndef RS_INTERNAL_H
 #define RS_INTERNAL_H
@@ -39,6 +44,28 @@ static inline float rs_gauss(uint64_t r)
     return (s / 65536.0f - 2.0f) * 1.7320508f; /* var of sum of 4 U(0,1) = 1/3 */
 }
 
+/* ---- keyvalue.c ---------------------------------------------------------------------- */
+typedef struct rs_kv_ctx {
+    const char *file;
+    int line;
+    const char *key;
+    char dir[PATH_MAX]; /* directory of the file, for relative paths */
+} rs_kv_ctx;
+/* Applies one key: NULL when taken, "" for an unknown key, else what the value should be. */
+typedef const char *(*rs_kv_apply)(const rs_kv_ctx *ctx, void *target, const char *key, char *value);
+/* Reads `key = value` lines (`#` comments, optional quotes) into target. 0, or -EINVAL/-errno
+ * after one message on stderr naming file, line and key. `what` names the file in messages. */
+int rs_kv_load(const char *path, const char *what, rs_kv_apply apply, void *target);
+const char *rs_parse_number(const char *v, double min, double max, double *out);
+const char *rs_parse_uint(const char *v, unsigned min, unsigned max, unsigned *out);
+const char *rs_parse_bool(const char *v, int *out);
+/* Relative paths are relative to the file's directory; allow_none: "none"/"off"/"" give "". */
+const char *rs_parse_path(const rs_kv_ctx *ctx, const char *v, char *out, int allow_none);
+/* 1..max_count numbers separated by spaces or commas. */
+const char *rs_parse_list(const char *v, double min, double max, int max_count, double *out,
+                          int *count);
+int rs_is_none(const char *v);
+
 /* ---- config.c ------------------------------------------------------------------------ */
 typedef struct rs_config {
     char path[PATH_MAX];      /* room file this came from; "" = built-in defaults */
@@ -73,6 +100,10 @@ typedef struct rs_config {
     double lose_for_ms;
     char control[PATH_MAX];   /* "" = none */
     char status[PATH_MAX];    /* "" = none */
+    char scene[PATH_MAX];     /* "" = none; else the scene file (scene.c) gives input and echo */
+    int scene_line;
+    int scene_conflict_line;  /* first key a scene replaces (refused together with a scene) */
+    char scene_conflict_key[32];
 } rs_config;
 
 void rs_config_defaults(rs_config *cfg);
@@ -136,6 +167,96 @@ typedef struct rs_conv rs_conv;
 rs_conv *rs_conv_new(const float *ir, size_t len);
 void rs_conv_free(rs_conv *c);
 void rs_conv_process(rs_conv *c, const float *in, float *out, size_t n);
+
+/* ---- ism.c --------------------------------------------------------------------------- */
+#define RS_SOUND_SPEED 343.0  /* m/s, air at 20 °C */
+/* The wall reflection coefficient (pressure, the same for every wall and frequency) that
+ * gives a shoebox room this reverberation time (Eyring), and back. */
+double rs_ism_beta_for_rt60(const double room[3], double rt60_s);
+double rs_ism_rt60_for_beta(const double room[3], double beta);
+/* h[0..n): the impulse response from src to mic (metres, room frame) at `rate`, sum of every
+ * image source whose sound arrives within n samples; the direct path at 1 m has gain 1. */
+void rs_ism_ir(const double room[3], double beta, const double src[3], const double mic[3],
+               double rate, float *h, size_t n);
+/* T20 reverberation time of a response in seconds (Schroeder integral, -5 to -25 dB, x3); 0
+ * when it does not decay by 25 dB. */
+double rs_ir_t20(const float *h, size_t n, double rate);
+/* In place, 2nd-order Butterworth high-pass (causal). */
+void rs_highpass(float *x, size_t n, double fc, double rate);
+
+/* ---- scene.c ------------------------------------------------------------------------- */
+#define RS_SCENE_MAX_TALKERS 8
+#define RS_SCENE_MAX_NOISES 4
+#define RS_SCENE_MAX_POINTS 16
+#define RS_SCENE_VERSION 1     /* of the rendering: part of the cache key */
+enum { RS_NOISE_WHITE, RS_NOISE_PINK, RS_NOISE_BROWN, RS_NOISE_VENT, RS_NOISE_FAN, RS_NOISE_FILE };
+
+typedef struct rs_scene_point { double p[3]; double t; } rs_scene_point;
+
+typedef struct rs_scene_talker {
+    int line;                  /* of talkerN; 0 = not given */
+    char file[PATH_MAX];
+    rs_scene_point path[RS_SCENE_MAX_POINTS]; /* absolute room coordinates; t in scene seconds */
+    int points, at_line;
+    double start_s, gain_db;
+} rs_scene_talker;
+
+typedef struct rs_scene_noise {
+    int line;                  /* of noiseN; 0 = not given */
+    int kind;                  /* RS_NOISE_* */
+    char file[PATH_MAX];
+    double at[3];
+    int at_line, diffuse;
+    int level_line, level_is_snr;
+    double level_db;           /* dB SNR against the talkers at mic 0, or dBFS at mic 0 */
+    unsigned seed;
+} rs_scene_noise;
+
+typedef struct rs_scene {
+    char path[PATH_MAX];
+    double room[3];
+    int room_line;
+    double rt60_ms, absorption; /* one of the two (< 0: not given) */
+    int decay_line;
+    double beta;               /* the walls' reflection coefficient (rs_scene_load sets it) */
+    double array[3];
+    int array_line;
+    double mic[RS_MAX_MICS][3];
+    int mic_line[RS_MAX_MICS];
+    int mics;                  /* mic0..mic(mics-1), after rs_scene_load */
+    double speaker[3];         /* relative to the array centre */
+    int speaker_line;
+    unsigned rate;
+    double duration_s;         /* 0 = until the last talker's room has rung out */
+    double ir_ms;              /* 0 = the room's rt60 */
+    double highpass_hz;
+    rs_scene_talker talker[RS_SCENE_MAX_TALKERS];
+    rs_scene_noise noise[RS_SCENE_MAX_NOISES];
+} rs_scene;
+
+/* Parses and checks a scene file, and finds the walls' reflection that gives `rt60_ms` as
+ * measured (T20 of a response across the room): 0, or -EINVAL/-errno after one message naming
+ * file, line and key. */
+int rs_scene_load(rs_scene *s, const char *path);
+double rs_scene_beta(const rs_scene *s);
+/* Impulse response length in samples at `rate`. */
+size_t rs_scene_ir_length(const rs_scene *s, double rate);
+/* The impulse response from a point (absolute room coordinates) to mic m at `rate` (n taps,
+ * the scene's high-pass applied). malloc'ed; NULL when out of memory. */
+float *rs_scene_ir(const rs_scene *s, const double src[3], int mic, double rate, size_t n);
+
+typedef struct rs_scene_report {
+    double seconds;
+    double speech_dbfs;        /* active level of all talkers at mic 0 (0 = no talker) */
+    double noise_dbfs[RS_SCENE_MAX_NOISES];
+    uint64_t clipped;          /* samples clipped to 16 bits */
+} rs_scene_report;
+/* Renders what each mic hears (talkers and noise; not the echo, which the card adds) into a
+ * PCM16 WAV with one channel per mic. */
+int rs_scene_render(const rs_scene *s, const char *wav_path, rs_scene_report *report);
+/* The rendering of the scene file `path`, made once and kept beside it in .roomsim-cache/
+ * (keyed by the scene, its sound files and RS_SCENE_VERSION): its path into out. */
+int rs_scene_cached_render(const char *path, char out[PATH_MAX]);
 
 /* ---- room.c -------------------------------------------------------------------------- */
 /* Linear clock of one stream: position(t) = base_pos + (t - base_ns) * rate_eff / 1e9. */
