@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""scripts/bench farfield: the room as a listener at the far end hears it (see farfield.sh).
+
+  farfield.py prepare WORK BIN VOICES_DIR   write every room's scene and room file, render them;
+                                            prints "NAME SECONDS FAR_END_WAV|-" per room
+  farfield.py xruns ROOMDIR                 xruns and device losses of the room's roomd run
+  farfield.py analyze WORK NAME...          metric lines, one JSON object per line
+
+Rooms: people 0.8-3 m from board/sim's 4-mic array in shoebox rooms with RT60 0.3-0.8 s and
+ventilation, fan or diffuse noise at 12-25 dB SNR; one talker, two taking turns, one walking,
+and one talking while the far end plays (double talk). Voices: English and German, male and
+female (espeak-ng). Per room, side by side from one run of the scene:
+  roomd     what roomd sends (its cleaned capture, --record), real time on the sim card;
+  mic0      the raw microphone 0 (the scene's rendering; with the far end's echo added offline
+            in the double-talk room: the far end through the card's speaker responses);
+  das, mvdr, wpe_mvdr  offline anchors on the four echo-free mics that know the talker's true
+            position (non-causal, upper references, not products): delay-and-sum; MVDR with the
+            noise's own covariance (the scene rendered without talkers) and the true near-field
+            steering vector; nara_wpe's offline WPE (10 taps, delay 3, 3 iterations) then that
+            MVDR. With two talkers the active one's steering (from the dry signals); with a
+            walking talker the steering follows the path.
+PESQ-WB (P.862.2) and STOI at 16 kHz against the dry talker(s), each output time-aligned by
+cross-correlation, over the talk (first to last active sample of the dry reference).
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import wave
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_analysis import lines  # noqa: E402
+
+RATE = 48000
+C = 343.0
+MICS = np.array([[0.032, 0, 0], [0, 0.032, 0], [-0.032, 0, 0], [0, -0.032, 0]])  # board/sim
+SPEAKER = (0.0, 0.0, -0.05)  # under the array's centre
+ECHO_GAIN_DB = -24           # the speaker's level: its direct path at the mics ~0 dB re the far-end file
+DT_LEAD_S = 6.0              # the far end talks alone this long before the near-end talker starts
+
+# name: room size, RT60 s, array centre, talkers [(voice, azimuth deg, distance m, height m, start s)],
+# noise (kind, position or "diffuse", SNR dB), walk (azimuth from, to, over seconds) or None, far end
+ROOMS = {
+    "near-0.8m": dict(room=(5.0, 4.0, 2.7), rt60=0.3, array=(2.5, 2.0, 0.75),
+                      talkers=[("ff_en_m", 40, 0.8, 1.15, 0.5)], noise=("vent", (0.4, 0.4, 2.6), 25)),
+    "mid-1.6m": dict(room=(6.0, 4.5, 2.8), rt60=0.45, array=(3.0, 2.2, 0.75),
+                     talkers=[("ff_en_f", 160, 1.6, 1.2, 0.5)], noise=("vent", (5.6, 0.4, 2.7), 20)),
+    "far-2.4m": dict(room=(8.0, 5.0, 3.0), rt60=0.7, array=(4.0, 2.5, 0.75),
+                     talkers=[("ff_de_m", -100, 2.4, 1.2, 0.5)], noise=("fan", (7.5, 4.5, 0.4), 12)),
+    "far-3m": dict(room=(9.0, 6.0, 3.2), rt60=0.8, array=(4.5, 3.0, 0.75),
+                   talkers=[("ff_de_f", 10, 3.0, 1.25, 0.5)], noise=("pink", "diffuse", 15)),
+    "turns": dict(room=(6.0, 5.0, 2.8), rt60=0.5, array=(3.0, 2.5, 0.75),
+                  talkers=[("ff_en_m", 60, 1.2, 1.2, 0.5), ("ff_de_f", -120, 2.2, 1.2, 9.5)],
+                  noise=("vent", (0.5, 4.5, 2.7), 18)),
+    "walking": dict(room=(6.0, 5.0, 2.8), rt60=0.4, array=(3.0, 2.5, 0.75),
+                    talkers=[("ff_en_f", 0, 1.5, 1.6, 0.5)], walk=(0, 120), noise=("pink", "diffuse", 22)),
+    "doubletalk": dict(room=(6.0, 4.5, 2.8), rt60=0.5, array=(3.0, 2.2, 0.75),
+                       talkers=[("ff_de_m", -150, 1.5, 1.2, DT_LEAD_S)], noise=("vent", (5.6, 4.1, 2.7), 20),
+                       far="ff_far_en"),
+}
+
+
+def emit(metric, value, unit, **extra):
+    line = {"bench": "farfield", "metric": metric, "value": None if value is None else round(float(value), 3), "unit": unit}
+    line.update(extra)
+    print(json.dumps(line), flush=True)
+
+
+def read_wav(path):
+    with wave.open(path, "rb") as w:
+        assert w.getsampwidth() == 2 and w.getframerate() == RATE, path
+        x = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64) / 32768.0
+        return x.reshape(-1, w.getnchannels())
+
+
+def place(spec, az, dist, height):
+    """Absolute position of a talker at azimuth `az` (board frame), `dist` m from the array centre."""
+    ax, ay, az0 = spec["array"]
+    dz = height - az0
+    horizontal = math.sqrt(max(dist * dist - dz * dz, 0.01))
+    return (ax + horizontal * math.cos(math.radians(az)), ay + horizontal * math.sin(math.radians(az)), height)
+
+
+def voice_seconds(voices, voice):
+    with wave.open(os.path.join(voices, voice + ".wav"), "rb") as w:
+        return w.getnframes() / w.getframerate()
+
+
+def scene_text(spec, voices, with_talkers=True):
+    r, a = spec["room"], spec["array"]
+    out = [f"room = {r[0]} {r[1]} {r[2]}", f"rt60_ms = {spec['rt60'] * 1000:.0f}", f"array = {a[0]} {a[1]} {a[2]}"]
+    out += [f"mic{m} = {x} {y} {z}" for m, (x, y, z) in enumerate(MICS)]
+    out.append(f"speaker = {SPEAKER[0]} {SPEAKER[1]} {SPEAKER[2]}")
+    end = 0.0
+    for i, (voice, az, dist, height, start) in enumerate(spec["talkers"]):
+        n = i + 1
+        seconds = voice_seconds(voices, voice)
+        end = max(end, start + seconds)
+        if with_talkers:
+            out.append(f"talker{n} = {os.path.join(voices, voice + '.wav')}")
+            out.append(f"talker{n}_start_s = {start}")
+        if "walk" in spec:
+            a0, a1 = spec["walk"]
+            p0, p1 = place(spec, a0, dist, height), place(spec, a1, dist, height)
+            mid = place(spec, (a0 + a1) / 2, dist, height)  # along the circle, not across it
+            t0, t1 = start + 0.5, start + seconds - 0.5
+            pts = [(p0, t0), (mid, (t0 + t1) / 2), (p1, t1)]
+            if with_talkers:
+                out.append(f"talker{n}_path = " + "; ".join(f"{p[0]:.3f} {p[1]:.3f} {p[2]:.3f} @ {t:.2f}" for p, t in pts))
+        elif with_talkers:
+            p = place(spec, az, dist, height)
+            out.append(f"talker{n}_at = {p[0]:.3f} {p[1]:.3f} {p[2]:.3f}")
+    kind, at, snr = spec["noise"]
+    out.append(f"noise1 = {kind}")
+    out.append("noise1_at = diffuse" if at == "diffuse" else f"noise1_at = {at[0]} {at[1]} {at[2]}")
+    if with_talkers:
+        out.append(f"noise1_snr_db = {snr}")
+    out.append(f"duration_s = {end + 1.5:.2f}")
+    return "\n".join(out) + "\n", end + 1.5
+
+
+def prepare(work, bin_dir, voices):
+    tool = os.path.join(bin_dir, "roomsim-scene")
+    for name, spec in ROOMS.items():
+        d = os.path.join(work, "ff-" + name)
+        os.makedirs(d, exist_ok=True)
+        text, seconds = scene_text(spec, voices)
+        with open(os.path.join(d, "room.scene"), "w") as f:
+            f.write(text)
+        # into the cache the card reads (rendered now, not while roomd runs), with the responses
+        info = json.loads(subprocess.run([tool, os.path.join(d, "room.scene"), "--irs", os.path.join(d, "irs")],
+                                         check=True, capture_output=True, text=True).stdout)
+        # the same room with the noise alone, at the level the full scene gave it (for MVDR)
+        noise_text, _ = scene_text(spec, voices, with_talkers=False)
+        noise_text += f"noise1_dbfs = {info_noise_dbfs(tool, d)}\n"
+        with open(os.path.join(d, "noise.scene"), "w") as f:
+            f.write(noise_text)
+        subprocess.run([tool, os.path.join(d, "noise.scene"), "--render", os.path.join(d, "noise.wav")],
+                       check=True, capture_output=True)
+        with open(os.path.join(d, "scene.json"), "w") as f:
+            json.dump(info, f)
+        with open(os.path.join(d, "room.conf"), "w") as f:
+            f.write(f"scene = room.scene\necho = on\necho_delay_ms = 1.0\necho_gain_db = {ECHO_GAIN_DB}\n"
+                    f"noise_dbfs = -75\nstatus = status.txt\n")
+        far = os.path.join(voices, spec["far"] + ".wav") if "far" in spec else "-"
+        print(name, f"{seconds + 1.0:.1f}", far)
+
+
+def info_noise_dbfs(tool, d):
+    out = json.loads(subprocess.run([tool, os.path.join(d, "room.scene"), "--render", os.path.join(d, "mics.wav")],
+                                    check=True, capture_output=True, text=True).stdout)
+    return f"{out['noise_dbfs'][0]:.2f}"
+
+
+def xruns(room_dir):
+    path = os.path.join(room_dir, "roomd.jsonl")
+    s = next((l for l in lines(path) if l.get("summary")), None) if os.path.exists(path) else None
+    if s is None:
+        return 1000
+    return s.get("capture_xruns", 0) + s.get("playback_xruns", 0) + s.get("device_losses", 0)
+
+
+# ---- signal helpers ---------------------------------------------------------------------------
+
+_LOWPASS = None
+
+
+def to16k(x):
+    """48 kHz -> 16 kHz: windowed-sinc low-pass (7.6 kHz, 241 taps, Kaiser), every 3rd sample."""
+    global _LOWPASS
+    if _LOWPASS is None:
+        n = np.arange(241) - 120
+        h = np.sinc(2 * 7600 / RATE * n) * np.kaiser(241, 8.0)
+        _LOWPASS = h / h.sum()
+    if x.ndim == 2:
+        return np.stack([to16k(x[:, c]) for c in range(x.shape[1])], axis=1)
+    return np.convolve(x, _LOWPASS, mode="same")[::3]
+
+
+def lag_of(output, clean, max_lag):
+    n = min(len(output), len(clean))
+    size = 1 << int(math.ceil(math.log2(2 * n)))
+    spec = np.fft.rfft(output[:n], size) * np.conj(np.fft.rfft(clean[:n], size))
+    corr = np.fft.irfft(spec, size)[: max_lag + 1]
+    return int(np.argmax(corr))
+
+
+def scores(ref, out, span):
+    """PESQ-WB and STOI of `out` against `ref` (16 kHz) over span, after aligning out."""
+    from pesq import pesq
+    from pystoi import stoi
+    lag = lag_of(out, ref, 8000)
+    a, b = span
+    b = min(b, len(out) - lag, len(ref))
+    r, o = ref[a:b], out[a + lag:b + lag]
+    try:
+        p = float(pesq(16000, r, o, "wb"))
+    except Exception as e:  # no utterance found: nothing of the talker came through
+        print(f"bench farfield: pesq failed: {e}", file=sys.stderr)
+        p = 1.0
+    return p, float(stoi(r, o, 16000, extended=False)), lag
+
+
+# ---- the offline anchors ----------------------------------------------------------------------
+
+NFFT, HOP = 512, 128
+
+
+def stft(x):
+    """x: (samples, channels) -> (frames, bins, channels)."""
+    win = np.hanning(NFFT + 1)[:NFFT]
+    frames = 1 + (len(x) - NFFT) // HOP
+    idx = np.arange(NFFT)[None, :] + HOP * np.arange(frames)[:, None]
+    return np.fft.rfft(x[idx] * win[None, :, None], axis=1)
+
+
+def istft(X, length):
+    win = np.hanning(NFFT + 1)[:NFFT]
+    frames = X.shape[0]
+    y = np.zeros(HOP * (frames - 1) + NFFT)
+    norm = np.zeros_like(y)
+    chunks = np.fft.irfft(X, NFFT, axis=1)
+    for t in range(frames):
+        y[t * HOP:t * HOP + NFFT] += chunks[t] * win
+        norm[t * HOP:t * HOP + NFFT] += win * win
+    y /= np.maximum(norm, 1e-8)
+    out = np.zeros(length)
+    out[:min(length, len(y))] = y[:length]
+    return out
+
+
+def steering(pos, array):
+    """Near-field steering vectors (bins, mics) for a source at pos, relative to mic 0."""
+    mics = np.array(array)[None, :] + MICS
+    d = np.linalg.norm(mics - np.array(pos)[None, :], axis=1)
+    tau = (d - d[0]) / C
+    f = np.fft.rfftfreq(NFFT, 1 / 16000)
+    return np.exp(-2j * np.pi * f[:, None] * tau[None, :]) * (d[0] / d)[None, :]
+
+
+def beamform(X, steer_per_frame, Rn=None):
+    """X (frames, bins, mics); steer_per_frame (frames, bins, mics); Rn (bins, mics, mics) or None (DAS)."""
+    if Rn is None:
+        w = steer_per_frame / np.sum(np.abs(steer_per_frame) ** 2, axis=2, keepdims=True)
+    else:
+        Ri = np.linalg.inv(Rn)  # (bins, mics, mics)
+        num = np.einsum("fij,tfj->tfi", Ri, steer_per_frame)
+        den = np.einsum("tfi,tfi->tf", steer_per_frame.conj(), num)
+        w = num / den[..., None]
+    return np.einsum("tfi,tfi->tf", w.conj(), X)
+
+
+def talker_steering(spec, refs16, frames):
+    """Per STFT frame: the steering of the talker who is active (the louder dry signal), or along
+    the walking talker's path."""
+    per_talker = []
+    for i, (voice, az, dist, height, start) in enumerate(spec["talkers"]):
+        if "walk" in spec:
+            a0, a1 = spec["walk"]
+            seconds = len(refs16[i]) / 16000
+            t0, t1 = start + 0.5, start + spec["_seconds"][i] - 0.5
+            st = []
+            for t in range(frames):
+                time = (t * HOP + NFFT / 2) / 16000
+                f = min(max((time - t0) / (t1 - t0), 0.0), 1.0)
+                st.append(steering(place(spec, a0 + f * (a1 - a0), dist, height), spec["array"]))
+            per_talker.append(np.array(st))
+        else:
+            per_talker.append(np.repeat(steering(place(spec, az, dist, height), spec["array"])[None], frames, axis=0))
+    if len(per_talker) == 1:
+        return per_talker[0]
+    energy = []
+    for r in refs16:
+        e = np.array([np.sum(r[t * HOP:t * HOP + NFFT] ** 2) for t in range(frames)])
+        energy.append(np.convolve(e, np.ones(32) / 32, mode="same"))
+    who = np.argmax(np.array(energy), axis=0)
+    return np.array([per_talker[who[t]][t] for t in range(frames)])
+
+
+def anchors(spec, mics16, noise16, refs16):
+    from nara_wpe.wpe import wpe
+    X = stft(mics16)
+    N = stft(noise16[:len(mics16)])
+    frames = X.shape[0]
+    Rn = np.einsum("tfi,tfj->fij", N, N.conj()) / N.shape[0]
+    Rn += 1e-3 * np.trace(Rn, axis1=1, axis2=2)[:, None, None] / 4 * np.eye(4)[None]
+    steer = talker_steering(spec, refs16, frames)
+    out = {"das": istft(beamform(X, steer), len(mics16)),
+           "mvdr": istft(beamform(X, steer, Rn), len(mics16))}
+    Y = X.transpose(1, 2, 0)  # (bins, mics, frames) for nara_wpe
+    Z = wpe(Y, taps=10, delay=3, iterations=3).transpose(2, 0, 1)
+    out["wpe_mvdr"] = istft(beamform(Z, steer, Rn), len(mics16))
+    return out
+
+
+# ---- analysis ---------------------------------------------------------------------------------
+
+def analyze_room(work, voices, name):
+    spec = dict(ROOMS[name])
+    d = os.path.join(work, "ff-" + name)
+    mics = read_wav(os.path.join(d, "mics.wav"))
+    noise = read_wav(os.path.join(d, "noise.wav"))
+    refs = []
+    spec["_seconds"] = []
+    total = len(mics)
+    for voice, az, dist, height, start in spec["talkers"]:
+        x = read_wav(os.path.join(voices, voice + ".wav"))[:, 0]
+        spec["_seconds"].append(len(x) / RATE)
+        r = np.zeros(total)
+        s = int(round(start * RATE))
+        r[s:s + len(x)] = x[:max(0, total - s)]
+        refs.append(r)
+    ref = np.sum(refs, axis=0)
+    raw0 = mics[:, 0].copy()
+    if "far" in spec:  # the far end's echo at mic 0, offline: the card's speaker response
+        far = read_wav(os.path.join(voices, spec["far"] + ".wav"))[:, 0]
+        tool_dir = os.path.join(d, "irs")
+        h = read_float_wav(os.path.join(tool_dir, "speaker-mic0.wav"))
+        echo = np.convolve(far, h)[:total] * 10 ** (ECHO_GAIN_DB / 20)
+        raw0[:len(echo)] += echo[:total]
+    rec = read_wav(os.path.join(d, "roomd.wav"))[:, 0]
+    ref16, raw16, rec16 = to16k(ref), to16k(raw0), to16k(rec)
+    refs16 = [to16k(r) for r in refs]
+    active = np.nonzero(np.abs(ref16) > 10 ** (-50 / 20))[0]
+    span = (max(0, active[0] - 1600), min(len(ref16), active[-1] + 3200))
+    result = {"name": name, "xruns": xruns(d)}
+    for label, sig in [("roomd", rec16), ("mic0", raw16)] + list(anchors(spec, to16k(mics), to16k(noise), refs16).items()):
+        p, s, lag = scores(ref16, sig, span)
+        result[label] = (p, s, lag)
+    # echo: the far end alone (before the near-end talker), roomd's output against mic 0's echo
+    if "far" in spec:
+        a, b = int(3.0 * RATE), int((DT_LEAD_S - 0.2) * RATE)
+        echo_in = float(np.mean((raw0[a:b] - mics[a:b, 0]) ** 2))
+        lag = result["roomd"][2] * 3
+        out = float(np.mean(rec[a + lag:b + lag] ** 2))
+        result["erle"] = 10 * math.log10(echo_in / max(out, 1e-20))
+        st = [l for l in lines(os.path.join(d, "roomd.jsonl")) if not l.get("summary") and 3.0 < l.get("t", 0) <= DT_LEAD_S]
+        reported = [l["erle_db"] for l in st if l.get("erle_db") is not None]
+        result["erle_reported"] = sum(reported) / len(reported) if reported else None
+    return result
+
+
+def read_float_wav(path):
+    import scipy.io.wavfile as wavfile
+    rate, x = wavfile.read(path)
+    assert rate == RATE, path
+    return x.astype(np.float64)
+
+
+def analyze(work, voices, names):
+    rooms = [analyze_room(work, voices, n) for n in names]
+    labels = ["roomd", "mic0", "das", "mvdr", "wpe_mvdr"]
+    for r in rooms:
+        for label in labels:
+            p, s, lag = r[label]
+            emit(f"farfield.pesq_{label}", p, "MOS-LQO", room=r["name"], xruns=r["xruns"])
+            emit(f"farfield.stoi_{label}", s, "", room=r["name"])
+        if "erle" in r:
+            emit("farfield.erle_db", r["erle"], "dB", room=r["name"], reported_db=r["erle_reported"] and round(r["erle_reported"], 2),
+                 measure="far end alone, 3 s to 5.8 s: echo at mic 0 (offline) vs roomd's output, outside measurement")
+    for label in labels:
+        emit(f"farfield.pesq_{label}", np.mean([r[label][0] for r in rooms]), "MOS-LQO", room="mean", rooms=len(rooms))
+        emit(f"farfield.stoi_{label}", np.mean([r[label][1] for r in rooms]), "", room="mean", rooms=len(rooms))
+    print(f"{'room':12} {'':>12}" + "".join(f"{l:>14}" for l in labels), file=sys.stderr)
+    for r in rooms:
+        print(f"{r['name']:12} {'PESQ / STOI':>12}" + "".join(f"{r[l][0]:>8.2f} /{r[l][1]:.2f}" for l in labels), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "prepare":
+        prepare(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) == 3 and sys.argv[1] == "xruns":
+        print(xruns(sys.argv[2]))
+    elif len(sys.argv) >= 4 and sys.argv[1] == "analyze":
+        analyze(sys.argv[2], sys.argv[3], sys.argv[4:])
+    else:
+        sys.exit(__doc__)

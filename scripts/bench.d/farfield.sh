@@ -1,0 +1,79 @@
+# shellcheck shell=bash
+# scripts/bench farfield: sourced by scripts/bench (sees BIN, WORK, ROOT, speech, roomd).
+#
+# The whole room as the far end hears it: people 0.8-3 m from the sim board's array in
+# simulated meeting rooms (sim card scenes: image-source responses per mic, RT60 0.3-0.8 s,
+# ventilation/fan/diffuse noise at 12-25 dB SNR), one talker, two taking turns, one walking,
+# one talking while the far end plays. Per room one real-time run of the release roomd on the
+# sim board (--record: what it sends), all rooms in parallel; a room whose run had an xrun
+# (the machine was busy) is run once more. scripts/bench.d/farfield.py puts roomd beside the
+# raw mic 0 and offline anchors that know the talker's true position (delay-and-sum, MVDR,
+# WPE + MVDR; nara_wpe from PyPI) and scores each with PESQ-WB and STOI against the dry talker.
+# About 2 minutes.
+#
+# Environment:
+#   FARFIELD_ROOMS  subset of the room names (default all: farfield.py's ROOMS)
+#   FARFIELD_OPTS   extra roomd options for every run (e.g. "--disable ns")
+#   FARFIELD_KEEP   a directory to copy the rooms (scenes, recordings, logs) into
+
+if ! python3 -c 'import numpy, scipy, pesq, pystoi, nara_wpe' 2>/dev/null; then
+  echo "bench farfield: installing pesq, pystoi, nara_wpe (and numpy, scipy) from PyPI" >&2
+  python3 -m pip install --quiet --disable-pip-version-check numpy scipy pesq pystoi nara_wpe >&2
+fi
+
+FF_EN="Good morning everyone, thanks for joining. Today we review the release schedule and the \
+results of the field trial in the Berlin office."
+FF_DE="Guten Morgen zusammen, danke, dass ihr dabei seid. Heute besprechen wir den Zeitplan und \
+die Ergebnisse aus dem Berliner Büro."
+FF_FAR="The trial went well overall; the rooms with the new ceiling microphones sounded much \
+clearer, and people at the far end said they could follow every speaker without asking them to \
+repeat anything, even in the large room on the third floor."
+speech ff_en_m "$FF_EN" en-us
+speech ff_en_f "$FF_EN" en-gb+f3
+speech ff_de_m "$FF_DE" de
+speech ff_de_f "$FF_DE" de+f3
+speech ff_far_en "$FF_FAR" en-us+m3
+
+ff_select=" ${FARFIELD_ROOMS:-} "
+ff_specs=()
+while read -r name seconds far; do
+  [ "$ff_select" = "  " ] || [[ "$ff_select" == *" $name "* ]] || continue
+  ff_specs+=("$name $seconds $far")
+done < <(python3 "$ROOT/scripts/bench.d/farfield.py" prepare "$WORK" "$BIN" "$WORK")
+[ ${#ff_specs[@]} -gt 0 ] || { echo "bench farfield: no room selected (FARFIELD_ROOMS='${FARFIELD_ROOMS:-}')" >&2; exit 2; }
+
+ff_run() { # ff_run NAME SECONDS FAR: one real-time roomd run in the room, in the background
+  local dir="$WORK/ff-$1" far_opt=()
+  [ "$3" = - ] || far_opt=(--far-end "$3")
+  # shellcheck disable=SC2086
+  ROOMSIM_CONFIG="$dir/room.conf" roomd --config none --state-dir none --control-socket none \
+    --duration "$2" --record "$dir/roomd.wav" "${far_opt[@]}" ${FARFIELD_OPTS:-} > "$dir/roomd.jsonl" 2> "$dir/roomd.log" &
+}
+
+ff_pending=("${ff_specs[@]}")
+for attempt in 1 2; do
+  echo "bench farfield: ${#ff_pending[@]} room(s), run $attempt (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  for spec in "${ff_pending[@]}"; do
+    # shellcheck disable=SC2086
+    ff_run $spec
+  done
+  wait
+  again=()
+  for spec in "${ff_pending[@]}"; do
+    name="${spec%% *}"
+    xruns="$(python3 "$ROOT/scripts/bench.d/farfield.py" xruns "$WORK/ff-$name")"
+    [ "$xruns" = 0 ] && continue
+    echo "bench farfield: room $name had $xruns xrun(s)$([ $attempt = 1 ] && echo ', running it again')" >&2
+    again+=("$spec")
+  done
+  [ ${#again[@]} -gt 0 ] || break
+  ff_pending=("${again[@]}")
+done
+
+ff_names=()
+for spec in "${ff_specs[@]}"; do ff_names+=("${spec%% *}"); done
+python3 "$ROOT/scripts/bench.d/farfield.py" analyze "$WORK" "$WORK" "${ff_names[@]}"
+if [ -n "${FARFIELD_KEEP:-}" ]; then
+  mkdir -p "$FARFIELD_KEEP"
+  cp -r "$WORK"/ff-* "$FARFIELD_KEEP"/
+fi
