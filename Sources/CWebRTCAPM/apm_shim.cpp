@@ -8,6 +8,7 @@
 
 #include "band_split.h"
 #include "kalman_aec.h"
+#include "talker_locator.h"
 
 struct rapm {
     webrtc::AudioProcessing *apm;
@@ -260,4 +261,37 @@ extern "C" long rapm_canceller_idle_blocks(const rapm_t *a) {
 
 extern "C" int rapm_set_gain_control(rapm_t *a, int on) {
     return a->apm->gain_control()->Enable(on != 0);
+}
+
+// ---- the talker's direction -------------------------------------------------------------------
+
+struct rloc { roomloc::Locator *l; };
+
+extern "C" rloc_t *rloc_create(int sample_rate, int mics, const float *mic_xyz, char *err, int err_len) {
+    const char *why = nullptr;
+    if (sample_rate < 8000 || sample_rate % 100 != 0) why = "sample rate must be a multiple of 100 Hz, at least 8000";
+    roomloc::Locator *l = why ? nullptr : roomloc::create(sample_rate, mics, mic_xyz, &why);
+    rloc_t *r = l ? new (std::nothrow) rloc_t{l} : nullptr;
+    if (!r) {
+        roomloc::destroy(l);
+        if (err && err_len > 0) snprintf(err, (size_t)err_len, "%s", why ? why : "out of memory");
+        return nullptr;
+    }
+    return r;
+}
+
+extern "C" void rloc_destroy(rloc_t *r) {
+    if (!r) return;
+    roomloc::destroy(r->l);
+    delete r;
+}
+
+extern "C" void rloc_process(rloc_t *r, const float *const *mics, int listen) { roomloc::process(r->l, mics, listen); }
+
+extern "C" void rloc_state(const rloc_t *r, rloc_state_t *s) {
+    s->azimuth_deg = r->l->azimuth_deg;
+    s->confidence = r->l->confidence;
+    s->locked = r->l->locked;
+    s->has_direction = r->l->has_direction;
+    s->changes = r->l->changes;
 }

@@ -200,6 +200,8 @@ final class AudioLoop: @unchecked Sendable {
     private var captureEveryPeriod: Unmanaged<AlsaPCM>?
     private var playbackEveryPeriod: Unmanaged<AlsaPCM>?
     private let apm: AudioProcessor
+    /// The talker's direction from every mic; nil without an array that can tell directions.
+    private let locator: TalkerLocator?
     private let encoder: OpusEncoderBox
     private let remotes: RemoteStreams
     private let outgoing: SPSCRing<MediaPacket>
@@ -307,6 +309,7 @@ final class AudioLoop: @unchecked Sendable {
         Self.override(&processing.webrtcBand, from: WebRTCBand.environmentVariable, what: "a band")
         apm = try AudioProcessor(rate: c.rate, micChannels: beam ? c.micChannels : 1, renderChannels: 1,
                                  micPositions: beam ? c.micPositions : [], settings: processing)
+        locator = c.locateTalker && c.micPositions.count == c.micChannels ? TalkerLocator(rate: c.rate, positions: c.micPositions) : nil
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
@@ -595,6 +598,7 @@ final class AudioLoop: @unchecked Sendable {
         inputMeter.process(micZero)
         outputMeter.process(out)
         let voice = apm.voiceDetected
+        if let locator { locate(locator, voice: voice) }
         stats.inputLevelBits.store(inputMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
         stats.outputLevelBits.store(outputMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
         stats.playbackLevelBits.store(playbackMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
@@ -624,6 +628,23 @@ final class AudioLoop: @unchecked Sendable {
         if testing { selfTest.record(cleanedPeriod: cleaned) }
         // During a self-test nothing is sent: the room must not hear the sweep's residue.
         encodeCleaned(voice: voice, send: !testing)
+    }
+
+    /// The talker's direction from this block's raw mics: only a block with voice and a quiet
+    /// far end moves it (the speaker's echo comes from below the array and would pull it).
+    private func locate(_ locator: TalkerLocator, voice: Bool) {
+        let farEndQuiet = playbackMeter.lastRMSDBFS <= config.farEndActiveThresholdDBFS
+        locator.process(micPointers, listen: voice && farEndQuiet)
+        let state = locator.state
+        guard state.has_direction != 0 else { return }
+        let tenths = Int((state.azimuth_deg * 10).rounded())
+        stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)
+        stats.talkerLocked.store(state.locked != 0, ordering: .relaxed)
+        if state.changes != locator.lastChanges {
+            locator.lastChanges = state.changes
+            stats.talkerChanges.store(Int(state.changes), ordering: .relaxed)
+            post(.talkerChanged(azimuthTenths: tenths))
+        }
     }
 
     /// Accumulates the cleaned channel into Opus frames; each finished frame goes through the

@@ -60,6 +60,9 @@ public struct EngineConfiguration: Sendable {
     public var realtimePriority: Int32 = 70
     /// Playback level (dBFS) above which a period counts as far-end activity for the ERLE figures.
     public var farEndActiveThresholdDBFS: Float = -50
+    /// Find the talker's direction with the mic array (TalkerLocator) when the geometry allows
+    /// it (3 or more mics not on one line, positions given).
+    public var locateTalker = true
 
     public init(captureDevice: String, playbackDevice: String, rate: Int, micChannels: Int,
                 playbackChannels: Int, micPositions: [(Float, Float, Float)]) {
@@ -124,6 +127,19 @@ public enum EngineEvent: Sendable, Equatable, BitwiseCopyable {
     case reopenFailed(attempt: Int, code: Int32)
     case deviceRestored(attempts: Int)
     case stopped
+    /// The array found a talker in a new direction (tenths of a degree, board frame).
+    case talkerChanged(azimuthTenths: Int)
+}
+
+/// Where the talker is, as the array hears it (`TalkerLocator`).
+public struct TalkerDirection: Sendable, Equatable {
+    /// Board frame: 0° along +x (mic0 on board/sim), counter-clockwise, -180...180.
+    public var azimuthDegrees: Double
+    /// A talker's direction is held; false before the first and after 2 s without anyone
+    /// talking (the direction is then the last one).
+    public var locked: Bool
+    /// How often the direction moved to a new talker (or was first found).
+    public var changes: Int
 }
 
 /// Counters and levels the audio thread publishes with relaxed atomics: readers see a recent
@@ -147,6 +163,18 @@ public final class EngineStats: Sendable {
     }
     public let captureXruns = Atomic<Int>(0)
     public let playbackXruns = Atomic<Int>(0)
+    /// The talker's direction in tenths of a degree (`Int.min`: none yet), whether it is locked
+    /// and how often it changed: `talker` reads them.
+    let talkerAzimuthTenths = Atomic<Int>(Int.min)
+    let talkerLocked = Atomic<Bool>(false)
+    let talkerChanges = Atomic<Int>(0)
+    /// Nil on a board without an array that can tell directions, or before anyone talked.
+    public var talker: TalkerDirection? {
+        let tenths = talkerAzimuthTenths.load(ordering: .relaxed)
+        guard tenths != Int.min else { return nil }
+        return TalkerDirection(azimuthDegrees: Double(tenths) / 10, locked: talkerLocked.load(ordering: .relaxed),
+                               changes: talkerChanges.load(ordering: .relaxed))
+    }
     public let deviceLosses = Atomic<Int>(0)
     public let driftCorrections = Atomic<Int>(0)
     public let voicePeriods = Atomic<Int>(0)

@@ -192,6 +192,7 @@ public enum ControlEventName {
         "request_failed",      // {request, code, message}
         "media_path",          // {up}
         "device",              // {kind, device?, message}: audio device exceptions
+        "talker",              // {azimuth_deg}: the array found a talker in a new direction
         "config",              // {what, by}: configuration changed (profile, volume, log level, reload)
         "levels",              // {mic_dbfs, speaker_dbfs, ...}: only with "levels": true
     ]

@@ -150,6 +150,11 @@ final class ControlBridge {
             "profile": .string((engine.stats.appliedProfile ?? engine.control.profile).rawValue),
             "volume_db": .double(appliance.settings.effective.volumeDB),
         ]
+        // The talker's direction (board frame), when the array has found one.
+        if let talker = engine.stats.talker {
+            o["talker_azimuth_deg"] = .double(talker.azimuthDegrees)
+            o["talker_locked"] = .bool(talker.locked)
+        }
         guard let session else {
             o["connection"] = .string("idle")
             o["joined"] = .bool(false)
@@ -301,6 +306,7 @@ final class ControlBridge {
         case .deviceLost(let capture, _): server.broadcast(event: "device", ["kind": .string("lost"), "device": .string(capture ? "capture" : "playback")])
         case .reopenFailed(let attempt, _): server.broadcast(event: "device", ["kind": .string("reopen_failed"), "message": .string("attempt \(attempt)")])
         case .deviceRestored: server.broadcast(event: "device", ["kind": .string("restored")])
+        case .talkerChanged(let tenths): server.broadcast(event: "talker", ["azimuth_deg": .double(Double(tenths) / 10)])
         default: break
         }
     }

@@ -319,6 +319,11 @@ struct Daemon {
         return Files.exists("/run/roomd") ? "/run/roomd/control.sock" : nil
     }
 
+    /// "40°", "-120.5°": tenths of a degree as people read them.
+    static func degreesText(_ tenths: Int) -> String {
+        (tenths % 10 == 0 ? "\(tenths / 10)" : fixedDecimalText(Double(tenths) / 10, 1)) + "°"
+    }
+
     private func loadBoard(_ path: String) throws -> (BoardProfile, String) {
         let file = path.hasSuffix(".conf") ? path : path + "/board.conf"
         let text = try Files.readText(file)
@@ -341,6 +346,7 @@ struct Daemon {
                 Log.warning("audio device reopen attempt \(attempt) failed: \(String(cString: snd_error_text(code)))")
             case .deviceRestored(let attempts): Log.notice("audio device back after \(attempts) attempt(s)")
             case .stopped: Log.info("audio engine stopped")
+            case .talkerChanged(let tenths): Log.info("talker at \(Self.degreesText(tenths))")
             }
         }
     }

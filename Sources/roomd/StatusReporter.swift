@@ -77,6 +77,8 @@ final class StatusReporter {
                 ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
                 ("opus_bitrate", engine.lossFeedback.applied.map { "\($0.bitrate)" } ?? "null"),
                 ("opus_layer", engine.stats.opusLayer.map { "\"\($0.name)\"" } ?? "null"),
+                ("talker_azimuth_deg", engine.stats.talker.map { fixedDecimalText($0.azimuthDegrees, 1) } ?? "null"),
+                ("talker_locked", engine.stats.talker.map { $0.locked ? "true" : "false" } ?? "false"),
             ]
             if let session {
                 let st = session.statistics
@@ -96,11 +98,16 @@ final class StatusReporter {
             printLine("t=\(fixedDecimalText(elapsed, 1))s  mic \(fixedDecimalText(Double(now.inputLevel), 1))  out \(fixedDecimalText(Double(now.outputLevel), 1))  "
                   + "spk \(fixedDecimalText(Double(now.playbackLevel), 1)) dBFS  voice \(fixedDecimalText(voiced, 0))%  "
                   + "\(echoText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
-                  + "cpu \(fixedDecimalText(cpuPct, 1))%" + roomText())
+                  + "cpu \(fixedDecimalText(cpuPct, 1))%" + talkerText() + roomText())
         }
         last = now
         lastCPU = cpu
         lastTime = time
+    }
+
+    private func talkerText() -> String {
+        guard let talker = engine.stats.talker else { return "" }
+        return "  talker \(Daemon.degreesText(Int((talker.azimuthDegrees * 10).rounded())))\(talker.locked ? "" : " (last)")"
     }
 
     private func roomText() -> String {

@@ -330,6 +330,7 @@ def analyze_room(work, voices, name):
     for label, sig in [("roomd", rec16), ("mic0", raw16)] + list(anchors(spec, to16k(mics), to16k(noise), refs16).items()):
         p, s, lag = scores(ref16, sig, span)
         result[label] = (p, s, lag)
+    result["loc_median_deg"], result["lock_ms"], result["loc_samples"] = localization(spec, d, refs)
     # echo: the far end alone (before the near-end talker), roomd's output against mic 0's echo
     if "far" in spec:
         a, b = int(3.0 * RATE), int((DT_LEAD_S - 0.2) * RATE)
@@ -341,6 +342,49 @@ def analyze_room(work, voices, name):
         reported = [l["erle_db"] for l in st if l.get("erle_db") is not None]
         result["erle_reported"] = sum(reported) / len(reported) if reported else None
     return result
+
+
+def wrap_deg(d):
+    return (d + 180.0) % 360.0 - 180.0
+
+
+def true_azimuth(spec, t):
+    """The active talker's azimuth at scene time t: the latest to have started; along the path
+    for the walking one."""
+    talkers = spec["talkers"]
+    if "walk" in spec:
+        voice, az, dist, height, start = talkers[0]
+        t0, t1 = start + 0.5, start + spec["_seconds"][0] - 0.5
+        f = min(max((t - t0) / (t1 - t0), 0.0), 1.0)
+        a0, a1 = spec["walk"]
+        return a0 + f * (a1 - a0)
+    current = talkers[0][1]
+    for voice, az, dist, height, start in talkers:
+        if t >= start:
+            current = az
+    return current
+
+
+def localization(spec, d, refs):
+    """Median error of roomd's reported direction while a talker talks, and the time from each
+    talker's first word to the first report within 20 degrees of it (the worst over onsets)."""
+    status = [l for l in lines(os.path.join(d, "roomd.jsonl")) if not l.get("summary") and "t" in l]
+    errors = []
+    for l in status:
+        t = l["t"]
+        i = int(t * RATE)
+        talking = any(i < len(r) and np.max(np.abs(r[max(0, i - 2400):i + 2400]), initial=0) > 10 ** (-40 / 20) for r in refs)
+        if talking and l.get("talker_locked") and l.get("talker_azimuth_deg") is not None:
+            errors.append(abs(wrap_deg(l["talker_azimuth_deg"] - true_azimuth(spec, t))))
+    locks = []
+    for r, (voice, az, dist, height, start) in zip(refs, spec["talkers"]):
+        onset = np.nonzero(np.abs(r) > 10 ** (-40 / 20))[0][0] / RATE
+        hit = next((l["t"] for l in status if l["t"] >= onset and l.get("talker_azimuth_deg") is not None
+                    and abs(wrap_deg(l["talker_azimuth_deg"] - true_azimuth(spec, l["t"]))) <= 20), None)
+        locks.append((hit - onset) * 1000 if hit is not None else None)
+    median = float(np.median(errors)) if errors else None
+    lock = None if any(x is None for x in locks) else max(locks)
+    return median, lock, len(errors)
 
 
 def read_float_wav(path):
@@ -358,15 +402,26 @@ def analyze(work, voices, names):
             p, s, lag = r[label]
             emit(f"farfield.pesq_{label}", p, "MOS-LQO", room=r["name"], xruns=r["xruns"])
             emit(f"farfield.stoi_{label}", s, "", room=r["name"])
+        emit("farfield.localization_median_deg", r["loc_median_deg"], "degrees", room=r["name"], samples=r["loc_samples"],
+             measure="|reported - true azimuth| over roomd's 50 ms status lines while a talker talks and the direction is locked")
+        emit("farfield.lock_ms", r["lock_ms"], "ms", room=r["name"],
+             measure="from a talker's first word to the first status line within 20 degrees of it (worst onset; 50 ms lines)")
         if "erle" in r:
             emit("farfield.erle_db", r["erle"], "dB", room=r["name"], reported_db=r["erle_reported"] and round(r["erle_reported"], 2),
                  measure="far end alone, 3 s to 5.8 s: echo at mic 0 (offline) vs roomd's output, outside measurement")
     for label in labels:
         emit(f"farfield.pesq_{label}", np.mean([r[label][0] for r in rooms]), "MOS-LQO", room="mean", rooms=len(rooms))
         emit(f"farfield.stoi_{label}", np.mean([r[label][1] for r in rooms]), "", room="mean", rooms=len(rooms))
-    print(f"{'room':12} {'':>12}" + "".join(f"{l:>14}" for l in labels), file=sys.stderr)
+    locs = [r["loc_median_deg"] for r in rooms if r["loc_median_deg"] is not None]
+    emit("farfield.localization_median_deg", max(locs) if locs else None, "degrees", room="max", rooms=len(locs))
+    lk = [r["lock_ms"] for r in rooms]
+    emit("farfield.lock_ms", None if any(x is None for x in lk) else max(lk), "ms", room="max", rooms=len(lk))
+    print(f"{'room':12} {'':>12}" + "".join(f"{l:>14}" for l in labels) + "   loc deg  lock ms", file=sys.stderr)
     for r in rooms:
-        print(f"{r['name']:12} {'PESQ / STOI':>12}" + "".join(f"{r[l][0]:>8.2f} /{r[l][1]:.2f}" for l in labels), file=sys.stderr)
+        loc = "-" if r["loc_median_deg"] is None else f"{r['loc_median_deg']:.1f}"
+        lock = "-" if r["lock_ms"] is None else f"{r['lock_ms']:.0f}"
+        print(f"{r['name']:12} {'PESQ / STOI':>12}" + "".join(f"{r[l][0]:>8.2f} /{r[l][1]:.2f}" for l in labels)
+              + f"   {loc:>7}  {lock:>7}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ ff_run() { # ff_run NAME SECONDS FAR: one real-time roomd run in the room, in th
   [ "$3" = - ] || far_opt=(--far-end "$3")
   # shellcheck disable=SC2086
   ROOMSIM_CONFIG="$dir/room.conf" roomd --config none --state-dir none --control-socket none \
-    --duration "$2" --record "$dir/roomd.wav" "${far_opt[@]}" ${FARFIELD_OPTS:-} > "$dir/roomd.jsonl" 2> "$dir/roomd.log" &
+    --duration "$2" --stats-interval 0.05 --record "$dir/roomd.wav" "${far_opt[@]}" ${FARFIELD_OPTS:-} > "$dir/roomd.jsonl" 2> "$dir/roomd.log" &
 }
 
 ff_pending=("${ff_specs[@]}")

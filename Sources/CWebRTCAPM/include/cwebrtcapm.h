@@ -86,6 +86,28 @@ typedef struct {
 /// AEC statistics since the last call (metrics are aggregated by the library).
 int rapm_aec_stats(rapm_t *apm, rapm_aec_stats_t *stats);
 
+// ---- the talker's direction (talker_locator.h) ----------------------------------------------
+
+typedef struct rloc rloc_t;
+
+/// A locator for `mics` microphones at mic_xyz (mics * 3 floats, metres, board frame), 10 ms
+/// blocks at sample_rate. NULL when the geometry cannot tell directions around the whole circle
+/// (fewer than 3 mics, or all on one line), with the reason in err.
+rloc_t *rloc_create(int sample_rate, int mics, const float *mic_xyz, char *err, int err_len);
+void rloc_destroy(rloc_t *loc);
+/// One 10 ms block of the raw mics (one plane each). listen: whether this block may move the
+/// estimate (someone in the room talks and the far end is quiet). Allocates nothing.
+void rloc_process(rloc_t *loc, const float *const *mics, int listen);
+
+typedef struct {
+    float azimuth_deg;        // board frame: 0 = the +x axis (mic0 on board/sim), counter-clockwise; -180..180
+    float confidence;         // the map's peak above its mean, in mic-pair coherence (0..1)
+    int locked;               // a talker's direction is held (0: none yet, or 2 s without voice)
+    int has_direction;        // azimuth_deg holds a direction (the last one, while not locked)
+    unsigned changes;         // times the direction moved to a new talker (or was first found)
+} rloc_state_t;
+void rloc_state(const rloc_t *loc, rloc_state_t *state);
+
 #ifdef __cplusplus
 }
 #endif
