@@ -57,6 +57,37 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertEqual(summary["steady_allocs"] as? Int, 0, "heap allocations in the steady-state audio loop")
     }
 
+    /// The summary's echo reduction is the status lines' over the window scripts/bench reads
+    /// them in (far-end speech after its first 5 s, 500 periods): it used to sum only the seconds
+    /// in which no voice was detected, but the VAD fires on residual echo, so it kept the
+    /// quietest seconds and reported 56.8 dB where the status lines gave 39.7.
+    func testSummaryEchoReductionAgreesWithTheStatusLines() throws {
+        let dir = SimCard.scratch("erle-summary")
+        // two voices' worth, so the far end talks most of the time (one alone is active ~35 %)
+        let far = zip(SimCard.speechLike(seconds: 12, seed: 0.9), SimCard.speechLike(seconds: 12, seed: 2.3)).map { $0 + $1 }
+        SimCard.writeWAV(dir + "/far.wav", far)
+        SimCard.useRoom(dir, ["echo_delay_ms": "80", "ir_length_ms": "360", "ir_rt60_ms": "360", "ir_drr_db": "0",
+                              "noise_dbfs": "-60"])
+        let r = try roomd(["--board", board, "--far-end", dir + "/far.wav", "--duration", "12", "--json",
+                           "--stats-interval", "1", "--config", "none", "--state-dir", "none", "--control-socket", "none"],
+                          env: ["ROOMSIM_CONFIG": dir + "/room.conf"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let lines = try r.stdout.split(separator: "\n").map {
+            try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        let status = lines.filter { $0["summary"] == nil }
+        let summary = try XCTUnwrap(lines.last { $0["summary"] as? Bool == true })
+        let base = try XCTUnwrap(status.first { ($0["far_end_periods"] as? Int ?? 0) >= 500 },
+                                 "5 s of far-end speech expected, got \(status.last?["far_end_periods"] ?? "none")")
+        let end = try XCTUnwrap(status.last)
+        func energy(_ l: [String: Any], _ key: String) -> Double { (l[key] as? Double) ?? Double(l[key] as? Int ?? 0) }
+        let outside = 10 * log10((energy(end, "echo_in_energy") - energy(base, "echo_in_energy"))
+                                 / (energy(end, "echo_out_energy") - energy(base, "echo_out_energy")))
+        let reported = try XCTUnwrap(summary["erle_db"] as? Double)
+        XCTAssertEqual(summary["erle_window"] as? String, "after_5s")
+        XCTAssertEqual(reported, outside, accuracy: 1.0, "summary \(reported) dB, status lines \(outside) dB")
+    }
+
     /// Switching the audio profile and running a self-test happen inside the loop too: counted
     /// by the same probe, they allocate nothing either.
     func testProfileSwitchAndSelfTestAllocateNothing() throws {
