@@ -19,9 +19,9 @@ final class StatusReporter {
     private let first: EngineSnapshot
     /// The first snapshot after 5 s of far-end speech (500 far-end-active periods): the summary's
     /// ERLE is measured from there, the window `scripts/bench` measures it in from the status
-    /// lines (bench_analysis.py `echo_reduction`), so the two agree. It used to sum only the
-    /// seconds with no voice detected; but the VAD fires on residual echo, so that kept the
-    /// quietest seconds and flattered by up to 17 dB (56.8 against 39.7 dB measured outside).
+    /// lines (bench_analysis.py `echo_reduction`), so the two agree. Not only the seconds with
+    /// no voice detected: the VAD fires on residual echo, so that selection keeps the quietest
+    /// seconds and flatters by up to 17 dB (56.8 against 39.7 dB measured from the lines).
     private var settledEchoBase: EngineSnapshot?
     static let settledFarEndPeriods = 500
 
