@@ -22,6 +22,12 @@ import Synchronization
 /// `processedAudio`). xruns are recovered in place and counted; a lost device is closed and
 /// reopened with back-off, and both are reported as events.
 public final class AudioEngine: @unchecked Sendable {
+    /// Why mics at these positions cannot give the talker's direction (`TalkerLocator`: fewer
+    /// than 3 mics, all on one line, no positions), or nil when they can.
+    public static func talkerDirectionProblem(rate: Int, micPositions: [(Float, Float, Float)]) -> String? {
+        micPositions.isEmpty ? "no microphone positions (mic0..)" : TalkerLocator.problem(rate: rate, positions: micPositions)
+    }
+
     public let configuration: EngineConfiguration
     public let stats: EngineStats
     /// Audio thread → daemon. Drained by the event loop.

@@ -136,6 +136,10 @@ struct Daemon {
         case .success(let c): config = c
         case .failure(let message): throw StartFailure(66, message)  // EX_NOINPUT
         }
+        // A board whose array cannot tell directions runs without one, and says why once.
+        if board.captureChannels > 1, let problem = AudioEngine.talkerDirectionProblem(rate: config.rate, micPositions: config.micPositions) {
+            Log.notice("\(boardFile): [array] \(problem): the talker's direction is not found on this board")
+        }
         do {
             let engine = try AudioEngine(configuration: config)
             engine.mixer.setGain(dB: Float(options.farEndGainDB), slot: MixerSlot.farEnd)

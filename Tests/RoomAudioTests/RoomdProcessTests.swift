@@ -88,6 +88,41 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertEqual(reported, outside, accuracy: 1.0, "summary \(reported) dB, status lines \(outside) dB")
     }
 
+    /// A board whose mics lie on one line cannot tell where around the table a talker sits:
+    /// roomd runs with mic 0's chain, says why once naming the profile's [array], and reports no
+    /// direction rather than a wrong one.
+    func testArrayThatCannotTellDirectionsIsNamedAndRunsWithout() throws {
+        let dir = SimCard.scratch("line-array")
+        try FileManager.default.copyItem(atPath: board + "/asound.conf", toPath: dir + "/asound.conf")
+        try """
+            [board]
+            name = line
+            [audio]
+            capture_device = roomsim
+            playback_device = roomsim
+            rate = 48000
+            capture_channels = 3
+            playback_channels = 1
+            alsa_config = asound.conf
+            [array]
+            mic0 = -0.03 0 0
+            mic1 = 0 0 0
+            mic2 = 0.03 0 0
+            beamformer = no
+
+            """.write(toFile: dir + "/board.conf", atomically: true, encoding: .utf8)
+        SimCard.writeWAV(dir + "/talk.wav", SimCard.speechLike(seconds: 3, seed: 1.3))
+        SimCard.useRoom(dir, ["input": dir + "/talk.wav", "input_mic_delays": "0 3 6"])
+        let r = try roomd(["--board", dir, "--duration", "3", "--json", "--stats-interval", "1",
+                           "--config", "none", "--state-dir", "none", "--control-socket", "none"],
+                          env: ["ROOMSIM_CONFIG": dir + "/room.conf"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("board.conf: [array] the microphones lie on one line"), r.stderr)
+        let status = r.stdout.split(separator: "\n").filter { !$0.contains("\"summary\"") }
+        XCTAssertFalse(status.isEmpty)
+        XCTAssertTrue(status.allSatisfy { $0.contains("\"talker_azimuth_deg\":null") }, "no direction expected: \(status.last ?? "")")
+    }
+
     /// Switching the audio profile and running a self-test happen inside the loop too: counted
     /// by the same probe, they allocate nothing either.
     func testProfileSwitchAndSelfTestAllocateNothing() throws {
