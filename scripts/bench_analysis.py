@@ -112,6 +112,13 @@ def engine(work):
                  "same code with the Swift runtime linked dynamically (the static one cannot be interposed)")
     emit("engine", "engine.cpu_pct", summary["cpu_pct"], "%", board="sim",
          config="board/sim: 48 kHz, 4 mics captured, APM on mic 0 (beamformer off), Opus 10 ms encode+decode (loopback), far-end playing")
+    noarray = next((l for l in lines(f"{work}/engine-noarray.jsonl") if l.get("summary")), None)
+    if noarray is not None:
+        emit("engine", "engine.cpu_pct_no_array", noarray["cpu_pct"], "%", board="sim",
+             measure="the same 20 s run right after, roomd --disable array (no talker direction)")
+        emit("engine", "engine.array_cost_pct", round(summary["cpu_pct"] - noarray["cpu_pct"], 2), "%", board="sim",
+             measure="engine.cpu_pct - engine.cpu_pct_no_array: roomd's array processing (finding the talker), "
+                     "one pair of runs; run-to-run spread of engine.cpu_pct is ~1 point on this VM")
     # The simulated card's own work (input, noise, the room's echo convolution, conversions),
     # timed by the plugin around its transfers (CLOCK_MONOTONIC; they do not block): a board does
     # not pay it. Same run, over roomd's run time (the streams are open for all of it but start-up).

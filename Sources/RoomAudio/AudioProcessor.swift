@@ -76,6 +76,9 @@ public struct ProcessingSettings: Sendable, Equatable {
     /// 0 very low … 3 high likelihood of speech needed.
     public var vadLikelihood: Int32 = 2
     public var beamform = true
+    /// roomd's own array processing: the talker's direction (TalkerLocator), when the board's
+    /// geometry allows it (3 or more mics not on one line). `--disable array`.
+    public var findTalker = true
     public var webrtcBand: WebRTCBand = .low
 
     public init() {}

@@ -60,9 +60,6 @@ public struct EngineConfiguration: Sendable {
     public var realtimePriority: Int32 = 70
     /// Playback level (dBFS) above which a period counts as far-end activity for the ERLE figures.
     public var farEndActiveThresholdDBFS: Float = -50
-    /// Find the talker's direction with the mic array (TalkerLocator) when the geometry allows
-    /// it (3 or more mics not on one line, positions given).
-    public var locateTalker = true
 
     public init(captureDevice: String, playbackDevice: String, rate: Int, micChannels: Int,
                 playbackChannels: Int, micPositions: [(Float, Float, Float)]) {

@@ -89,7 +89,7 @@ struct Options {
       --stats-interval S     print a status line every S seconds (default 1; 0 = never)
       --json                 status lines as JSON objects
       --opus-frame MS        Opus frame length, 10 or 20 (default 10; 20 with --backend janus)
-      --disable FEATURE      switch off aec, ns, agc, vad, hpf or beamformer (repeatable)
+      --disable FEATURE      switch off aec, ns, agc, vad, hpf, beamformer or array (repeatable)
       --aec-suppression L    echo suppression: low, moderate or high (default moderate)
       --control-socket PATH  the control API socket for roomctl (default $ROOMD_CONTROL_SOCKET,
                              else /run/roomd/control.sock when /run/roomd exists; "none" = off)
@@ -237,9 +237,9 @@ struct Options {
 
 /// The processing stages `--disable` can switch off (each one an APM feature of the engine).
 enum ProcessingFeature: String, CaseIterable {
-    case aec, ns, agc, vad, hpf, beamformer
+    case aec, ns, agc, vad, hpf, beamformer, array
 
-    /// "aec, ns, agc, vad, hpf or beamformer", for usage errors.
+    /// "aec, ns, agc, vad, hpf, beamformer or array", for usage errors.
     static var names: String { ConfigValues.list(allCases.map(\.rawValue)) }
 
     func switchOff(in p: inout ProcessingSettings) {
@@ -250,6 +250,7 @@ enum ProcessingFeature: String, CaseIterable {
         case .vad: p.voiceDetect = false
         case .hpf: p.highPass = false
         case .beamformer: p.beamform = false
+        case .array: p.findTalker = false
         }
     }
 }
