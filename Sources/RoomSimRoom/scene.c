@@ -193,7 +193,9 @@ static int fail(const rs_scene *s, int line, const char *key, const char *what)
     return -EINVAL;
 }
 
-int rs_scene_load(rs_scene *s, const char *path)
+/* Parses and checks; the walls' reflection is found (calibrate_beta: several image sums) only
+ * when `calibrate`, since a cached rendering does not need it. */
+static int scene_load(rs_scene *s, const char *path, int calibrate)
 {
     memset(s, 0, sizeof *s);
     s->rt60_ms = s->absorption = -1;
@@ -272,9 +274,11 @@ int rs_scene_load(rs_scene *s, const char *path)
         if (n->level_is_snr && talkers == 0)
             return fail(s, n->level_line, key, "an SNR needs a talker (use noiseN_dbfs)");
     }
-    s->beta = s->absorption > 0 ? sqrt(1.0 - s->absorption) : calibrate_beta(s);
+    s->beta = s->absorption > 0 ? sqrt(1.0 - s->absorption) : calibrate ? calibrate_beta(s) : 0;
     return 0;
 }
+
+int rs_scene_load(rs_scene *s, const char *path) { return scene_load(s, path, 1); }
 
 double rs_scene_beta(const rs_scene *s) { return s->beta; }
 
@@ -697,7 +701,7 @@ static uint64_t hash_file_identity(uint64_t h, const char *path)
 int rs_scene_cached_render(const char *path, char out[PATH_MAX])
 {
     rs_scene s;
-    int rc = rs_scene_load(&s, path);
+    int rc = scene_load(&s, path, 0); /* checked; calibrated below only if it must be rendered */
     if (rc < 0)
         return rc;
     /* the key: the scene file's bytes, its sound files' identities, the renderer's version */
@@ -739,6 +743,8 @@ int rs_scene_cached_render(const char *path, char out[PATH_MAX])
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", out, (int)getpid());
     int64_t t0 = rs_now_ns();
+    if (s.absorption <= 0)
+        s.beta = calibrate_beta(&s);
     rs_scene_report report;
     rc = rs_scene_render(&s, tmp, &report);
     if (rc < 0) {
