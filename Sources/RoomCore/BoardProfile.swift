@@ -38,6 +38,10 @@ public struct BoardProfile: Sendable, Equatable {
     // [gpio]
     public var gpio: BoardGPIO
 
+    // [ring]
+    /// An LED ring that shows where the talker is (docs/gpio.md, "The LED ring"); nil: none.
+    public var ring: BoardRing?
+
     /// Beamforming needs at least two microphones at known positions.
     public var hasArray: Bool { micPositions.count >= 2 }
 
@@ -95,6 +99,26 @@ public enum GPIOBias: String, Sendable, Equatable, CaseIterable {
     case pullUp = "pull-up"
     case pullDown = "pull-down"
     case disabled
+}
+
+/// An LED ring around the array (APA102-style LEDs on SPI, as on the ReSpeaker 4-mic HAT).
+public struct BoardRing: Sendable, Equatable {
+    /// The spidev device (`/dev/spidev0.0`), or `sim` for the simulated ring.
+    public var device: String
+    /// LEDs on the ring, evenly spaced.
+    public var leds: Int
+    /// Where LED 0 sits, in degrees in the board frame (the array's: 0 = +x, counter-clockwise).
+    public var led0AzimuthDegrees: Double
+    /// LED numbers grow clockwise (seen from above) rather than counter-clockwise.
+    public var clockwise: Bool
+    public static let ledRange = 1...64
+
+    public init(device: String, leds: Int, led0AzimuthDegrees: Double = 0, clockwise: Bool = false) {
+        self.device = device
+        self.leds = leds
+        self.led0AzimuthDegrees = led0AzimuthDegrees
+        self.clockwise = clockwise
+    }
 }
 
 public struct BoardGPIO: Sendable, Equatable {

@@ -38,6 +38,7 @@ extension BoardProfile {
             profile.beamformer = profile.hasArray
         }
         profile.gpio = try parseGPIO(values)
+        profile.ring = try parseRing(values)
         return profile
     }
 
@@ -47,6 +48,7 @@ extension BoardProfile {
                    "period_ms", "playback_headroom_ms", "alsa_config"]),
         ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7", "beamformer"]),
         ("gpio", ["chip", "mute_button", "hand_button", "mute_led", "hand_led", "stage_led", "active_low", "bias"]),
+        ("ring", ["device", "leds", "led0_azimuth_deg", "clockwise"]),
     ]
 
     /// N for a key `micN` written canonically (`mic0`, `mic12`; not `mic01`), else nil.
@@ -99,6 +101,24 @@ extension BoardProfile {
             xyz.append(v)
         }
         return Point3(x: xyz[0], y: xyz[1], z: xyz[2])
+    }
+
+    private static func parseRing(_ values: ConfigValues) throws(ConfigError) -> BoardRing? {
+        guard let device = try values.string("ring.device") else {
+            for key in ["ring.leds", "ring.led0_azimuth_deg", "ring.clockwise"] where try values.string(key) != nil {
+                throw values.error("ring.device", "missing: required when [ring] has \(key)")
+            }
+            return nil
+        }
+        guard device == "sim" || device.hasPrefix("/dev/") else {
+            throw values.error("ring.device", "\"\(device)\" must be a spidev device (/dev/spidev0.0) or sim")
+        }
+        guard let leds = try values.int("ring.leds", in: BoardRing.ledRange) else {
+            throw values.error("ring.leds", "missing: how many LEDs the ring has (\(BoardRing.ledRange.lowerBound)...\(BoardRing.ledRange.upperBound))")
+        }
+        return BoardRing(device: device, leds: leds,
+                         led0AzimuthDegrees: try values.double("ring.led0_azimuth_deg", in: -360...360) ?? 0,
+                         clockwise: try values.yesNo("ring.clockwise") ?? false)
     }
 
     private static func parseGPIO(_ values: ConfigValues) throws(ConfigError) -> BoardGPIO {

@@ -17,6 +17,7 @@ final class Appliance {
     /// Set once the control socket is up (it needs the appliance to exist).
     var control: ControlBridge?
     var panel: Panel?
+    var ring: TalkerRing?
     let selfTest: SelfTestRunner
 
     init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink) {

@@ -67,6 +67,7 @@ struct Daemon {
         defer {
             appliance.control?.close()
             appliance.panel?.close()
+            appliance.ring?.close()
         }
         do { try engine.start() } catch { throw .device("\(boardFile): \(error)") }
         if !initial.servers.isEmpty {
@@ -171,6 +172,15 @@ struct Daemon {
             appliance.panel?.afterAction = { [unowned appliance] in appliance.noteMuteState() }
         } catch {
             Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")
+        }
+        if let ring = board.ring {
+            do {
+                appliance.ring = try TalkerRing(ring: ring, loop: appliance.loop, engine: appliance.engine) { [unowned appliance] in
+                    appliance.session?.isEffectivelyMuted ?? false
+                }
+            } catch {
+                Log.warning("\(boardFile): ring: \(error); running without the LED ring")
+            }
         }
         appliance.room.onEvent = { [unowned appliance] event in
             RoomEventLog.log(event)

@@ -123,6 +123,23 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertTrue(status.allSatisfy { $0.contains("\"talker_azimuth_deg\":null") }, "no direction expected: \(status.last ?? "")")
     }
 
+    /// board/sim's simulated LED ring shows the talker: a talker on the board's -y side (mic3
+    /// hears it first, mic1 last) lights LED 9 of 12 (270°) in `$ROOMD_SIM_GPIO_DIR/ring`.
+    func testLEDRingShowsWhereTheTalkerIs() throws {
+        let dir = SimCard.scratch("ring")
+        SimCard.writeWAV(dir + "/talk.wav", SimCard.speechLike(seconds: 3, seed: 0.4))
+        SimCard.useRoom(dir, ["input": dir + "/talk.wav", "input_mic_delays": "4 9 4 0"])
+        let r = try roomd(["--board", board, "--duration", "3", "--stats-interval", "0",
+                           "--config", "none", "--state-dir", "none", "--control-socket", "none"],
+                          env: ["ROOMSIM_CONFIG": dir + "/room.conf", "ROOMD_SIM_GPIO_DIR": dir + "/gpio"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let ring = try String(contentsOfFile: dir + "/gpio/ring", encoding: .utf8)
+        let leds = ring.split(separator: "\n").first?.split(separator: " ").map(String.init) ?? []
+        XCTAssertEqual(leds.count, 12, ring)
+        let brightest = leds.indices.max { (leds[$0].split(separator: ",").compactMap { Int($0) }.reduce(0, +)) < (leds[$1].split(separator: ",").compactMap { Int($0) }.reduce(0, +)) }
+        XCTAssertEqual(brightest, 9, "ring: \(ring); log: \(r.stderr.split(separator: "\n").filter { $0.contains("talker") })")
+    }
+
     /// Switching the audio profile and running a self-test happen inside the loop too: counted
     /// by the same probe, they allocate nothing either.
     func testProfileSwitchAndSelfTestAllocateNothing() throws {

@@ -106,6 +106,18 @@ final class BoardProfileTests: XCTestCase {
         assertRejected(Self.minimal + "\n[array]\nmicrophone0 = 0 0 0", key: "array.microphone0", contains: "unknown key")
     }
 
+    /// The LED ring: optional; when given, its device and LED count are required and named.
+    func testRing() throws {
+        XCTAssertNil(try parse(Self.minimal).ring)
+        let ring = try XCTUnwrap(try parse(Self.minimal + "\n[ring]\ndevice = /dev/spidev0.0\nleds = 12\nled0_azimuth_deg = -90\nclockwise = yes").ring)
+        XCTAssertEqual(ring, BoardRing(device: "/dev/spidev0.0", leds: 12, led0AzimuthDegrees: -90, clockwise: true))
+        assertRejected(Self.minimal + "\n[ring]\nleds = 12", key: "ring.device", contains: "missing")
+        assertRejected(Self.minimal + "\n[ring]\ndevice = sim", key: "ring.leds", contains: "missing")
+        assertRejected(Self.minimal + "\n[ring]\ndevice = spidev0.0\nleds = 12", key: "ring.device", contains: "spidev device")
+        assertRejected(Self.minimal + "\n[ring]\ndevice = sim\nleds = 0", key: "ring.leds", contains: "out of range")
+        assertRejected(Self.minimal + "\n[ring]\ndevice = sim\nleds = 12\nled0_azimuth_deg = north", key: "ring.led0_azimuth_deg")
+    }
+
     func testDuplicateKey() {
         assertRejected(Self.minimal + "\ncapture_device = other", key: "audio.capture_device", line: 6, contains: "duplicate key", "line 4")
     }
