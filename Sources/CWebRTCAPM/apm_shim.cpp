@@ -214,6 +214,12 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 extern "C" int rapm_voice_detected(const rapm_t *a) { return a->voice; }
 extern "C" int rapm_echo_present(const rapm_t *a) { return a->echo; }
 
+extern "C" float rapm_double_talk_factor(const rapm_t *a) {
+    // roomd's canceller on mic 0: its step reduction, low when the error stands far above what
+    // the filter's own uncertainty explains (someone in the room talks over the far end)
+    return a->kc_count > 0 ? a->kc[0]->dtf : 1.0f;
+}
+
 extern "C" int rapm_aec_stats(rapm_t *a, rapm_aec_stats_t *s) {
     if (a->kc_count > 0) {
         roomaec::Canceller *k = a->kc[0];

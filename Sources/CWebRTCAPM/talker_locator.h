@@ -17,9 +17,9 @@
 // power there stands above that bin's noise floor (tracked every block: follows a fall at once,
 // a rise at ~0.9 dB/s), w = (1 - noise/power)^2, and only bins the talker dominates steer.
 //
-// Only blocks the caller says to listen to count (the chain heard voice and the far end was
-// quiet: the speaker's echo comes from below the array and would pull the map), smoothed over
-// ~60 ms. The map's peak (refined by a parabola) becomes the talker's direction once it has
+// Only blocks the caller says to listen to count (the chain heard voice, and the far end was
+// quiet or the canceller saw the room talk over it), and only blocks whose clear bins weigh at
+// least 4, smoothed over ~60 ms. The map's peak (refined by a parabola) becomes the talker's direction once it has
 // held within 10° for 5 listened blocks; a locked direction follows small moves at once and
 // jumps to a new place after 8 blocks there (a new talker); 2 s without a listened block
 // unlocks it (the direction is kept, reported as not locked).
@@ -36,7 +36,9 @@ constexpr int kDirections = 72;               // 5° apart
 constexpr float kElevationDeg = 20.0f;        // a seated talker's, seen from a table array
 constexpr float kLowHz = 300.0f, kHighHz = 4000.0f;
 constexpr float kSmoothingMs = 60.0f;
-constexpr float kMinConfidence = 0.04f;       // peak above the map's mean, in coherence units
+constexpr float kMinConfidence = 0.10f;       // peak above the map's mean, in coherence units (0.04
+                                              // let residual echo and a vent lock a direction
+                                              // before anyone talked: farfield double-talk room)
 constexpr int kLockBlocks = 5, kSwitchBlocks = 8, kHoldDegrees = 10, kFollowDegrees = 15;
 constexpr int kUnlockBlocks = 200;            // 2 s without a listened block
 constexpr int kMaxMics = 8;
@@ -44,6 +46,7 @@ constexpr int kMaxMics = 8;
 #define LOC_ONSETS 1
 #endif
 constexpr int kOnsets = LOC_ONSETS;
+constexpr float kMinWeight = 4.0f;            // the weights of at least ~4 clear bins
 constexpr float kNoiseBias = 8.0f;            // steer only where mic 0 is 9 dB above the floor (farfield scenes: 2.5, 5 and 8 tried, 8 best)
 
 struct Locator {
@@ -194,7 +197,7 @@ static void process(Locator *l, const float *const *mics, int listen) {
         l->weight[k] = sqrtf(w);   // on each mic's spectrum: the pair products get w
         W += w;
     }
-    if (W < 1.0f) return;          // nothing but noise in this block
+    if (W < kMinWeight) return;    // nothing but noise in this block
     for (int m = 0; m < l->mics; m++) {
         float *xr = l->Xr[m] + l->k0, *xi = l->Xi[m] + l->k0;
         for (int k = 0; k < l->bins; k++) {

@@ -640,11 +640,18 @@ final class AudioLoop: @unchecked Sendable {
         encodeCleaned(voice: voice, send: !testing)
     }
 
-    /// The talker's direction from this block's raw mics: only a block with voice and a quiet
-    /// far end moves it (the speaker's echo comes from below the array and would pull it).
+    /// Below this double-talk factor roomd's canceller says someone in the room talks over the
+    /// far end: the locator listens then too (farfield double-talk room: lock-on 585 -> 85 ms;
+    /// 0.2 and 0.4 added false directions before the talker spoke, 0.1 none).
+    static let locatorDoubleTalkFactor: Float = 0.1
+
+    /// The talker's direction from this block's raw mics: only a block with voice moves it, and
+    /// while the far end plays only when the canceller sees the room talking over it (the
+    /// speaker's echo alone would pull the direction around).
     private func locate(_ locator: TalkerLocator, voice: Bool) {
         let farEndQuiet = playbackMeter.lastRMSDBFS <= config.farEndActiveThresholdDBFS
-        locator.process(micPointers, listen: voice && farEndQuiet)
+        let nearEndOverFarEnd = apm.doubleTalkFactor < Self.locatorDoubleTalkFactor
+        locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd))
         let state = locator.state
         guard state.has_direction != 0 else { return }
         let tenths = Int((state.azimuth_deg * 10).rounded())

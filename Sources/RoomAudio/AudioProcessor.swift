@@ -180,6 +180,8 @@ public final class AudioProcessor {
 
     public var voiceDetected: Bool { rapm_voice_detected(apm) != 0 }
     public var echoPresent: Bool { rapm_echo_present(apm) != 0 }
+    /// roomd's canceller's double-talk factor (0...1, low: the room talks over the far end).
+    public var doubleTalkFactor: Float { rapm_double_talk_factor(apm) }
 
     /// The AEC's own view (its ERLE estimate and the delay it found). Cheap, no allocation.
     public func echoStatistics() -> rapm_aec_stats_t {

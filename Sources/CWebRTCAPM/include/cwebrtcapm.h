@@ -61,6 +61,10 @@ int rapm_process_capture(rapm_t *apm, const float *const *mics, float *const *ou
 int rapm_voice_detected(const rapm_t *apm);
 /// Whether the AEC believes the last block held echo (0/1).
 int rapm_echo_present(const rapm_t *apm);
+/// roomd's canceller (mic 0): its double-talk step factor after the last block, 0..1 — near 1
+/// while its error is what its echo estimate's uncertainty explains, small when the error stands
+/// far above it (a near-end talker over the far end, or an echo path that moved). 1 without it.
+float rapm_double_talk_factor(const rapm_t *apm);
 
 /// Switches noise suppression and gain control while running (the audio profile: music wants
 /// neither). Call on the thread that processes capture, between blocks. Returns 0 or an APM error.
