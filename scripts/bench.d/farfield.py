@@ -331,16 +331,25 @@ def analyze_room(work, voices, name):
         p, s, lag = scores(ref16, sig, span)
         result[label] = (p, s, lag)
     result["loc_median_deg"], result["lock_ms"], result["loc_samples"] = localization(spec, d, refs)
-    # echo: the far end alone (before the near-end talker), roomd's output against mic 0's echo
+    # echo: the far end alone (before the near-end talker). roomd's figure is mic 0's energy
+    # over its output's in the periods the far end plays (noise included in both); measured here
+    # the same way from the outside — mic 0 rebuilt offline (the scene plus the far end through
+    # the card's speaker response), roomd's recording — over 3 s to 5.8 s, and roomd's own over
+    # the same window from its status lines' energies.
     if "far" in spec:
         a, b = int(3.0 * RATE), int((DT_LEAD_S - 0.2) * RATE)
-        echo_in = float(np.mean((raw0[a:b] - mics[a:b, 0]) ** 2))
         lag = result["roomd"][2] * 3
-        out = float(np.mean(rec[a + lag:b + lag] ** 2))
-        result["erle"] = 10 * math.log10(echo_in / max(out, 1e-20))
-        st = [l for l in lines(os.path.join(d, "roomd.jsonl")) if not l.get("summary") and 3.0 < l.get("t", 0) <= DT_LEAD_S]
-        reported = [l["erle_db"] for l in st if l.get("erle_db") is not None]
-        result["erle_reported"] = sum(reported) / len(reported) if reported else None
+        mic_e = float(np.sum(raw0[a:b] ** 2))
+        out_e = float(np.sum(rec[a + lag:b + lag] ** 2))
+        result["erle"] = 10 * math.log10(mic_e / max(out_e, 1e-20))
+        st = [l for l in lines(os.path.join(d, "roomd.jsonl")) if not l.get("summary") and "echo_in_energy" in l]
+        first = next((l for l in st if l["t"] >= 3.0), None)
+        last = next((l for l in reversed(st) if l["t"] <= DT_LEAD_S - 0.2), None)
+        if first and last and last["echo_out_energy"] > first["echo_out_energy"]:
+            result["erle_reported"] = 10 * math.log10((last["echo_in_energy"] - first["echo_in_energy"])
+                                                      / (last["echo_out_energy"] - first["echo_out_energy"]))
+        else:
+            result["erle_reported"] = None
     return result
 
 
@@ -408,7 +417,7 @@ def analyze(work, voices, names):
              measure="from a talker's first word to the first status line within 20 degrees of it (worst onset; 50 ms lines)")
         if "erle" in r:
             emit("farfield.erle_db", r["erle"], "dB", room=r["name"], reported_db=r["erle_reported"] and round(r["erle_reported"], 2),
-                 measure="far end alone, 3 s to 5.8 s: echo at mic 0 (offline) vs roomd's output, outside measurement")
+                 measure="far end alone, 3 s to 5.8 s: mic 0 (rebuilt offline) over roomd's recorded output; reported_db: roomd's status-line energies over the same window")
     for label in labels:
         emit(f"farfield.pesq_{label}", np.mean([r[label][0] for r in rooms]), "MOS-LQO", room="mean", rooms=len(rooms))
         emit(f"farfield.stoi_{label}", np.mean([r[label][1] for r in rooms]), "", room="mean", rooms=len(rooms))
