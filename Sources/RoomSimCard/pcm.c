@@ -667,7 +667,7 @@ SND_PCM_PLUGIN_DEFINE_FUNC(roomsim)
     if (p->stream == RS_CAPTURE && p->cfg->scene[0]) {
         /* the talkers and noise of the scene, rendered once (docs/sim-card.md, "Scenes") */
         char rendered[PATH_MAX];
-        rc = rs_scene_cached_render(p->cfg->scene, rendered);
+        rc = rs_scene_cached_render(p->cfg->scene, rendered, NULL);
         if (rc == 0)
             rc = rs_input_open(&p->in, rendered, RS_FILE_WAV, 1);
         if (rc < 0)

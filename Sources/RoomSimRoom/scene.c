@@ -408,23 +408,28 @@ static int convolve_span(const float *h, size_t hlen, const float *x, size_t len
 /* Adds the talker's sound at every mic: one response per mic for a talker who sits; for one
  * who walks, responses every WALK_STEP_S along the path, cross-faded (each weighted by a hat
  * that peaks at its own time and reaches the neighbours' peaks). */
-static int render_talker(const rs_scene *s, const rs_scene_talker *t, float **mics, size_t frames,
-                         size_t hlen)
+/* A talker's speech file at the scene's rate, its gain applied. malloc'ed; NULL after a message. */
+static float *load_talker(const rs_scene *s, const rs_scene_talker *t, size_t *len)
 {
     float *x;
-    size_t len;
     unsigned rate;
-    if (rs_wav_read_mono(t->file, &x, &len, &rate) < 0)
-        return -EINVAL;
+    if (rs_wav_read_mono(t->file, &x, len, &rate) < 0)
+        return NULL;
     if (rate != s->rate) {
         rs_log("%s: talker file %s is %u Hz, the scene renders at %u Hz (convert it, or set `rate`)",
                s->path, t->file, rate, s->rate);
         free(x);
-        return -EINVAL;
+        return NULL;
     }
     float gain = (float)pow(10.0, t->gain_db / 20.0);
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = 0; i < *len; i++)
         x[i] *= gain;
+    return x;
+}
+
+static int render_talker(const rs_scene *s, const rs_scene_talker *t, const float *x, size_t len,
+                         float **mics, size_t frames, size_t hlen)
+{
     const long offset = lround(t->start_s * s->rate);
     /* the times (in samples) at which a response is computed */
     double times[1024];
@@ -451,12 +456,11 @@ static int render_talker(const rs_scene *s, const rs_scene_talker *t, float **mi
         for (int m = 0; m < s->mics && rc == 0 && from < to; m++) {
             float *h = rs_scene_ir(s, pos, m, s->rate, hlen);
             if (!h)
-                return free(x), -ENOMEM;
+                return -ENOMEM;
             rc = convolve_span(h, hlen, x, len, offset, mics[m], from, to, &w);
             free(h);
         }
     }
-    free(x);
     return rc;
 }
 
@@ -594,27 +598,26 @@ int rs_scene_render(const rs_scene *s, const char *wav_path, rs_scene_report *re
 {
     memset(report, 0, sizeof *report);
     const size_t hlen = rs_scene_ir_length(s, s->rate);
+    float *speech_of[RS_SCENE_MAX_TALKERS] = { 0 };
+    size_t speech_len[RS_SCENE_MAX_TALKERS] = { 0 };
     size_t frames = 0;
+    for (int i = 0; i < RS_SCENE_MAX_TALKERS; i++) {
+        const rs_scene_talker *t = &s->talker[i];
+        if (!t->line)
+            continue;
+        if (!(speech_of[i] = load_talker(s, t, &speech_len[i]))) {
+            for (int k = 0; k < i; k++)
+                free(speech_of[k]);
+            return -EINVAL;
+        }
+        size_t end = (size_t)llround(t->start_s * s->rate) + speech_len[i] + hlen;
+        if (end > frames)
+            frames = end;
+    }
     if (s->duration_s > 0)
         frames = (size_t)llround(s->duration_s * s->rate);
-    else {
-        for (int i = 0; i < RS_SCENE_MAX_TALKERS; i++) {
-            const rs_scene_talker *t = &s->talker[i];
-            if (!t->line)
-                continue;
-            float *x;
-            size_t len;
-            unsigned rate;
-            if (rs_wav_read_mono(t->file, &x, &len, &rate) < 0)
-                return -EINVAL;
-            free(x);
-            size_t end = (size_t)llround(t->start_s * s->rate) + len + hlen;
-            if (end > frames)
-                frames = end;
-        }
-        if (frames == 0)
-            frames = s->rate * 10u; /* noise only: 10 s, looped by the card */
-    }
+    else if (frames == 0)
+        frames = s->rate * 10u; /* noise only: 10 s, looped by the card */
     report->seconds = (double)frames / s->rate;
     float *mic[RS_MAX_MICS] = { 0 }, *noise[RS_MAX_MICS] = { 0 };
     int rc = 0;
@@ -625,8 +628,10 @@ int rs_scene_render(const rs_scene *s, const char *wav_path, rs_scene_report *re
             rc = -ENOMEM;
     }
     for (int i = 0; rc == 0 && i < RS_SCENE_MAX_TALKERS; i++)
-        if (s->talker[i].line)
-            rc = render_talker(s, &s->talker[i], mic, frames, hlen);
+        if (speech_of[i])
+            rc = render_talker(s, &s->talker[i], speech_of[i], speech_len[i], mic, frames, hlen);
+    for (int i = 0; i < RS_SCENE_MAX_TALKERS; i++)
+        free(speech_of[i]);
     double speech = 0;
     if (rc == 0) {
         speech = active_power(mic[0], frames, s->rate) * 32768.0 * 32768.0;
@@ -698,7 +703,7 @@ static uint64_t hash_file_identity(uint64_t h, const char *path)
     return h;
 }
 
-int rs_scene_cached_render(const char *path, char out[PATH_MAX])
+int rs_scene_cached_render(const char *path, char out[PATH_MAX], rs_scene_report *rendered)
 {
     rs_scene s;
     int rc = scene_load(&s, path, 0); /* checked; calibrated below only if it must be rendered */
@@ -737,6 +742,8 @@ int rs_scene_cached_render(const char *path, char out[PATH_MAX])
     }
     if ((size_t)snprintf(out, PATH_MAX, "%s/%s-%016llx.wav", dir, base, (unsigned long long)h) >= PATH_MAX)
         return -ENAMETOOLONG;
+    if (rendered)
+        memset(rendered, 0, sizeof *rendered);
     if (access(out, R_OK) == 0)
         return 0;
 
@@ -747,6 +754,8 @@ int rs_scene_cached_render(const char *path, char out[PATH_MAX])
         s.beta = calibrate_beta(&s);
     rs_scene_report report;
     rc = rs_scene_render(&s, tmp, &report);
+    if (rc == 0 && rendered)
+        *rendered = report;
     if (rc < 0) {
         unlink(tmp);
         return rc;

@@ -146,25 +146,25 @@ int main(int argc, char **argv)
                 rc = write_irs(&s, irs, name, s.noise[i].at);
             }
     }
-    if (rc == 0 && render) {
-        rs_scene_report report;
-        rc = rs_scene_render(&s, render, &report);
-        if (rc == 0) {
-            printf(",\"rendered\":\"%s\",\"seconds\":%.3f,\"speech_dbfs\":%.2f,\"clipped\":%llu,\"noise_dbfs\":[",
-                   render, report.seconds, report.speech_dbfs, (unsigned long long)report.clipped);
-            int first = 1;
-            for (int i = 0; i < RS_SCENE_MAX_NOISES; i++)
-                if (s.noise[i].line) {
-                    printf("%s%.2f", first ? "" : ",", report.noise_dbfs[i]);
-                    first = 0;
-                }
-            printf("]");
-        }
-    } else if (rc == 0 && !no_render) {
+    if (rc == 0 && (render || !no_render)) {
+        /* into FILE, or into the cache the card reads (the levels only when rendered now) */
         char out[PATH_MAX];
-        rc = rs_scene_cached_render(scene_path, out);
-        if (rc == 0)
-            printf(",\"rendered\":\"%s\"", out);
+        rs_scene_report report;
+        rc = render ? rs_scene_render(&s, render, &report) : rs_scene_cached_render(scene_path, out, &report);
+        if (rc == 0) {
+            printf(",\"rendered\":\"%s\"", render ? render : out);
+            if (report.seconds > 0) {
+                printf(",\"seconds\":%.3f,\"speech_dbfs\":%.2f,\"clipped\":%llu,\"noise_dbfs\":[",
+                       report.seconds, report.speech_dbfs, (unsigned long long)report.clipped);
+                int first = 1;
+                for (int i = 0; i < RS_SCENE_MAX_NOISES; i++)
+                    if (s.noise[i].line) {
+                        printf("%s%.2f", first ? "" : ",", report.noise_dbfs[i]);
+                        first = 0;
+                    }
+                printf("]");
+            }
+        }
     }
     printf("}\n");
     if (rc < 0)

@@ -33,6 +33,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from bench_analysis import lines  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doubletalk import lag_of, to16k as mono_to16k  # noqa: E402  (the same decimator and alignment)
 
 RATE = 48000
 C = 343.0
@@ -130,12 +132,14 @@ def prepare(work, bin_dir, voices):
         text, seconds = scene_text(spec, voices)
         with open(os.path.join(d, "room.scene"), "w") as f:
             f.write(text)
-        # into the cache the card reads (rendered now, not while roomd runs), with the responses
+        # into the cache the card reads (rendered now, not while roomd runs; the analysis reads
+        # the raw mics from there too), with the responses and the rendered levels
         info = json.loads(subprocess.run([tool, os.path.join(d, "room.scene"), "--irs", os.path.join(d, "irs")],
                                          check=True, capture_output=True, text=True).stdout)
+        os.symlink(info["rendered"], os.path.join(d, "mics.wav"))
         # the same room with the noise alone, at the level the full scene gave it (for MVDR)
         noise_text, _ = scene_text(spec, voices, with_talkers=False)
-        noise_text += f"noise1_dbfs = {info_noise_dbfs(tool, d)}\n"
+        noise_text += f"noise1_dbfs = {info['noise_dbfs'][0]:.2f}\n"
         with open(os.path.join(d, "noise.scene"), "w") as f:
             f.write(noise_text)
         subprocess.run([tool, os.path.join(d, "noise.scene"), "--render", os.path.join(d, "noise.wav")],
@@ -149,12 +153,6 @@ def prepare(work, bin_dir, voices):
         print(name, f"{seconds + 1.0:.1f}", far)
 
 
-def info_noise_dbfs(tool, d):
-    out = json.loads(subprocess.run([tool, os.path.join(d, "room.scene"), "--render", os.path.join(d, "mics.wav")],
-                                    check=True, capture_output=True, text=True).stdout)
-    return f"{out['noise_dbfs'][0]:.2f}"
-
-
 def xruns(room_dir):
     path = os.path.join(room_dir, "roomd.jsonl")
     s = next((l for l in lines(path) if l.get("summary")), None) if os.path.exists(path) else None
@@ -165,27 +163,11 @@ def xruns(room_dir):
 
 # ---- signal helpers ---------------------------------------------------------------------------
 
-_LOWPASS = None
-
-
 def to16k(x):
-    """48 kHz -> 16 kHz: windowed-sinc low-pass (7.6 kHz, 241 taps, Kaiser), every 3rd sample."""
-    global _LOWPASS
-    if _LOWPASS is None:
-        n = np.arange(241) - 120
-        h = np.sinc(2 * 7600 / RATE * n) * np.kaiser(241, 8.0)
-        _LOWPASS = h / h.sum()
+    """48 kHz -> 16 kHz (doubletalk.py's decimator), every column of a multi-channel signal."""
     if x.ndim == 2:
-        return np.stack([to16k(x[:, c]) for c in range(x.shape[1])], axis=1)
-    return np.convolve(x, _LOWPASS, mode="same")[::3]
-
-
-def lag_of(output, clean, max_lag):
-    n = min(len(output), len(clean))
-    size = 1 << int(math.ceil(math.log2(2 * n)))
-    spec = np.fft.rfft(output[:n], size) * np.conj(np.fft.rfft(clean[:n], size))
-    corr = np.fft.irfft(spec, size)[: max_lag + 1]
-    return int(np.argmax(corr))
+        return np.stack([mono_to16k(x[:, c]) for c in range(x.shape[1])], axis=1)
+    return mono_to16k(x)
 
 
 def scores(ref, out, span):

@@ -255,8 +255,9 @@ typedef struct rs_scene_report {
  * PCM16 WAV with one channel per mic. */
 int rs_scene_render(const rs_scene *s, const char *wav_path, rs_scene_report *report);
 /* The rendering of the scene file `path`, made once and kept beside it in .roomsim-cache/
- * (keyed by the scene, its sound files and RS_SCENE_VERSION): its path into out. */
-int rs_scene_cached_render(const char *path, char out[PATH_MAX]);
+ * (keyed by the scene, its sound files and RS_SCENE_VERSION): its path into out. `rendered`
+ * (may be NULL) gets the rendering's report when it was made now, zeros when it was cached. */
+int rs_scene_cached_render(const char *path, char out[PATH_MAX], rs_scene_report *rendered);
 
 /* ---- room.c -------------------------------------------------------------------------- */
 /* Linear clock of one stream: position(t) = base_pos + (t - base_ns) * rate_eff / 1e9. */
