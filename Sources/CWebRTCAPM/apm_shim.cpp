@@ -286,6 +286,12 @@ extern "C" rloc_t *rloc_create(int sample_rate, int mics, const float *mic_xyz, 
     return r;
 }
 
+extern "C" int rloc_geometry_problem(int mics, const float *mic_xyz, char *err, int err_len) {
+    const char *why = roomloc::geometry_problem(mics, mic_xyz);
+    if (why && err && err_len > 0) snprintf(err, (size_t)err_len, "%s", why);
+    return why ? 1 : 0;
+}
+
 extern "C" void rloc_destroy(rloc_t *r) {
     if (!r) return;
     roomloc::destroy(r->l);

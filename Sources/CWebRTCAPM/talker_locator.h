@@ -86,11 +86,10 @@ static void destroy(Locator *l) {
     free(l);
 }
 
-// Mic positions in metres (x y z per mic, board frame). NULL with a reason when the geometry
-// cannot tell directions around the whole circle.
-static Locator *create(int rate, int mics, const float *xyz, const char **why) {
-    *why = nullptr;
-    if (mics < 3 || mics > kMaxMics) { *why = "needs 3 to 8 microphones (2 cannot tell front from back)"; return nullptr; }
+// Why mics at these positions (x y z per mic, metres, board frame) cannot tell directions around
+// the whole circle, or nullptr when they can.
+static const char *geometry_problem(int mics, const float *xyz) {
+    if (mics < 3 || mics > kMaxMics) return "needs 3 to 8 microphones (2 cannot tell front from back)";
     // the mics must span an area in the horizontal plane (not all on one line)
     float area = 0;
     for (int a = 1; a < mics; a++)
@@ -99,7 +98,13 @@ static Locator *create(int rate, int mics, const float *xyz, const char **why) {
             float vx = xyz[b * 3] - xyz[0], vy = xyz[b * 3 + 1] - xyz[1];
             area = fmaxf(area, fabsf(ux * vy - uy * vx) / 2);
         }
-    if (area < 1e-5f) { *why = "the microphones lie on one line (or one point) in the horizontal plane: no direction around the circle"; return nullptr; }
+    if (area < 1e-5f) return "the microphones lie on one line (or one point) in the horizontal plane: no direction around the circle";
+    return nullptr;
+}
+
+// NULL with a reason when the geometry cannot tell directions (geometry_problem) or out of memory.
+static Locator *create(int rate, int mics, const float *xyz, const char **why) {
+    if ((*why = geometry_problem(mics, xyz))) return nullptr;
     Locator *l = (Locator *)calloc(1, sizeof(Locator));
     if (!l) { *why = "out of memory"; return nullptr; }
     l->rate = rate;

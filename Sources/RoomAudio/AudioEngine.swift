@@ -211,6 +211,8 @@ final class AudioLoop: @unchecked Sendable {
     /// The same, called through an unretained reference: a retain per block is cache-line
     /// traffic the loop avoids (engine.retains_per_frame went 0 -> 0.5 with `if let locator`).
     private let locatorEveryBlock: Unmanaged<TalkerLocator>?
+    /// The locator's change count as of the last `talkerChanged` event posted.
+    private var announcedTalkerChanges: UInt32 = 0
     private let encoder: OpusEncoderBox
     private let remotes: RemoteStreams
     private let outgoing: SPSCRing<MediaPacket>
@@ -657,8 +659,8 @@ final class AudioLoop: @unchecked Sendable {
         let tenths = Int((state.azimuth_deg * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)
         stats.talkerLocked.store(state.locked != 0, ordering: .relaxed)
-        if state.changes != locator.lastChanges {
-            locator.lastChanges = state.changes
+        if state.changes != announcedTalkerChanges {
+            announcedTalkerChanges = state.changes
             stats.talkerChanges.store(Int(state.changes), ordering: .relaxed)
             post(.talkerChanged(azimuthTenths: tenths))
         }

@@ -5,34 +5,24 @@ import CWebRTCAPM
 /// Confined to the audio thread; `process` allocates nothing.
 final class TalkerLocator {
     private let locator: OpaquePointer
-    var lastChanges: UInt32 = 0   // the engine's: changes it has announced
 
     /// Why this geometry cannot tell directions around the whole circle (fewer than 3 mics, all
     /// on one line), or nil when it can. roomd says so once at start and runs without a direction.
     static func problem(rate: Int, positions: [(Float, Float, Float)]) -> String? {
-        switch make(rate: rate, positions: positions) {
-        case .success(let handle): rloc_destroy(handle); return nil
-        case .failure(let error): return error.description
-        }
+        guard rate >= 8000, rate % 100 == 0 else { return "sample rate must be a multiple of 100 Hz, at least 8000" }
+        var err = [CChar](repeating: 0, count: 160)
+        let xyz = positions.flatMap { [$0.0, $0.1, $0.2] }
+        guard xyz.withUnsafeBufferPointer({ rloc_geometry_problem(Int32(positions.count), $0.baseAddress, &err, Int32(err.count)) }) != 0 else { return nil }
+        return String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     init?(rate: Int, positions: [(Float, Float, Float)]) {
-        guard case .success(let handle) = Self.make(rate: rate, positions: positions) else { return nil }
+        let xyz = positions.flatMap { [$0.0, $0.1, $0.2] }
+        guard let handle = xyz.withUnsafeBufferPointer({ rloc_create(Int32(rate), Int32(positions.count), $0.baseAddress, nil, 0) }) else { return nil }
         locator = handle
     }
 
     deinit { rloc_destroy(locator) }
-
-    private static func make(rate: Int, positions: [(Float, Float, Float)]) -> Result<OpaquePointer, AudioProcessorError> {
-        var xyz: [Float] = []
-        for p in positions { xyz += [p.0, p.1, p.2] }
-        var err = [CChar](repeating: 0, count: 160)
-        let handle = xyz.withUnsafeBufferPointer { rloc_create(Int32(rate), Int32(positions.count), $0.baseAddress, &err, Int32(err.count)) }
-        guard let handle else {
-            return .failure(AudioProcessorError(description: String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)))
-        }
-        return .success(handle)
-    }
 
     /// One 10 ms block of every mic. `listen`: the block may move the estimate.
     @inline(__always)

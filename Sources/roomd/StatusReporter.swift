@@ -48,6 +48,7 @@ final class StatusReporter {
         if settledEchoBase == nil && now.farEndActivePeriods >= Self.settledFarEndPeriods { settledEchoBase = now }
         if json {
             let resident = ResidentMemory.breakdown()
+            let talker = engine.stats.talker
             var fields: [(String, String)] = [
                 ("t", fixedDecimalText(elapsed, 2)), ("periods", "\(now.periods)"),
                 ("mic_dbfs", fixedDecimalText(Double(now.inputLevel), 1)), ("out_dbfs", fixedDecimalText(Double(now.outputLevel), 1)),
@@ -73,8 +74,8 @@ final class StatusReporter {
                 ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
                 ("opus_bitrate", engine.lossFeedback.applied.map { "\($0.bitrate)" } ?? "null"),
                 ("opus_layer", engine.stats.opusLayer.map { "\"\($0.name)\"" } ?? "null"),
-                ("talker_azimuth_deg", engine.stats.talker.map { fixedDecimalText($0.azimuthDegrees, 1) } ?? "null"),
-                ("talker_locked", engine.stats.talker.map { $0.locked ? "true" : "false" } ?? "false"),
+                ("talker_azimuth_deg", talker.map { fixedDecimalText($0.azimuthDegrees, 1) } ?? "null"),
+                ("talker_locked", talker?.locked == true ? "true" : "false"),
             ]
             if let session {
                 let st = session.statistics

@@ -98,6 +98,9 @@ typedef struct rloc rloc_t;
 /// blocks at sample_rate. NULL when the geometry cannot tell directions around the whole circle
 /// (fewer than 3 mics, or all on one line), with the reason in err.
 rloc_t *rloc_create(int sample_rate, int mics, const float *mic_xyz, char *err, int err_len);
+/// 1 with the reason in err when mics at mic_xyz cannot tell directions around the whole circle
+/// (what rloc_create refuses), 0 when they can. Allocates nothing.
+int rloc_geometry_problem(int mics, const float *mic_xyz, char *err, int err_len);
 void rloc_destroy(rloc_t *loc);
 /// One 10 ms block of the raw mics (one plane each). listen: whether this block may move the
 /// estimate (someone in the room talks and the far end is quiet). Allocates nothing.
