@@ -93,17 +93,11 @@ final class SimCardSceneTests: XCTestCase {
         let room = Room("scene = test.scene\necho = on\necho_delay_ms = 2\necho_gain_db = 0")
         let speaker = [0.07, 0.0, -0.03] // off-centre under the array: each mic is at its own distance
         writeScene(room, "rt60_ms = 300\nspeaker = \(speaker[0]) \(speaker[1]) \(speaker[2])")
-        let cap = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
-        let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
-        defer { cap.close(); play.close() }
         let impulseAt = 4800, total = 14400
-        var played = [Int16](repeating: 0, count: total + 960)
-        played[impulseAt] = 1000
-        let mics = captureWhilePlaying(cap, play, played: played, total: total)
-        let c = room.statusLine("capture"), p = room.statusLine("playback")
-        XCTAssertEqual(p["xruns"], "0")
-        let tc0 = Double(c["start_ns"] ?? "") ?? 0, tp0 = Double(p["start_ns"] ?? "") ?? 0
-        let x = (tc0 - tp0 - 2e6) * 48000 / 1e9
+        let run = try playImpulse(room, at: impulseAt, level: 1000, total: total)
+        let mics = run.mics
+        XCTAssertEqual(run.playback["xruns"], "0")
+        let x = run.speakerOffset(echoDelayMs: 2)
         let source = zip(Self.centre, speaker).map { $0 + $1 }
         for m in 0..<4 {
             let d = Self.distance(source, Self.micPosition(m))

@@ -265,15 +265,33 @@ final class PCM {
     func close() { snd_pcm_close(handle) }
 }
 
-/// Full duplex in lock-step: starts capture, primes playback with 960 frames of `played`, then
-/// reads 480 capture frames and writes the next 480 of `played` until `total` frames were read.
-/// Returns what the 4 (or `channels`) mics captured, interleaved.
-func captureWhilePlaying(_ cap: PCM, _ play: PCM, played: [Int16], total: Int, channels: Int = 4,
-                         file: StaticString = #filePath, line: UInt = #line) -> [Int16] {
+/// What the 4 mics captured while the speaker played an impulse, and the room's status after.
+struct ImpulseRun {
+    let mics: [Int16]                 // interleaved, 4 channels
+    let capture, playback: [String: String]
+    var captureStart: Double { Double(capture["start_ns"] ?? "") ?? 0 }
+    var playbackStart: Double { Double(playback["start_ns"] ?? "") ?? 0 }
+    /// How far capture frame j lies behind speaker sample j, in samples at 48 kHz: capture
+    /// sample j hears speaker sample round((tc0 + j/rate - delay - tp0) * rate).
+    func speakerOffset(echoDelayMs: Double) -> Double {
+        (captureStart - playbackStart - echoDelayMs * 1e6) * 48000 / 1e9
+    }
+}
+
+/// Full duplex in lock-step on the room's card: starts capture, primes playback with 960 frames,
+/// then reads 480 frames of 4 mics and writes the next 480 speaker frames (silence but one sample
+/// of `level` at `at`) until `total` frames were read.
+func playImpulse(_ room: Room, at: Int, level: Int16, total: Int,
+                 file: StaticString = #filePath, line: UInt = #line) throws -> ImpulseRun {
+    let cap = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
+    let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
+    defer { cap.close(); play.close() }
+    var played = [Int16](repeating: 0, count: total + 960)
+    played[at] = level
     XCTAssertEqual(snd_pcm_start(cap.handle), 0, file: file, line: line)
     XCTAssertEqual(play.write(played, frames: 960), 960, file: file, line: line)
     var written = 960, got = 0
-    var mics = [Int16](repeating: 0, count: total * channels)
+    var mics = [Int16](repeating: 0, count: total * 4)
     while got < total {
         let n = cap.read(&mics, frames: 480, at: got)
         XCTAssertEqual(n, 480, file: file, line: line)
@@ -282,5 +300,5 @@ func captureWhilePlaying(_ cap: PCM, _ play: PCM, played: [Int16], total: Int, c
         XCTAssertEqual(play.write(played, frames: 480, at: written), 480, file: file, line: line)
         written += 480
     }
-    return mics
+    return ImpulseRun(mics: mics, capture: room.statusLine("capture"), playback: room.statusLine("playback"))
 }

@@ -489,22 +489,14 @@ final class SimCardTests: XCTestCase {
             mic_delays = 0 5 11 3
             mic_gains = 1 0.5 0.25 0.8
             """)
-        let cap = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
-        let play = try PCM(SND_PCM_STREAM_PLAYBACK, channels: 1)
-        defer { cap.close(); play.close() }
-
         let impulseAt = 4800, total = 24000
-        var speaker = [Int16](repeating: 0, count: total + 960)
-        speaker[impulseAt] = 16000
-        let mics = captureWhilePlaying(cap, play, played: speaker, total: total)
-        let c = room.statusLine("capture"), p = room.statusLine("playback")
-        XCTAssertEqual(p["starts"], "1", "playback must not have restarted")
-        XCTAssertEqual(p["xruns"], "0")
-        let tc0 = Double(c["start_ns"] ?? "") ?? 0, tp0 = Double(p["start_ns"] ?? "") ?? 0
-        XCTAssertGreaterThan(tc0, 0)
-        XCTAssertGreaterThan(tp0, 0)
-        // capture sample j hears speaker sample round((tc0 + j/rate - delay - tp0) * rate)
-        let x = (tc0 - tp0 - 7.3e6) * 48000 / 1e9
+        let run = try playImpulse(room, at: impulseAt, level: 16000, total: total)
+        let mics = run.mics
+        XCTAssertEqual(run.playback["starts"], "1", "playback must not have restarted")
+        XCTAssertEqual(run.playback["xruns"], "0")
+        XCTAssertGreaterThan(run.captureStart, 0)
+        XCTAssertGreaterThan(run.playbackStart, 0)
+        let x = run.speakerOffset(echoDelayMs: 7.3)
         for m in 0..<4 {
             let expected = impulseAt + delays[m] - Int(x.rounded())
             var peak = 0
