@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/bench farfield: the room as a listener at the far end hears it (see farfield.sh).
 
-  farfield.py prepare WORK BIN VOICES_DIR   write every room's scene and room file, render them;
+  farfield.py prepare WORK BIN VOICES_DIR   write every room's scene and room file (those in
+                                            $FARFIELD_ROOMS when set), render them;
                                             prints "NAME SECONDS FAR_END_WAV|-" per room
   farfield.py xruns ROOMDIR                 xruns and device losses of the room's roomd run
   farfield.py analyze WORK NAME...          metric lines, one JSON object per line
@@ -126,7 +127,10 @@ def scene_text(spec, voices, with_talkers=True):
 
 def prepare(work, bin_dir, voices):
     tool = os.path.join(bin_dir, "roomsim-scene")
+    selected = os.environ.get("FARFIELD_ROOMS", "").split()
     for name, spec in ROOMS.items():
+        if selected and name not in selected:
+            continue
         d = os.path.join(work, "ff-" + name)
         os.makedirs(d, exist_ok=True)
         text, seconds = scene_text(spec, voices)

@@ -34,12 +34,10 @@ speech ff_de_m "$FF_DE" de
 speech ff_de_f "$FF_DE" de+f3
 speech ff_far_en "$FF_FAR" en-us+m3
 
-ff_select=" ${FARFIELD_ROOMS:-} "
 ff_specs=()
 while read -r name seconds far; do
-  [ "$ff_select" = "  " ] || [[ "$ff_select" == *" $name "* ]] || continue
   ff_specs+=("$name $seconds $far")
-done < <(python3 "$ROOT/scripts/bench.d/farfield.py" prepare "$WORK" "$BIN" "$WORK")
+done < <(python3 "$ROOT/scripts/bench.d/farfield.py" prepare "$WORK" "$BIN" "$WORK")  # FARFIELD_ROOMS selects
 [ ${#ff_specs[@]} -gt 0 ] || { echo "bench farfield: no room selected (FARFIELD_ROOMS='${FARFIELD_ROOMS:-}')" >&2; exit 2; }
 
 ff_run() { # ff_run NAME SECONDS FAR: one real-time roomd run in the room, in the background
