@@ -9,6 +9,7 @@
 #include "band_split.h"
 #include "kalman_aec.h"
 #include "talker_locator.h"
+#include "array_beam.h"
 
 struct rapm {
     webrtc::AudioProcessing *apm;
@@ -32,6 +33,10 @@ struct rapm {
     roomband::Channel *band_ch[8];
     float *low_in[8];           // decimated canceller output, fed to webrtc
     float *low_out[8];          // webrtc's output
+    // The array (config.array): the mics make one beam; the canceller and webrtc see it alone.
+    roombeam::Beam *beam;
+    float *beam_out;
+    const float *beam_in[1];
 };
 
 static void set_err(char *err, int len, const char *what, int code) {
@@ -57,6 +62,11 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     if (c->render_channels < 1 || c->render_channels > 2) { set_err(err, err_len, "render channels must be 1..2", -1); return nullptr; }
     bool beamform = c->beamform && c->capture_channels >= 2 && c->mic_xyz;
     if (c->beamform && !beamform) { set_err(err, err_len, "beamformer needs at least 2 microphones with positions", -1); return nullptr; }
+    bool array = c->array != 0;
+    if (array && (c->capture_channels < 2 || !c->mic_xyz)) { set_err(err, err_len, "array processing needs at least 2 microphones with positions", -1); return nullptr; }
+    if (array && beamform) { set_err(err, err_len, "array processing and webrtc's beamformer exclude each other", -1); return nullptr; }
+    // webrtc and the canceller see one channel (the beam) with the array
+    const int channels = array ? 1 : c->capture_channels;
 
     bool own_aec = c->echo_cancel && c->echo_canceller == 1;
     bool own_ns = own_aec && c->ns_in_canceller;
@@ -87,13 +97,24 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
         prm.ns_level = c->ns_level;
         a->far = (float *)calloc((size_t)a->frames, sizeof(float));
         if (!a->far) { set_err(err, err_len, "out of memory", -1); rapm_destroy(a); return nullptr; }
-        for (int i = 0; i < c->capture_channels; i++) {
-            a->kc[i] = roomaec::create(prm);
+        for (int i = 0; i < channels; i++) {
+            a->kc[i] = roomaec::create(prm, array ? roombeam::kBeams + 1 : 1);
             a->cleaned[i] = (float *)calloc((size_t)a->frames, sizeof(float));
             a->kc_count = i + 1;
             if (!a->kc[i] || !a->cleaned[i]) { set_err(err, err_len, "out of memory (echo canceller)", -1); rapm_destroy(a); return nullptr; }
             a->kc[i]->ns.on = own_ns && c->noise_suppress != 0;
+            a->kc[i]->derev.on = c->dereverb != 0;
         }
+        // without a direction the canceller serves mic 0 alone: the beam's last bank
+        if (array) roomaec::select_bank(a->kc[0], roombeam::kBeams);
+    }
+    if (array) {
+        // the canceller suppressor's frames, so the beam delays the mics as it delays the residual
+        const int H = a->frames, Nr = a->kc_count > 0 ? a->kc[0]->Nr : roomaec::next_pow2(4 * H) / 2;
+        a->beam = roombeam::create(c->sample_rate, c->capture_channels, c->mic_xyz, H, Nr, c->sample_rate / 500);
+        a->beam_out = (float *)calloc((size_t)H, sizeof(float));
+        if (!a->beam || !a->beam_out) { set_err(err, err_len, "out of memory (beam)", -1); rapm_destroy(a); return nullptr; }
+        a->beam_in[0] = a->beam_out;
     }
     // webrtc's rate: the card's, or 16 kHz behind roomd's canceller in low-band mode.
     int webrtc_rate = c->sample_rate;
@@ -104,15 +125,15 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
         webrtc_rate = 16000;
         a->low_frames = webrtc_rate / 100;
         roomband::design(&a->band);
-        for (int i = 0; i < c->capture_channels; i++) {
+        for (int i = 0; i < channels; i++) {
             a->band_ch[i] = (roomband::Channel *)calloc(1, sizeof(roomband::Channel));
             a->low_in[i] = (float *)calloc((size_t)a->low_frames, sizeof(float));
             a->low_out[i] = (float *)calloc((size_t)a->low_frames, sizeof(float));
             if (!a->band_ch[i] || !a->low_in[i] || !a->low_out[i]) { set_err(err, err_len, "out of memory (band split)", -1); rapm_destroy(a); return nullptr; }
         }
     }
-    a->capture_in = webrtc::StreamConfig(webrtc_rate, c->capture_channels);
-    a->capture_out = webrtc::StreamConfig(webrtc_rate, beamform ? 1 : c->capture_channels);
+    a->capture_in = webrtc::StreamConfig(webrtc_rate, channels);
+    a->capture_out = webrtc::StreamConfig(webrtc_rate, beamform ? 1 : channels);
     a->render = webrtc::StreamConfig(webrtc_rate, c->render_channels);
     webrtc::ProcessingConfig pc = {{a->capture_in, a->capture_out, a->render, a->render}};
     CHECK(a->apm->Initialize(pc), "Initialize");
@@ -168,6 +189,8 @@ extern "C" void rapm_destroy(rapm_t *a) {
         free(a->band_ch[i]); free(a->low_in[i]); free(a->low_out[i]);
     }
     free(a->far);
+    roombeam::destroy(a->beam);
+    free(a->beam_out);
     delete a->apm;
     delete a;
 }
@@ -193,6 +216,10 @@ extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
 
 extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *const *out, int delay_ms) {
     a->apm->set_stream_delay_ms(delay_ms < 0 ? 0 : delay_ms);
+    if (a->beam) {
+        roombeam::process(a->beam, mics, a->beam_out);
+        mics = a->beam_in;
+    }
     if (a->kc_count > 0) {
         for (int i = 0; i < a->kc_count; i++) roomaec::process(a->kc[i], a->far, mics[i], a->cleaned[i]);
         mics = a->cleaned;
@@ -209,6 +236,21 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
     if (a->kc_count > 0) a->echo = a->kc[0]->echo_present;
     else a->echo = a->apm->echo_cancellation()->is_enabled() && a->apm->echo_cancellation()->stream_has_echo() ? 1 : 0;
     return rc;
+}
+
+extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction) {
+    if (!a->beam) return;
+    const int b = has_direction ? roombeam::beam_for(a->beam, azimuth_deg) : roombeam::kBeams;
+    if (b == a->beam->current) return;
+    roombeam::steer(a->beam, b);
+    if (a->kc_count > 0) roomaec::select_bank(a->kc[0], b);
+}
+
+extern "C" int rapm_beam(const rapm_t *a, float *azimuth_deg) {
+    if (!a->beam || a->beam->current >= roombeam::kBeams) return 0;
+    float d = a->beam->current * 360.0f / roombeam::kBeams;
+    *azimuth_deg = d > 180 ? d - 360 : d;
+    return 1;
 }
 
 extern "C" int rapm_voice_detected(const rapm_t *a) { return a->voice; }
@@ -307,3 +349,32 @@ extern "C" void rloc_state(const rloc_t *r, rloc_state_t *s) {
     s->has_direction = r->l->has_direction;
     s->changes = r->l->changes;
 }
+
+// ---- the beam on its own ------------------------------------------------------------------------
+
+struct rbeam { roombeam::Beam *b; int frames; };
+
+extern "C" rbeam_t *rbeam_create(int sample_rate, int mics, const float *mic_xyz) {
+    if (sample_rate < 8000 || sample_rate % 100 != 0 || !mic_xyz) return nullptr;
+    const int H = sample_rate / 100;
+    roombeam::Beam *b = roombeam::create(sample_rate, mics, mic_xyz, H, roomaec::next_pow2(4 * H) / 2, sample_rate / 500);
+    rbeam_t *r = b ? new (std::nothrow) rbeam_t{b, H} : nullptr;
+    if (!r) roombeam::destroy(b);
+    return r;
+}
+
+extern "C" void rbeam_destroy(rbeam_t *r) {
+    if (!r) return;
+    roombeam::destroy(r->b);
+    delete r;
+}
+
+extern "C" void rbeam_steer(rbeam_t *r, float azimuth_deg) {
+    r->b->current = roombeam::kBeams;   // the nearest beam, whatever was in use
+    r->b->current = r->b->previous = roombeam::beam_for(r->b, azimuth_deg);
+    r->b->fade = 0;
+}
+
+extern "C" void rbeam_process(rbeam_t *r, const float *const *mics, float *out) { roombeam::process(r->b, mics, out); }
+
+extern "C" int rbeam_frames_per_block(const rbeam_t *r) { return r->frames; }

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "spectral_ns.h"
+#include "dereverb.h"
 
 // x86-64: the hot functions are also compiled for AVX2 and picked at load time (an ifunc), as the
 // baseline target has only 4-wide SSE2 vectors. AVX2 without FMA: no contraction, so the output
@@ -200,6 +201,27 @@ ROOMAEC_HOT static void irfft(RealFFT *f, const float *Xr, const float *Xi, floa
     for (int m = 0; m < h; m++) { x[2 * m] = f->zr[m] * s; x[2 * m + 1] = -f->zi[m] * s; }
 }
 
+// A low-delay analysis/synthesis pair for frames of Nr samples, hop H, output delay D: the
+// analysis window wa rises over Nr − D and falls over D; the product wa·ws rises over D, is 1
+// over H − D and falls over D at the end of the frame, so consecutive frames sum to 1 and the
+// output lags the input by D samples. Shared by the suppressor and the beam (array_beam.h), so
+// both delay the signal alike.
+static void lowdelay_windows(int Nr, int H, int D, float *wa, float *ws) {
+    int S = H + D, L = Nr - D;
+    for (int i = 0; i < L; i++) wa[i] = (float)sin(0.5 * M_PI * (i + 0.5) / L);
+    for (int i = 0; i < D; i++) wa[L + i] = (float)cos(0.5 * M_PI * (i + 0.5) / D);
+    for (int i = 0; i < Nr; i++) {
+        double prod = 0;
+        int j = i - (Nr - S);
+        if (j >= 0) {
+            if (j < D) { double r = sin(0.5 * M_PI * (j + 0.5) / D); prod = r * r; }
+            else if (j < S - D) prod = 1;
+            else { double r = sin(0.5 * M_PI * (j - (S - D) + 0.5) / D); prod = 1 - r * r; }
+        }
+        ws[i] = prod > 0 ? (float)(prod / wa[i]) : 0;
+    }
+}
+
 // ---- the canceller ----
 
 struct Params {
@@ -295,17 +317,34 @@ struct Canceller {
     long idle_pending;           // skipped blocks whose covariance drift is not applied yet
     long idle_blocks;            // blocks skipped so far (statistics, tests)
     NoiseSuppressor ns;          // noise gains in the suppressor's spectrum (spectral_ns.h)
+    Dereverb derev;              // dereverberation in the same spectrum (dereverb.h), off by default
+    // Filter banks (select_bank): with the array, the canceller works on the beam, and each
+    // direction the beam can point has an echo path of its own (the speaker sits in a different
+    // place relative to each beam's pattern). Each bank keeps its filter, covariance and schooling,
+    // so the beam moving to a talker it served before finds its echo path learnt, not a neighbour's.
+    int banks, bank;
+    float **bWr, **bWi, **bPc;   // per bank; Wr/Wi/Pc above point at the selected bank's
+    long *bFar;                  // far_blocks per bank
+    long *bLeft;                 // `blocks` when the bank was last left; −1: never used
+    long blocks;                 // blocks processed
 };
 
-#define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->Wr, a->Wi, a->Pc, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
+#define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
     a->Er, a->Ei, a->R, a->Psi, a->inv, a->Ur, a->Ui, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
 
 static void destroy(Canceller *a) {
     if (!a) return;
     fft_free(&a->fft); fft_free(&a->fftr);
     ns_free(&a->ns);
+    derev_free(&a->derev);
     float *bufs[] = ROOMAEC_BUFFERS(a);
     for (float *b : bufs) free(b);
+    for (int b = 0; b < a->banks; b++) {
+        if (a->bWr) free(a->bWr[b]);
+        if (a->bWi) free(a->bWi[b]);
+        if (a->bPc) free(a->bPc[b]);
+    }
+    free(a->bWr); free(a->bWi); free(a->bPc); free(a->bFar); free(a->bLeft);
     free(a);
 }
 
@@ -319,7 +358,8 @@ static float *zeros(size_t n) {
 
 static int next_pow2(int n) { int p = 1; while (p < n) p <<= 1; return p; }
 
-static Canceller *create(const Params &prm) {
+// banks: echo paths kept (select_bank), 1 without an array.
+static Canceller *create(const Params &prm, int banks = 1) {
     Canceller *a = (Canceller *)calloc(1, sizeof(Canceller));
     if (!a) return nullptr;
     a->prm = prm;
@@ -343,7 +383,20 @@ static Canceller *create(const Params &prm) {
     const size_t pk = (size_t)a->P * a->KS, pK = (size_t)a->P * a->KW;
     bool ok = fft_init(&a->fft, a->N) && fft_init(&a->fftr, a->Nr);
     a->xbuf = zeros(a->N); a->Xr = zeros(pk); a->Xi = zeros(pk);
-    a->Wr = zeros(pK); a->Wi = zeros(pK); a->Pc = zeros(pk);
+    a->banks = banks < 1 ? 1 : banks;
+    a->bWr = (float **)calloc((size_t)a->banks, sizeof(float *));
+    a->bWi = (float **)calloc((size_t)a->banks, sizeof(float *));
+    a->bPc = (float **)calloc((size_t)a->banks, sizeof(float *));
+    a->bFar = (long *)calloc((size_t)a->banks, sizeof(long));
+    a->bLeft = (long *)calloc((size_t)a->banks, sizeof(long));
+    ok = ok && a->bWr && a->bWi && a->bPc && a->bFar && a->bLeft;
+    for (int b = 0; ok && b < a->banks; b++) {
+        a->bWr[b] = zeros(pK); a->bWi[b] = zeros(pK); a->bPc[b] = zeros(pk);
+        ok = a->bWr[b] && a->bWi[b] && a->bPc[b];
+        for (size_t i = 0; ok && i < pk; i++) a->bPc[b][i] = prm.p0;
+        a->bLeft[b] = -1;
+    }
+    if (ok) { a->Wr = a->bWr[0]; a->Wi = a->bWi[0]; a->Pc = a->bPc[0]; }
     a->Yr = zeros(a->K); a->Yi = zeros(a->K); a->Ynr = zeros(a->Klin); a->Yni = zeros(a->Klin); a->Rn = zeros(a->Klin);
     a->Er = zeros(a->K); a->Ei = zeros(a->K);
     a->Ur = zeros(a->Klin + 2); a->Ui = zeros(a->Klin + 2);
@@ -351,34 +404,20 @@ static Canceller *create(const Params &prm) {
     a->rbuf = zeros(a->Nr); a->ola = zeros(a->Nr); a->wa = zeros(a->Nr); a->ws = zeros(a->Nr);
     a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
     ok = ns_init(&a->ns, a->Kr, prm.ns_level) && ok;
+    ok = derev_init(&a->derev, a->Kr, a->Nr, prm.rate, a->H) && ok;
     float *need[] = ROOMAEC_BUFFERS(a);
     for (float *b : need) ok = ok && b;
     if (!ok) { destroy(a); return nullptr; }
-    for (size_t i = 0; i < pk; i++) a->Pc[i] = prm.p0;
     a->dtf = 1;
     a->idle_skip = true;
     {
         const double t0 = 1 - 0.5 * a->H / a->N;   // in units of N: the middle of N − H … N
         a->wcr = (float)cos(2 * M_PI * t0); a->wci = (float)-sin(2 * M_PI * t0);
     }
-    // Low-delay analysis/synthesis pair: the product wa·ws rises over D, is 1 over H−D and falls
-    // over D at the end of the frame; consecutive frames (hop H) sum to 1, output delay D.
-    int Nr = a->Nr, H = a->H, D = a->D, S = H + D, L = Nr - D;
-    for (int i = 0; i < L; i++) a->wa[i] = (float)sin(0.5 * M_PI * (i + 0.5) / L);
-    for (int i = 0; i < D; i++) a->wa[L + i] = (float)cos(0.5 * M_PI * (i + 0.5) / D);
-    for (int i = 0; i < Nr; i++) {
-        double prod = 0;
-        int j = i - (Nr - S);
-        if (j >= 0) {
-            if (j < D) { double r = sin(0.5 * M_PI * (j + 0.5) / D); prod = r * r; }
-            else if (j < S - D) prod = 1;
-            else { double r = sin(0.5 * M_PI * (j - (S - D) + 0.5) / D); prod = 1 - r * r; }
-        }
-        a->ws[i] = prod > 0 ? (float)(prod / a->wa[i]) : 0;
-    }
+    lowdelay_windows(a->Nr, a->H, a->D, a->wa, a->ws);
     double w2 = 0;
-    for (int i = 0; i < Nr; i++) w2 += (double)a->wa[i] * a->wa[i];
-    a->c = (float)(w2 / H);
+    for (int i = 0; i < a->Nr; i++) w2 += (double)a->wa[i] * a->wa[i];
+    a->c = (float)(w2 / a->H);
     a->gmin = powf(10, prm.min_gain_db / 20);
     a->eps = powf(10, prm.leak_db / 10);
     for (int k = 0; k < a->Kr; k++) a->G[k] = 1;
@@ -590,6 +629,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     for (int k = from; k < KLr; k++) ghi += a->G[k];
     ghi = KLr > from ? ghi / (KLr - from) : 1;
     for (int k = KLr; k < Kro; k++) a->G[k] = ghi;
+    derev_apply(&a->derev, a->Fr, a->Fi, a->G, Kro);
     ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro);
     for (int k = 0; k < Kro; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
     for (int k = Kro; k < Kr; k++) { a->Fr[k] = 0; a->Fi[k] = 0; }
@@ -608,6 +648,68 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     if (a->far_active) a->far_blocks++;
     a->echo_present = a->far_active && echo_sum > 1e-9 * KLr;
     if (a->far_active) { a->in_energy += ein; a->out_energy += eout; }
+    a->blocks++;
+}
+
+// How much less sure of an echo path the canceller is when a bank first serves a direction,
+// starting from the filter of the direction it leaves: the covariance gains this share of the
+// filter's power, as if the path had changed by that much (−6 dB). The residual estimate grows
+// with it, so the suppressor holds the echo while the filter learns the new direction's path.
+static constexpr float kNewBankUncertainty = 0.25f;
+
+// Moves the canceller to bank b (the beam now points elsewhere). A bank used before takes up its
+// filter where it was left, its covariance drifted towards |W|² as the model's transition says
+// for the blocks it rested (the path may have changed meanwhile); a bank never used starts from
+// the bank left (a neighbouring direction's path is closer than none) with kNewBankUncertainty.
+// The next block's estimate from the older partitions is recomputed for the new filter.
+// Allocates nothing; costs about one block's update.
+static void select_bank(Canceller *a, int b) {
+    if (b == a->bank || b < 0 || b >= a->banks) return;
+    const int P = a->P, KS = a->KS, KW = a->KW, KL = a->KLa;
+    const float A2 = a->prm.transition * a->prm.transition;
+    auto drift = [&](float *wr, float *wi, float *pc, long n) {
+        if (n <= 0) return;
+        const float a2n = powf(A2, (float)n);
+        for (int p = 0; p < P; p++) {
+            const float *r = wr + (size_t)p * KW, *i = wi + (size_t)p * KW;
+            float *c = pc + (size_t)p * KS;
+            for (int k = 0; k < KL; k++) c[k] = a2n * c[k] + (1 - a2n) * (r[k] * r[k] + i[k] * i[k]);
+        }
+    };
+    drift(a->Wr, a->Wi, a->Pc, a->idle_pending);   // the idle blocks not yet applied
+    a->idle_pending = 0;
+    const int from = a->bank;
+    a->bFar[from] = a->far_blocks;
+    a->bLeft[from] = a->blocks;
+    a->bank = b;
+    a->Wr = a->bWr[b]; a->Wi = a->bWi[b]; a->Pc = a->bPc[b];
+    if (a->bLeft[b] < 0) {
+        const size_t pK = (size_t)P * KW, pk = (size_t)P * KS;
+        memcpy(a->Wr, a->bWr[from], sizeof(float) * pK);
+        memcpy(a->Wi, a->bWi[from], sizeof(float) * pK);
+        memcpy(a->Pc, a->bPc[from], sizeof(float) * pk);
+        for (int p = 0; p < P; p++) {
+            const float *r = a->Wr + (size_t)p * KW, *i = a->Wi + (size_t)p * KW;
+            float *c = a->Pc + (size_t)p * KS;
+            for (int k = 0; k < KL; k++) c[k] += kNewBankUncertainty * (r[k] * r[k] + i[k] * i[k]);
+        }
+        a->far_blocks = a->bFar[from];
+    } else {
+        drift(a->Wr, a->Wi, a->Pc, a->blocks - a->bLeft[b]);
+        a->far_blocks = a->bFar[b];
+    }
+    // What step 5 of the last block accumulated for this one, with the new filter.
+    for (int k = 0; k < KL; k++) { a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; }
+    for (int p = 1; p < P; p++) {
+        const Partition here = partition(a, p);
+        const size_t xprev = (size_t)((a->head + p + P - 1) % P) * KS;
+        const float *pr = a->Xr + xprev, *pi = a->Xi + xprev;
+        for (int k = 0; k < KL; k++) {
+            a->Ynr[k] += here.wr[k] * pr[k] - here.wi[k] * pi[k];
+            a->Yni[k] += here.wr[k] * pi[k] + here.wi[k] * pr[k];
+            a->Rn[k] += (pr[k] * pr[k] + pi[k] * pi[k]) * here.pc[k];
+        }
+    }
 }
 
 // The output band: what the codec sends, top_hz (0 or beyond the Nyquist frequency: all of it).
@@ -625,7 +727,8 @@ static void set_band(Canceller *a, float top_hz) {
     }
     if (kla < a->Kdt) kla = a->Kdt;   // the double-talk band stays (Kdt ≤ Klin)
     for (int k = a->KLa; k < kla; k++) {
-        for (int p = 0; p < a->P; p++) a->Pc[(size_t)p * a->KS + k] = a->prm.p0;
+        for (int b = 0; b < a->banks; b++)
+            for (int p = 0; p < a->P; p++) a->bPc[b][(size_t)p * a->KS + k] = a->prm.p0;
         a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; a->Psi[k] = 0;
     }
     a->KLa = kla;

@@ -310,17 +310,23 @@ final class AudioLoop: @unchecked Sendable {
         period = c.periodFrames
         block = c.blockFrames
         micCount = c.micChannels
-        // Without the beamformer the APM cleans mic 0 alone: processing all N mics would cost N
-        // echo cancellers (measured on the sim board: 7.3 % of a core for all four, 2.7 % for mic 0) for channels
-        // nobody uses, and averaging them would comb-filter off-axis talkers.
-        let beam = c.processing.beamform && c.micChannels >= 2 && c.micPositions.count == c.micChannels
+        // With roomd's array processing the mics make one beam, steered at the talker the locator
+        // finds, and one canceller works on it (keeping an echo path per beam). Without it (a
+        // one-mic board, `--disable array`, a geometry that cannot tell directions) the APM cleans
+        // mic 0 alone, unless webrtc's fixed beamformer is asked for: processing all N mics would
+        // cost N echo cancellers (measured on the sim board: 7.3 % of a core for all four, 2.7 %
+        // for mic 0) for channels nobody uses, and averaging them would comb-filter off-axis talkers.
+        let array = c.processing.array && c.micChannels >= 3 && c.micPositions.count == c.micChannels
+            && AudioEngine.talkerDirectionProblem(rate: c.rate, micPositions: c.micPositions) == nil
+        let beam = !array && c.processing.beamform && c.micChannels >= 2 && c.micPositions.count == c.micChannels
         var processing = c.processing
         Self.override(&processing.echoCanceller, from: EchoCanceller.environmentVariable, what: "a canceller")
         Self.override(&processing.noiseSuppressor, from: NoiseSuppressor.environmentVariable, what: "a noise suppressor")
         Self.override(&processing.webrtcBand, from: WebRTCBand.environmentVariable, what: "a band")
-        apm = try AudioProcessor(rate: c.rate, micChannels: beam ? c.micChannels : 1, renderChannels: 1,
-                                 micPositions: beam ? c.micPositions : [], settings: processing)
-        locator = c.processing.findTalker && c.micPositions.count == c.micChannels ? TalkerLocator(rate: c.rate, positions: c.micPositions) : nil
+        apm = try AudioProcessor(rate: c.rate, micChannels: beam || array ? c.micChannels : 1, renderChannels: 1,
+                                 micPositions: beam || array ? c.micPositions : [], settings: processing,
+                                 arrayProcessing: array)
+        locator = array ? TalkerLocator(rate: c.rate, positions: c.micPositions) : nil
         locatorEveryBlock = locator.map { Unmanaged.passUnretained($0) }
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
@@ -655,6 +661,7 @@ final class AudioLoop: @unchecked Sendable {
         let nearEndOverFarEnd = apm.doubleTalkFactor < Self.locatorDoubleTalkFactor
         locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd))
         let state = locator.state
+        apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0)
         guard state.has_direction != 0 else { return }
         let tenths = Int((state.azimuth_deg * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)

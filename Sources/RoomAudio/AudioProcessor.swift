@@ -76,9 +76,11 @@ public struct ProcessingSettings: Sendable, Equatable {
     /// 0 very low … 3 high likelihood of speech needed.
     public var vadLikelihood: Int32 = 2
     public var beamform = true
-    /// roomd's own array processing: the talker's direction (TalkerLocator), when the board's
-    /// geometry allows it (3 or more mics not on one line). `--disable array`.
-    public var findTalker = true
+    /// roomd's own array processing, when the board's geometry allows it (3 or more mics not on
+    /// one line): the talker's direction (TalkerLocator), a beam steered at them and, with
+    /// roomd's canceller, dereverberation of the beam (docs/audio-engine.md, "The beam").
+    /// `--disable array` (the chain is then mic 0's alone, as on a one-mic board).
+    public var array = true
     public var webrtcBand: WebRTCBand = .low
 
     public init() {}
@@ -97,9 +99,12 @@ public final class AudioProcessor {
     public let outputChannels: Int
     public let framesPerBlock: Int
     public let beamforming: Bool
+    /// roomd's array processing runs: all mics in, one beam on (`steer`).
+    public let arrayProcessing: Bool
 
     public init(rate: Int, micChannels: Int, renderChannels: Int = 1,
-                micPositions: [(Float, Float, Float)], settings: ProcessingSettings) throws(AudioProcessorError) {
+                micPositions: [(Float, Float, Float)], settings: ProcessingSettings,
+                arrayProcessing: Bool = false) throws(AudioProcessorError) {
         var c = rapm_config_t()
         c.sample_rate = Int32(rate)
         c.capture_channels = Int32(micChannels)
@@ -120,8 +125,11 @@ public final class AudioProcessor {
         c.agc_limiter = 1
         c.voice_detect = settings.voiceDetect ? 1 : 0
         c.vad_likelihood = settings.vadLikelihood
-        let useBeamformer = settings.beamform && micChannels >= 2 && micPositions.count == micChannels
+        let useArray = arrayProcessing && micChannels >= 2 && micPositions.count == micChannels
+        let useBeamformer = !useArray && settings.beamform && micChannels >= 2 && micPositions.count == micChannels
         c.beamform = useBeamformer ? 1 : 0
+        c.array = useArray ? 1 : 0
+        c.dereverb = useArray ? 1 : 0
         c.low_band = settings.webrtcBand == .low ? 1 : 0
         var xyz: [Float] = []
         for p in micPositions { xyz += [p.0, p.1, p.2] }
@@ -137,6 +145,7 @@ public final class AudioProcessor {
         self.rate = rate
         self.micChannels = micChannels
         self.beamforming = useBeamformer
+        self.arrayProcessing = useArray
         framesPerBlock = Int(rapm_frames_per_block(handle))
         outputChannels = Int(rapm_output_channels(handle))
     }
@@ -177,6 +186,19 @@ public final class AudioProcessor {
 
     /// Blocks roomd's canceller skipped that way so far (mic 0).
     public var cancellerIdleBlocks: Int { Int(rapm_canceller_idle_blocks(apm)) }
+
+    /// Points the beam at a talker (board-frame degrees), or at mic 0 alone without a direction.
+    /// On the audio thread between blocks; allocates nothing.
+    @inline(__always)
+    public func steer(azimuthDegrees: Float, hasDirection: Bool) {
+        rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0)
+    }
+
+    /// The beam's centre in board-frame degrees, nil while it is mic 0 alone.
+    public var beamAzimuthDegrees: Float? {
+        var d: Float = 0
+        return rapm_beam(apm, &d) != 0 ? d : nil
+    }
 
     public var voiceDetected: Bool { rapm_voice_detected(apm) != 0 }
     public var echoPresent: Bool { rapm_echo_present(apm) != 0 }

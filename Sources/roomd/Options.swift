@@ -250,7 +250,7 @@ enum ProcessingFeature: String, CaseIterable {
         case .vad: p.voiceDetect = false
         case .hpf: p.highPass = false
         case .beamformer: p.beamform = false
-        case .array: p.findTalker = false
+        case .array: p.array = false
         }
     }
 }

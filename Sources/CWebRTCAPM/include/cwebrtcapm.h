@@ -39,7 +39,14 @@ typedef struct {
                               // webrtc's HPF/NS/AGC/VAD on the band below 8 kHz at 16 kHz
                               // (band_split.h): no three-band split, same delay
 
-    const float *mic_xyz;     // capture_channels * 3 floats, metres; used when beamform
+    int array;                // 0/1: roomd's array processing (array_beam.h): the mics
+                              // (capture_channels, positions in mic_xyz) go through a beam
+                              // steered with rapm_steer, one channel on from there; with roomd's
+                              // canceller, it keeps one echo path per beam. Excludes beamform.
+    int dereverb;             // 0/1: dereverberation in roomd's canceller's suppressor
+                              // (dereverb.h); needs roomd's canceller, ignored without it
+
+    const float *mic_xyz;     // capture_channels * 3 floats, metres; used when beamform or array
 } rapm_config_t;
 
 /// Creates and configures an APM. On failure returns NULL and writes a reason to err.
@@ -65,6 +72,15 @@ int rapm_echo_present(const rapm_t *apm);
 /// while its error is what its echo estimate's uncertainty explains, small when the error stands
 /// far above it (a near-end talker over the far end, or an echo path that moved). 1 without it.
 float rapm_double_talk_factor(const rapm_t *apm);
+
+/// Points the array's beam (config.array) at a talker at azimuth_deg (board frame, as
+/// rloc_state reports), or back at mic 0 alone when has_direction is 0. A beam in use stays
+/// until the talker is clearly nearer another; a change fades over 30 ms. Between blocks, on the
+/// thread that processes capture; allocates nothing. No effect without the array.
+void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction);
+/// Where the beam points: 1 with its centre in *azimuth_deg, 0 while it is mic 0 alone (or
+/// there is no array).
+int rapm_beam(const rapm_t *apm, float *azimuth_deg);
 
 /// Switches noise suppression and gain control while running (the audio profile: music wants
 /// neither). Call on the thread that processes capture, between blocks. Returns 0 or an APM error.
@@ -114,6 +130,22 @@ typedef struct {
     unsigned changes;         // times the direction moved to a new talker (or was first found)
 } rloc_state_t;
 void rloc_state(const rloc_t *loc, rloc_state_t *state);
+
+// ---- the array's beam on its own (array_beam.h), for analysis off the audio thread ----------
+
+typedef struct rbeam rbeam_t;
+
+/// The beam roomd's array processing uses, for `mics` mics at mic_xyz (metres, board frame),
+/// 10 ms blocks at sample_rate: `roomctl selftest` measures with it what the array gains over
+/// mic 0. NULL for fewer than 2 or more than 8 mics, or out of memory.
+rbeam_t *rbeam_create(int sample_rate, int mics, const float *mic_xyz);
+void rbeam_destroy(rbeam_t *beam);
+/// Points the beam at azimuth_deg (board frame) at once, without the fade the engine uses.
+void rbeam_steer(rbeam_t *beam, float azimuth_deg);
+/// One 10 ms block of every mic (one plane each) → the beam's block (delayed by 2 ms).
+void rbeam_process(rbeam_t *beam, const float *const *mics, float *out);
+/// Samples per block at the beam's rate.
+int rbeam_frames_per_block(const rbeam_t *beam);
 
 #ifdef __cplusplus
 }

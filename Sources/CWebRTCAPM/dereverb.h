@@ -1,0 +1,188 @@
+// Dereverberation of the beam, in the spectrum of roomd's echo canceller's residual echo
+// suppressor (the same low-delay overlap-add as spectral_ns.h: no delay of its own). Chosen by
+// the offline causal study in scripts/study/farfield (REPORT.md, docs/audio-engine.md "The beam
+// and the dereverberation"): one-channel online WPE below 4 kHz, then late-reverberation
+// suppression. Included by kalman_aec.h; everything is allocated in derev_init.
+//
+// Per 10 ms block, on the residual spectrum E_k (bins k):
+//  1. Weighted prediction error (WPE, recursive least squares), bins below 4 kHz: the late
+//     reverberation in E_k(t) is predicted from the observations `kDelay` … `kDelay + kTaps − 1`
+//     blocks back and subtracted,
+//        e = x − gᴴ x̃,   x̃ = [x(t−3) … x(t−8)]
+//     with the RLS's weight 1/λ, λ = √(|x|²·|e|²) (the geometric mean of the observed and the
+//     dereverberated power: the study's best), floored 40 dB below its running mean; g and the
+//     inverse correlation P are updated every 2nd block (forgetting 0.995). Speech, whose
+//     structure changes within 30 ms, is not predictable from 30-80 ms ago; its reverberation is.
+//  2. Late-reverberation suppression (Lebart; Habets): the late reverberation's power is that of
+//     the signal Tl = 50 ms ago, decayed as a room with RT60 0.5 s decays, halved (κ = 0.5):
+//        λ_late(t) = κ·e^{−2δ·Tl}·S(t − Tl),   δ = 3·ln 10 / RT60,   S = 0.6·S + 0.4·|e|²
+//     and a decision-directed Wiener gain (β 0.9, floor −12 dB) is multiplied into the block's
+//     gains. A fixed RT60: the study found 0.5 s for every room within 0.02 PESQ / 0.006 STOI of
+//     the true one (0.3-0.8 s rooms).
+// Bins whose filter went non-finite or whose correlation grew without bound (digital silence
+// for minutes) start afresh: a bad bin costs a little reverberation, never a burst.
+#ifndef ROOMD_DEREVERB_H
+#define ROOMD_DEREVERB_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace roomaec {
+
+struct Dereverb {
+    static constexpr int kTaps = 6, kDelay = 3, kHistory = kDelay + kTaps;
+    static constexpr float kForget = 0.995f, kFloor = 1e-4f /* −40 dB */;
+    static constexpr float kLateMs = 50, kRT60 = 0.5f, kKappa = 0.5f, kMinGain = 0.251f /* −12 dB */;
+    int K;          // bins the gains cover (the suppressor's)
+    int Kw;         // bins WPE works on (below 4 kHz)
+    int Nl;         // blocks of the late reverberation's delay
+    float decay;    // κ·e^{−2δ·Tl}
+    long blocks;
+    bool on;
+    // WPE, per bin: P (kTaps² complex, row-major), g (kTaps), the last kHistory observations
+    // (ring, slot (head + j) % kHistory is j + 1 blocks back), the running mean power
+    float *Pr, *Pi, *gr, *gi, *hr, *hi, *pmean;
+    int head;
+    // late reverberation, per bin: smoothed power ring (Nl + 1 blocks), last cleaned power
+    float *S, *prev;
+    int shead;
+};
+
+static void derev_free(Dereverb *d) {
+    float *b[] = {d->Pr, d->Pi, d->gr, d->gi, d->hr, d->hi, d->pmean, d->S, d->prev};
+    for (float *p : b) free(p);
+    memset(d, 0, sizeof *d);
+}
+
+static void derev_reset_bin(Dereverb *d, int k) {
+    const int T = Dereverb::kTaps;
+    float *pr = d->Pr + (size_t)k * T * T, *pi = d->Pi + (size_t)k * T * T;
+    memset(pr, 0, sizeof(float) * T * T);
+    memset(pi, 0, sizeof(float) * T * T);
+    for (int i = 0; i < T; i++) pr[i * T + i] = 1;
+    memset(d->gr + (size_t)k * T, 0, sizeof(float) * T);
+    memset(d->gi + (size_t)k * T, 0, sizeof(float) * T);
+}
+
+// K bins of Nr-point spectra at `rate`, hop `hop` samples.
+static bool derev_init(Dereverb *d, int K, int Nr, int rate, int hop) {
+    memset(d, 0, sizeof *d);
+    d->K = K;
+    int kw = (int)(4000.0f * Nr / rate) + 1;
+    d->Kw = kw < K ? kw : K;
+    const float block_s = (float)hop / rate;
+    d->Nl = (int)lroundf(Dereverb::kLateMs / 1000 / block_s);
+    if (d->Nl < 1) d->Nl = 1;
+    const float delta = 3 * logf(10) / Dereverb::kRT60;
+    d->decay = Dereverb::kKappa * expf(-2 * delta * d->Nl * block_s);
+    const int T = Dereverb::kTaps, H = Dereverb::kHistory, W = d->Kw;
+    d->Pr = (float *)calloc((size_t)W * T * T, sizeof(float));
+    d->Pi = (float *)calloc((size_t)W * T * T, sizeof(float));
+    d->gr = (float *)calloc((size_t)W * T, sizeof(float));
+    d->gi = (float *)calloc((size_t)W * T, sizeof(float));
+    d->hr = (float *)calloc((size_t)W * H, sizeof(float));
+    d->hi = (float *)calloc((size_t)W * H, sizeof(float));
+    d->pmean = (float *)calloc((size_t)W, sizeof(float));
+    d->S = (float *)calloc((size_t)K * (d->Nl + 1), sizeof(float));
+    d->prev = (float *)calloc((size_t)K, sizeof(float));
+    if (!d->Pr || !d->Pi || !d->gr || !d->gi || !d->hr || !d->hi || !d->pmean || !d->S || !d->prev) { derev_free(d); return false; }
+    for (int k = 0; k < W; k++) derev_reset_bin(d, k);
+    return true;
+}
+
+// One bin's WPE step: x (this block's observation) → its dereverberated value.
+static inline void wpe_bin(Dereverb *d, int k, bool update, float &xr, float &xi) {
+    const int T = Dereverb::kTaps, H = Dereverb::kHistory;
+    float *pr = d->Pr + (size_t)k * T * T, *pi = d->Pi + (size_t)k * T * T;
+    float *gr = d->gr + (size_t)k * T, *gi = d->gi + (size_t)k * T;
+    const float *hr = d->hr + (size_t)k * H, *hi = d->hi + (size_t)k * H;
+    // x̃: blocks kDelay … kDelay + T − 1 back
+    float tr[Dereverb::kTaps], ti[Dereverb::kTaps];
+    float tx = 0;
+    for (int j = 0; j < T; j++) {
+        const int slot = (d->head + Dereverb::kDelay - 1 + j) % H;
+        tr[j] = hr[slot]; ti[j] = hi[slot];
+        tx += tr[j] * tr[j] + ti[j] * ti[j];
+    }
+    // e = x − gᴴ x̃
+    float pr_ = 0, pi_ = 0;
+    for (int j = 0; j < T; j++) { pr_ += gr[j] * tr[j] + gi[j] * ti[j]; pi_ += gr[j] * ti[j] - gi[j] * tr[j]; }
+    const float er = xr - pr_, ei = xi - pi_;
+    const float x2 = xr * xr + xi * xi, e2 = er * er + ei * ei;
+    const float p = sqrtf(x2 * e2);
+    d->pmean[k] = 0.99f * d->pmean[k] + 0.01f * p;
+    if (update && tx > 0 && p > 0) {
+        const float lam = fmaxf(p, Dereverb::kFloor * d->pmean[k]);
+        // u = P x̃, den = α λ + x̃ᴴ u, k = u / den, P = (P − k uᴴ) / α, g += k e*
+        float ur[Dereverb::kTaps], ui[Dereverb::kTaps];
+        float den = Dereverb::kForget * lam;
+        for (int i = 0; i < T; i++) {
+            float sr = 0, si = 0;
+            for (int j = 0; j < T; j++) {
+                const float ar = pr[i * T + j], ai = pi[i * T + j];
+                sr += ar * tr[j] - ai * ti[j]; si += ar * ti[j] + ai * tr[j];
+            }
+            ur[i] = sr; ui[i] = si;
+            den += tr[i] * sr + ti[i] * si;   // Re(x̃ᵢ* uᵢ); the sum is real for Hermitian P
+        }
+        const float inv = 1 / den, ia = 1 / Dereverb::kForget;
+        bool finite = isfinite(inv) && den > 0;
+        for (int i = 0; finite && i < T; i++) {
+            const float kr = ur[i] * inv, ki = ui[i] * inv;
+            // P_ij −= k_i u_j*, kept Hermitian by computing j ≥ i and mirroring
+            for (int j = i; j < T; j++) {
+                const float nr = (pr[i * T + j] - (kr * ur[j] + ki * ui[j])) * ia;
+                const float ni = (pi[i * T + j] - (ki * ur[j] - kr * ui[j])) * ia;
+                pr[i * T + j] = nr; pi[i * T + j] = ni;
+                pr[j * T + i] = nr; pi[j * T + i] = -ni;
+            }
+            pi[i * T + i] = 0;
+            gr[i] += kr * er + ki * ei;   // k e*
+            gi[i] += ki * er - kr * ei;
+        }
+        float trace = 0;
+        for (int i = 0; i < T; i++) trace += pr[i * T + i];
+        if (!finite || !isfinite(trace) || trace > 1e12f || !isfinite(gr[0] + gi[0])) derev_reset_bin(d, k);
+    }
+    xr = er; xi = ei;
+}
+
+// One block: the residual spectrum Fr/Fi (bins < count) is dereverberated in place and the late
+// reverberation's gain multiplied into G.
+static void derev_apply(Dereverb *d, float *Fr, float *Fi, float *G, int count) {
+    if (!d->on) return;
+    const int H = Dereverb::kHistory, K = count < d->K ? count : d->K;
+    const bool update = (d->blocks & 1) == 0;
+    // 1. WPE below 4 kHz; the history takes the observations before dereverberation.
+    const int newest = (d->head + H - 1) % H;   // becomes "1 block back" for the next block
+    for (int k = 0; k < d->Kw && k < K; k++) {
+        const float xr = Fr[k], xi = Fi[k];
+        wpe_bin(d, k, update, Fr[k], Fi[k]);
+        d->hr[(size_t)k * H + newest] = xr;
+        d->hi[(size_t)k * H + newest] = xi;
+    }
+    d->head = newest;
+    // 2. Late reverberation.
+    const int L = d->Nl + 1;
+    const int now = d->shead, old = (d->shead + 1) % L;   // old: Nl blocks back (written Nl blocks ago)
+    for (int k = 0; k < K; k++) {
+        const float y2 = Fr[k] * Fr[k] + Fi[k] * Fi[k];
+        const float s_prev = d->S[(size_t)((now + L - 1) % L) * d->K + k];
+        d->S[(size_t)now * d->K + k] = 0.6f * s_prev + 0.4f * y2;
+        const float late = d->decay * d->S[(size_t)old * d->K + k] + 1e-20f;
+        const float post = y2 / late - 1;
+        float xi = 0.9f * d->prev[k] / late + 0.1f * (post > 0 ? post : 0);
+        if (xi < 0.00316f) xi = 0.00316f;   // −25 dB
+        float g = xi / (1 + xi);
+        if (g < Dereverb::kMinGain) g = Dereverb::kMinGain;
+        d->prev[k] = g * g * y2;
+        G[k] *= g;
+    }
+    d->shead = old;
+    d->blocks++;
+}
+
+}  // namespace roomaec
+
+#endif
