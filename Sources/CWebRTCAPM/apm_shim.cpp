@@ -36,6 +36,7 @@ struct rapm {
     // The array (config.array): the mics make one beam; the canceller and webrtc see it alone.
     roombeam::Beam *beam;
     float *beam_out;
+    float *map_r, *map_i;       // K: echo path factor from the bank left to a new one (select_bank)
     const float *beam_in[1];
 };
 
@@ -104,6 +105,8 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
             if (!a->kc[i] || !a->cleaned[i]) { set_err(err, err_len, "out of memory (echo canceller)", -1); rapm_destroy(a); return nullptr; }
             a->kc[i]->ns.on = own_ns && c->noise_suppress != 0;
             a->kc[i]->derev.on = c->dereverb != 0;
+            a->kc[i]->derev.wpe = (c->dereverb & 1) != 0;
+            a->kc[i]->derev.late = (c->dereverb & 2) != 0;
         }
         // without a direction the canceller serves mic 0 alone: the beam's last bank
         if (array) roomaec::select_bank(a->kc[0], roombeam::kBeams);
@@ -113,7 +116,10 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
         const int H = a->frames, Nr = a->kc_count > 0 ? a->kc[0]->Nr : roomaec::next_pow2(4 * H) / 2;
         a->beam = roombeam::create(c->sample_rate, c->capture_channels, c->mic_xyz, H, Nr, c->sample_rate / 500);
         a->beam_out = (float *)calloc((size_t)H, sizeof(float));
-        if (!a->beam || !a->beam_out) { set_err(err, err_len, "out of memory (beam)", -1); rapm_destroy(a); return nullptr; }
+        const int K = a->kc_count > 0 ? a->kc[0]->K : 1;
+        a->map_r = (float *)calloc((size_t)K, sizeof(float));
+        a->map_i = (float *)calloc((size_t)K, sizeof(float));
+        if (!a->beam || !a->beam_out || !a->map_r || !a->map_i) { set_err(err, err_len, "out of memory (beam)", -1); rapm_destroy(a); return nullptr; }
         a->beam_in[0] = a->beam_out;
     }
     // webrtc's rate: the card's, or 16 kHz behind roomd's canceller in low-band mode.
@@ -190,7 +196,7 @@ extern "C" void rapm_destroy(rapm_t *a) {
     }
     free(a->far);
     roombeam::destroy(a->beam);
-    free(a->beam_out);
+    free(a->beam_out); free(a->map_r); free(a->map_i);
     delete a->apm;
     delete a;
 }
@@ -238,12 +244,35 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
     return rc;
 }
 
-extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction) {
+// How much less sure the canceller is of a new beam's echo path when it was mapped from the one
+// it leaves through the learnt relative transfer functions (the mapping leaves out the room's
+// late reverberation, which differs per mic beyond what one factor per bin says).
+static constexpr float kMappedBankUncertainty = 0.05f;
+
+extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone) {
     if (!a->beam) return;
+    a->beam->learn_echo = echo_alone != 0;
     const int b = has_direction ? roombeam::beam_for(a->beam, azimuth_deg) : roombeam::kBeams;
     if (b == a->beam->current) return;
+    const int from = a->beam->current;
     roombeam::steer(a->beam, b);
-    if (a->kc_count > 0) roomaec::select_bank(a->kc[0], b);
+    if (a->kc_count == 0) return;
+    roomaec::Canceller *k = a->kc[0];
+    if (k->bLeft[b] >= 0 || a->beam->echo_blocks < 30) { roomaec::select_bank(k, b); return; }
+    // A beam not served before: its echo path from the left one's through the relative transfer
+    // functions, per bin of the filter (the beam's grid has half the bins: nearest).
+    const int Kr = a->beam->Kr, step = k->N / k->Nr;
+    for (int kk = 0; kk < k->K; kk++) {
+        int kb = (kk + step / 2) / step;
+        if (kb >= Kr) kb = Kr - 1;
+        float nr, ni, fr, fi;
+        roombeam::echo_gain(a->beam, b, kb, &nr, &ni);
+        roombeam::echo_gain(a->beam, from, kb, &fr, &fi);
+        const float den = fmaxf(fr * fr + fi * fi, 0.01f);
+        a->map_r[kk] = (nr * fr + ni * fi) / den;   // new · conj(from) / |from|²
+        a->map_i[kk] = (ni * fr - nr * fi) / den;
+    }
+    roomaec::select_bank(k, b, a->map_r, a->map_i, kMappedBankUncertainty);
 }
 
 extern "C" int rapm_beam(const rapm_t *a, float *azimuth_deg) {
@@ -340,7 +369,23 @@ extern "C" void rloc_destroy(rloc_t *r) {
     delete r;
 }
 
-extern "C" void rloc_process(rloc_t *r, const float *const *mics, int listen) { roomloc::process(r->l, mics, listen); }
+extern "C" void rloc_process(rloc_t *r, const float *const *mics, rloc_mode_t mode, int far_active, const float *near_share) {
+    roomloc::process(r->l, mics, (int)mode, far_active, near_share);
+}
+
+extern "C" int rloc_echo_direction(const rloc_t *r, float *azimuth_deg) {
+    if (r->l->echo_dir < 0) return 0;
+    *azimuth_deg = roomloc::wrap_deg(r->l->echo_dir * 360.0f / roomloc::kDirections);
+    return 1;
+}
+
+extern "C" int rloc_bins(const rloc_t *r) { return r->l->N / 2 + 1; }
+
+extern "C" const float *rapm_near_share(const rapm_t *a, int *bins) {
+    if (a->kc_count == 0) { *bins = 0; return nullptr; }
+    *bins = a->kc[0]->Kr;
+    return a->kc[0]->near_share;
+}
 
 extern "C" void rloc_state(const rloc_t *r, rloc_state_t *s) {
     s->azimuth_deg = r->l->azimuth_deg;

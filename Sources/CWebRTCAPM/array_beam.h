@@ -50,12 +50,20 @@ struct Beam {
     float *ola, *rt;
     int current, previous, fade;              // fade: blocks of the fade still to come
     float current_deg;
+    // The echo's relative transfer from mic 0 to each mic, learnt while the far end plays alone
+    // (learn_echo): smoothed cross-spectra X_m·X_0* and |X_0|². With it, the echo path a beam
+    // hears is the mic-0 path times Σ_m conj(w_m)·RTF_m per bin (echo_gain), which is how the
+    // canceller starts a beam it has not served before (kalman_aec.h, select_bank).
+    float *cr[kMaxMics], *ci[kMaxMics], *p00;
+    int learn_echo;
+    long echo_blocks;
 };
 
 static void destroy(Beam *b) {
     if (!b) return;
     roomaec::fft_free(&b->fft);
-    for (int m = 0; m < kMaxMics; m++) { free(b->hist[m]); free(b->Xr[m]); free(b->Xi[m]); }
+    for (int m = 0; m < kMaxMics; m++) { free(b->hist[m]); free(b->Xr[m]); free(b->Xi[m]); free(b->cr[m]); free(b->ci[m]); }
+    free(b->p00);
     free(b->wa); free(b->ws); free(b->frame); free(b->wr); free(b->wi);
     free(b->Yr); free(b->Yi); free(b->ola); free(b->rt);
     free(b);
@@ -112,11 +120,13 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
     b->wr = (float *)calloc(table, sizeof(float)); b->wi = (float *)calloc(table, sizeof(float));
     b->Yr = (float *)calloc(Kr, sizeof(float)); b->Yi = (float *)calloc(Kr, sizeof(float));
     b->ola = (float *)calloc(Nr, sizeof(float)); b->rt = (float *)calloc(Nr, sizeof(float));
-    ok = ok && b->wa && b->ws && b->frame && b->wr && b->wi && b->Yr && b->Yi && b->ola && b->rt;
+    b->p00 = (float *)calloc(Kr, sizeof(float));
+    ok = ok && b->wa && b->ws && b->frame && b->wr && b->wi && b->Yr && b->Yi && b->ola && b->rt && b->p00;
     for (int m = 0; ok && m < mics; m++) {
         b->hist[m] = (float *)calloc(Nr, sizeof(float));
         b->Xr[m] = (float *)calloc(Kr, sizeof(float)); b->Xi[m] = (float *)calloc(Kr, sizeof(float));
-        ok = b->hist[m] && b->Xr[m] && b->Xi[m];
+        b->cr[m] = (float *)calloc(Kr, sizeof(float)); b->ci[m] = (float *)calloc(Kr, sizeof(float));
+        ok = b->hist[m] && b->Xr[m] && b->Xi[m] && b->cr[m] && b->ci[m];
     }
     if (!ok) { destroy(b); return nullptr; }
     roomaec::lowdelay_windows(Nr, H, D, b->wa, b->ws);
@@ -188,6 +198,22 @@ static void steer(Beam *b, int beam) {
     b->fade = kFadeBlocks;
 }
 
+// How beam `beam` hears the echo relative to mic 0 at bin k: Σ_m conj(w_m)·RTF_m. 1 before the
+// far end has been heard alone for ~0.3 s (no transfer learnt: the beam is taken to hear it as
+// mic 0 does). 
+static inline void echo_gain(const Beam *b, int beam, int k, float *gr, float *gi) {
+    if (b->echo_blocks < 30 || b->p00[k] <= 0) { *gr = 1; *gi = 0; return; }
+    const size_t base = (size_t)beam * b->mics * b->Kr + k;
+    float sr = b->wr[base], si = b->wi[base];   // mic 0: RTF 1
+    const float inv = 1 / b->p00[k];
+    for (int m = 1; m < b->mics; m++) {
+        const float rr = b->cr[m][k] * inv, ri = b->ci[m][k] * inv;
+        const float wr = b->wr[base + (size_t)m * b->Kr], wi = b->wi[base + (size_t)m * b->Kr];
+        sr += wr * rr - wi * ri; si += wr * ri + wi * rr;
+    }
+    *gr = sr; *gi = si;
+}
+
 // Y += gain · (beam's weights)·X
 static inline void add_beam(Beam *b, int beam, float gain) {
     const int Kr = b->Kr;
@@ -210,6 +236,20 @@ static void process(Beam *b, const float *const *mics, float *out) {
         memcpy(b->hist[m] + Nr - H, mics[m], sizeof(float) * H);
         for (int i = 0; i < Nr; i++) b->frame[i] = b->hist[m][i] * b->wa[i];
         roomaec::rfft(&b->fft, b->frame, b->Xr[m], b->Xi[m]);
+    }
+    if (b->learn_echo) {
+        const float a = 0.98f;   // ~0.5 s of far end alone
+        const float *x0r = b->Xr[0], *x0i = b->Xi[0];
+        for (int m = 1; m < b->mics; m++) {
+            const float *xr = b->Xr[m], *xi = b->Xi[m];
+            float *cr = b->cr[m], *ci = b->ci[m];
+            for (int k = 0; k < b->Kr; k++) {
+                cr[k] = a * cr[k] + (1 - a) * (xr[k] * x0r[k] + xi[k] * x0i[k]);
+                ci[k] = a * ci[k] + (1 - a) * (xi[k] * x0r[k] - xr[k] * x0i[k]);
+            }
+        }
+        for (int k = 0; k < b->Kr; k++) b->p00[k] = a * b->p00[k] + (1 - a) * (x0r[k] * x0r[k] + x0i[k] * x0i[k]);
+        b->echo_blocks++;
     }
     memset(b->Yr, 0, sizeof(float) * b->Kr);
     memset(b->Yi, 0, sizeof(float) * b->Kr);

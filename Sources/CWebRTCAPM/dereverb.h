@@ -40,6 +40,7 @@ struct Dereverb {
     float decay;    // κ·e^{−2δ·Tl}
     long blocks;
     bool on;
+    bool wpe, late;     // the two stages (both by default; ROOMD_DEREVERB measures each alone)
     // WPE, per bin: P (kTaps² complex, row-major), g (kTaps), the last kHistory observations
     // (ring, slot (head + j) % kHistory is j + 1 blocks back), the running mean power
     float *Pr, *Pi, *gr, *gi, *hr, *hi, *pmean;
@@ -88,6 +89,7 @@ static bool derev_init(Dereverb *d, int K, int Nr, int rate, int hop) {
     d->prev = (float *)calloc((size_t)K, sizeof(float));
     if (!d->Pr || !d->Pi || !d->gr || !d->gi || !d->hr || !d->hi || !d->pmean || !d->S || !d->prev) { derev_free(d); return false; }
     for (int k = 0; k < W; k++) derev_reset_bin(d, k);
+    d->wpe = d->late = true;
     return true;
 }
 
@@ -156,13 +158,14 @@ static void derev_apply(Dereverb *d, float *Fr, float *Fi, float *G, int count) 
     const bool update = (d->blocks & 1) == 0;
     // 1. WPE below 4 kHz; the history takes the observations before dereverberation.
     const int newest = (d->head + H - 1) % H;   // becomes "1 block back" for the next block
-    for (int k = 0; k < d->Kw && k < K; k++) {
+    for (int k = 0; d->wpe && k < d->Kw && k < K; k++) {
         const float xr = Fr[k], xi = Fi[k];
         wpe_bin(d, k, update, Fr[k], Fi[k]);
         d->hr[(size_t)k * H + newest] = xr;
         d->hi[(size_t)k * H + newest] = xi;
     }
     d->head = newest;
+    if (!d->late) { d->blocks++; return; }
     // 2. Late reverberation.
     const int L = d->Nl + 1;
     const int now = d->shead, old = (d->shead + 1) % L;   // old: Nl blocks back (written Nl blocks ago)

@@ -318,6 +318,11 @@ struct Canceller {
     long idle_blocks;            // blocks skipped so far (statistics, tests)
     NoiseSuppressor ns;          // noise gains in the suppressor's spectrum (spectral_ns.h)
     Dereverb derev;              // dereverberation in the same spectrum (dereverb.h), off by default
+    // Per bin of the suppressor's grid (Kr): the share of this block's mic power that is not the
+    // echo estimate, |E|² / (|E|² + |Ŷ|²·H/N) — near 1 where the room (a talker, noise) dominates
+    // the mic, near 0 where the speaker's echo does. The talker locator steers with it, so the
+    // speaker's echo during double talk does not pull the direction to the speaker.
+    float *near_share;
     // Filter banks (select_bank): with the array, the canceller works on the beam, and each
     // direction the beam can point has an echo path of its own (the speaker sits in a different
     // place relative to each beam's pattern). Each bank keeps its filter, covariance and schooling,
@@ -330,7 +335,8 @@ struct Canceller {
 };
 
 #define ROOMAEC_BUFFERS(a) {a->xbuf, a->Xr, a->Xi, a->Yr, a->Yi, a->Ynr, a->Yni, a->Rn, \
-    a->Er, a->Ei, a->R, a->Psi, a->inv, a->Ur, a->Ui, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt}
+    a->Er, a->Ei, a->R, a->Psi, a->inv, a->Ur, a->Ui, a->tbuf, a->err, a->rbuf, a->ola, a->wa, a->ws, a->G, a->Fr, a->Fi, a->rt, \
+    a->near_share}
 
 static void destroy(Canceller *a) {
     if (!a) return;
@@ -403,6 +409,7 @@ static Canceller *create(const Params &prm, int banks = 1) {
     a->R = zeros(a->Klin); a->Psi = zeros(a->Klin); a->inv = zeros(a->Klin); a->tbuf = zeros(a->N); a->err = zeros(a->H);
     a->rbuf = zeros(a->Nr); a->ola = zeros(a->Nr); a->wa = zeros(a->Nr); a->ws = zeros(a->Nr);
     a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
+    a->near_share = zeros(a->Kr);
     ok = ns_init(&a->ns, a->Kr, prm.ns_level) && ok;
     ok = derev_init(&a->derev, a->Kr, a->Nr, prm.rate, a->H) && ok;
     float *need[] = ROOMAEC_BUFFERS(a);
@@ -420,7 +427,7 @@ static Canceller *create(const Params &prm, int banks = 1) {
     a->c = (float)(w2 / a->H);
     a->gmin = powf(10, prm.min_gain_db / 20);
     a->eps = powf(10, prm.leak_db / 10);
-    for (int k = 0; k < a->Kr; k++) a->G[k] = 1;
+    for (int k = 0; k < a->Kr; k++) { a->G[k] = 1; a->near_share[k] = 1; }
     return a;
 }
 
@@ -484,6 +491,16 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     memset(a->tbuf, 0, sizeof(float) * (N - H));
     memcpy(a->tbuf + N - H, e, sizeof(float) * H);
     rfft(&a->fft, a->tbuf, a->Er, a->Ei);
+    {
+        const int step = N / a->Nr;
+        for (int k = 0; k < a->Kr; k++) {
+            const int kk = k * step;
+            if (kk >= KL) { a->near_share[k] = 1; continue; }
+            const float e2 = a->Er[kk] * a->Er[kk] + a->Ei[kk] * a->Ei[kk];
+            const float y2 = (a->Yr[kk] * a->Yr[kk] + a->Yi[kk] * a->Yi[kk]) * hn;
+            a->near_share[k] = e2 / (e2 + y2 + 1e-20f);
+        }
+    }
     // 4. Error power, double-talk factor, the gain's common factor.
     double sumR = 0, sumE = 0;
     const float al = a->prm.alpha;
@@ -663,7 +680,12 @@ static constexpr float kNewBankUncertainty = 0.25f;
 // the bank left (a neighbouring direction's path is closer than none) with kNewBankUncertainty.
 // The next block's estimate from the older partitions is recomputed for the new filter.
 // Allocates nothing; costs about one block's update.
-static void select_bank(Canceller *a, int b) {
+// map (optional): per bin of the filter (K), the complex factor from the left bank's echo path to
+// the new one's, to start a never-used bank from (the array's relative transfer functions: the
+// new beam hears the speaker through the same room, differently weighted per mic); nullptr: a
+// plain copy.
+static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const float *map_i = nullptr,
+                        float uncertainty = kNewBankUncertainty) {
     if (b == a->bank || b < 0 || b >= a->banks) return;
     const int P = a->P, KS = a->KS, KW = a->KW, KL = a->KLa;
     const float A2 = a->prm.transition * a->prm.transition;
@@ -689,9 +711,16 @@ static void select_bank(Canceller *a, int b) {
         memcpy(a->Wi, a->bWi[from], sizeof(float) * pK);
         memcpy(a->Pc, a->bPc[from], sizeof(float) * pk);
         for (int p = 0; p < P; p++) {
-            const float *r = a->Wr + (size_t)p * KW, *i = a->Wi + (size_t)p * KW;
+            float *r = a->Wr + (size_t)p * KW, *i = a->Wi + (size_t)p * KW;
             float *c = a->Pc + (size_t)p * KS;
-            for (int k = 0; k < KL; k++) c[k] += kNewBankUncertainty * (r[k] * r[k] + i[k] * i[k]);
+            if (map_r) {
+                for (int k = 0; k < a->K; k++) {
+                    const float wr = r[k], wi = i[k];
+                    r[k] = wr * map_r[k] - wi * map_i[k];
+                    i[k] = wr * map_i[k] + wi * map_r[k];
+                }
+            }
+            for (int k = 0; k < KL; k++) c[k] += uncertainty * (r[k] * r[k] + i[k] * i[k]);
         }
         a->far_blocks = a->bFar[from];
     } else {

@@ -211,6 +211,9 @@ final class AudioLoop: @unchecked Sendable {
     /// The same, called through an unretained reference: a retain per block is cache-line
     /// traffic the loop avoids (engine.retains_per_frame went 0 -> 0.5 with `if let locator`).
     private let locatorEveryBlock: Unmanaged<TalkerLocator>?
+    /// roomd's canceller's per-bin share of the mic power that is not echo (lives as long as `apm`),
+    /// handed to the locator so the speaker's echo does not steer it during double talk.
+    private let nearShare: UnsafePointer<Float>?
     /// The locator's change count as of the last `talkerChanged` event posted.
     private var announcedTalkerChanges: UInt32 = 0
     private let encoder: OpusEncoderBox
@@ -323,10 +326,12 @@ final class AudioLoop: @unchecked Sendable {
         Self.override(&processing.echoCanceller, from: EchoCanceller.environmentVariable, what: "a canceller")
         Self.override(&processing.noiseSuppressor, from: NoiseSuppressor.environmentVariable, what: "a noise suppressor")
         Self.override(&processing.webrtcBand, from: WebRTCBand.environmentVariable, what: "a band")
+        Self.override(&processing.dereverberation, from: Dereverberation.environmentVariable, what: "a dereverberation")
         apm = try AudioProcessor(rate: c.rate, micChannels: beam || array ? c.micChannels : 1, renderChannels: 1,
                                  micPositions: beam || array ? c.micPositions : [], settings: processing,
                                  arrayProcessing: array)
         locator = array ? TalkerLocator(rate: c.rate, positions: c.micPositions) : nil
+        if let locator, let share = apm.nearShare, share.bins == locator.bins { nearShare = share.pointer } else { nearShare = nil }
         locatorEveryBlock = locator.map { Unmanaged.passUnretained($0) }
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
@@ -652,6 +657,9 @@ final class AudioLoop: @unchecked Sendable {
     /// far end: the locator listens then too (farfield double-talk room: lock-on 585 -> 85 ms;
     /// 0.2 and 0.4 added false directions before the talker spoke, 0.1 none).
     static let locatorDoubleTalkFactor: Float = 0.1
+    /// Above this factor the canceller's error is what its own uncertainty explains: the far end
+    /// plays alone, and the locator learns where its echo comes from (to mask it in double talk).
+    static let locatorEchoAloneFactor: Float = 0.5
 
     /// The talker's direction from this block's raw mics: only a block with voice moves it, and
     /// while the far end plays only when the canceller sees the room talking over it (the
@@ -659,9 +667,11 @@ final class AudioLoop: @unchecked Sendable {
     private func locate(_ locator: TalkerLocator, voice: Bool) {
         let farEndQuiet = playbackMeter.lastRMSDBFS <= config.farEndActiveThresholdDBFS
         let nearEndOverFarEnd = apm.doubleTalkFactor < Self.locatorDoubleTalkFactor
-        locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd))
+        let echoAlone = !farEndQuiet && apm.doubleTalkFactor > Self.locatorEchoAloneFactor
+        locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd),
+                        echoAlone: echoAlone, farEndActive: !farEndQuiet, nearShare: nearShare)
         let state = locator.state
-        apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0)
+        apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0, echoAlone: echoAlone)
         guard state.has_direction != 0 else { return }
         let tenths = Int((state.azimuth_deg * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)

@@ -49,6 +49,19 @@ public enum WebRTCBand: String, Sendable, Equatable, CaseIterable {
     public static let environmentVariable = "ROOMD_WEBRTC_BAND"
 }
 
+/// Which stages of the dereverberation run with the array (dereverb.h).
+public enum Dereverberation: String, Sendable, Equatable, CaseIterable {
+    /// WPE below 4 kHz, then late-reverberation suppression (the default).
+    case both
+    /// Each stage alone, or neither: for measurement.
+    case wpe, late, off
+
+    var mask: Int32 { self == .both ? 3 : self == .wpe ? 1 : self == .late ? 2 : 0 }
+
+    /// `ROOMD_DEREVERB=both|wpe|late|off`: a measurement override, like ROOMD_ECHO_CANCELLER.
+    public static let environmentVariable = "ROOMD_DEREVERB"
+}
+
 /// What the echo canceller and friends should do. Every switch is explicit so that a
 /// configuration file or a test can see — and a reader can check — that AEC is really on.
 public struct ProcessingSettings: Sendable, Equatable {
@@ -82,6 +95,8 @@ public struct ProcessingSettings: Sendable, Equatable {
     /// `--disable array` (the chain is then mic 0's alone, as on a one-mic board).
     public var array = true
     public var webrtcBand: WebRTCBand = .low
+    /// With the array: the dereverberation's stages (ROOMD_DEREVERB).
+    public var dereverberation: Dereverberation = .both
 
     public init() {}
 }
@@ -129,7 +144,7 @@ public final class AudioProcessor {
         let useBeamformer = !useArray && settings.beamform && micChannels >= 2 && micPositions.count == micChannels
         c.beamform = useBeamformer ? 1 : 0
         c.array = useArray ? 1 : 0
-        c.dereverb = useArray ? 1 : 0
+        c.dereverb = useArray ? settings.dereverberation.mask : 0
         c.low_band = settings.webrtcBand == .low ? 1 : 0
         var xyz: [Float] = []
         for p in micPositions { xyz += [p.0, p.1, p.2] }
@@ -187,11 +202,21 @@ public final class AudioProcessor {
     /// Blocks roomd's canceller skipped that way so far (mic 0).
     public var cancellerIdleBlocks: Int { Int(rapm_canceller_idle_blocks(apm)) }
 
+    /// roomd's canceller's last block: per bin, the share of the mic's power that is not its
+    /// echo estimate (`bins` values; the pointer lives as long as the processor), or nil
+    /// without roomd's canceller.
+    public var nearShare: (pointer: UnsafePointer<Float>, bins: Int)? {
+        var bins: Int32 = 0
+        guard let p = rapm_near_share(apm, &bins) else { return nil }
+        return (p, Int(bins))
+    }
+
     /// Points the beam at a talker (board-frame degrees), or at mic 0 alone without a direction.
-    /// On the audio thread between blocks; allocates nothing.
+    /// `echoAlone`: the far end plays and nobody in the room talks (the array learns how each mic
+    /// hears the echo). On the audio thread between blocks; allocates nothing.
     @inline(__always)
-    public func steer(azimuthDegrees: Float, hasDirection: Bool) {
-        rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0)
+    public func steer(azimuthDegrees: Float, hasDirection: Bool, echoAlone: Bool = false) {
+        rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0, echoAlone ? 1 : 0)
     }
 
     /// The beam's centre in board-frame degrees, nil while it is mic 0 alone.

@@ -24,10 +24,25 @@ final class TalkerLocator {
 
     deinit { rloc_destroy(locator) }
 
-    /// One 10 ms block of every mic. `listen`: the block may move the estimate.
+    /// Bins a `nearShare` array must have (the locator's spectrum).
+    var bins: Int { Int(rloc_bins(locator)) }
+
+    /// One 10 ms block of every mic. `listen`: the block may move the estimate. `echoAlone`: the
+    /// far end plays and nobody in the room talks (the block shows where the echo comes from).
+    /// `farEndActive`: no talker is taken from the echo's direction. `nearShare`: per bin
+    /// (`bins`), the share of the mics' power that is not the speaker's echo (roomd's canceller's
+    /// estimate), so the echo does not steer during double talk; nil: all of it.
     @inline(__always)
-    func process(_ mics: UnsafePointer<UnsafePointer<Float>?>, listen: Bool) {
-        rloc_process(locator, mics, listen ? 1 : 0)
+    func process(_ mics: UnsafePointer<UnsafePointer<Float>?>, listen: Bool, echoAlone: Bool = false,
+                 farEndActive: Bool = false, nearShare: UnsafePointer<Float>? = nil) {
+        let mode = listen ? RLOC_LISTEN : echoAlone ? RLOC_ECHO_ALONE : RLOC_IDLE
+        rloc_process(locator, mics, mode, farEndActive ? 1 : 0, nearShare)
+    }
+
+    /// Where the speaker's echo was found to come from (board-frame degrees), once known.
+    var echoAzimuthDegrees: Float? {
+        var d: Float = 0
+        return rloc_echo_direction(locator, &d) != 0 ? d : nil
     }
 
     var state: rloc_state_t {

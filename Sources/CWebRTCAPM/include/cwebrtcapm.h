@@ -43,8 +43,9 @@ typedef struct {
                               // (capture_channels, positions in mic_xyz) go through a beam
                               // steered with rapm_steer, one channel on from there; with roomd's
                               // canceller, it keeps one echo path per beam. Excludes beamform.
-    int dereverb;             // 0/1: dereverberation in roomd's canceller's suppressor
-                              // (dereverb.h); needs roomd's canceller, ignored without it
+    int dereverb;             // dereverberation in roomd's canceller's suppressor (dereverb.h):
+                              // 0 off, 1 WPE, 2 late-reverb suppression, 3 both; needs roomd's
+                              // canceller, ignored without it
 
     const float *mic_xyz;     // capture_channels * 3 floats, metres; used when beamform or array
 } rapm_config_t;
@@ -75,9 +76,11 @@ float rapm_double_talk_factor(const rapm_t *apm);
 
 /// Points the array's beam (config.array) at a talker at azimuth_deg (board frame, as
 /// rloc_state reports), or back at mic 0 alone when has_direction is 0. A beam in use stays
-/// until the talker is clearly nearer another; a change fades over 30 ms. Between blocks, on the
+/// until the talker is clearly nearer another; a change fades over 30 ms. echo_alone: the far end
+/// plays and nobody in the room talks (the next block teaches the array how each mic hears the
+/// echo, which starts the canceller on a beam it has not served before). Between blocks, on the
 /// thread that processes capture; allocates nothing. No effect without the array.
-void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction);
+void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alone);
 /// Where the beam points: 1 with its centre in *azimuth_deg, 0 while it is mic 0 alone (or
 /// there is no array).
 int rapm_beam(const rapm_t *apm, float *azimuth_deg);
@@ -93,6 +96,11 @@ void rapm_set_canceller_idle_skip(rapm_t *apm, int on);
 /// and its suppressor zeroes what lies above (nothing there reaches a listener). No effect with
 /// webrtc's canceller. Between blocks; allocates nothing.
 void rapm_set_output_band(rapm_t *apm, int top_hz);
+/// roomd's canceller (on mic 0, or on the array's beam): per bin of an N-point grid (*bins = N/2
+/// + 1, N the smallest power of two ≥ 2 blocks), the last block's share of the mic's power that
+/// is not its echo estimate (1 where nothing plays). NULL without roomd's canceller. The pointer
+/// stays valid as long as the APM.
+const float *rapm_near_share(const rapm_t *apm, int *bins);
 /// Blocks the canceller (mic 0) skipped that way so far.
 long rapm_canceller_idle_blocks(const rapm_t *apm);
 
@@ -118,9 +126,22 @@ rloc_t *rloc_create(int sample_rate, int mics, const float *mic_xyz, char *err, 
 /// (what rloc_create refuses), 0 when they can. Allocates nothing.
 int rloc_geometry_problem(int mics, const float *mic_xyz, char *err, int err_len);
 void rloc_destroy(rloc_t *loc);
-/// One 10 ms block of the raw mics (one plane each). listen: whether this block may move the
-/// estimate (someone in the room talks and the far end is quiet). Allocates nothing.
-void rloc_process(rloc_t *loc, const float *const *mics, int listen);
+/// What a block is to the locator.
+typedef enum {
+    RLOC_IDLE = 0,        // nothing to learn (no voice)
+    RLOC_LISTEN = 1,      // someone in the room talks: the block may move the talker's direction
+    RLOC_ECHO_ALONE = 2,  // the far end plays and nobody in the room talks: where the echo comes from
+} rloc_mode_t;
+
+/// One 10 ms block of the raw mics (one plane each). far_active: the far end plays (no talker is
+/// then taken from within 25° of where its echo was found to come from). near_share: per bin,
+/// the share of the mics' power that is not the speaker's echo (rapm_near_share), or NULL; bins
+/// whose power is the echo's do not steer. Allocates nothing.
+void rloc_process(rloc_t *loc, const float *const *mics, rloc_mode_t mode, int far_active, const float *near_share);
+/// Where the echo was found to come from (board-frame degrees): 1 and *azimuth_deg, or 0 when not yet.
+int rloc_echo_direction(const rloc_t *loc, float *azimuth_deg);
+/// Bins rloc_process's near_share must have at this rate (the locator's FFT: N/2 + 1).
+int rloc_bins(const rloc_t *loc);
 
 typedef struct {
     float azimuth_deg;        // board frame: 0 = the +x axis (mic0 on board/sim), counter-clockwise; -180..180

@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 480; i++) for (int m = 0; m < 4; m++) { p[m][i] = d[(b + i) * 4 + m] / 32768.0f; }
         for (int i = 0; i < 480; i++) e += p[0][i] * p[0][i];
         int listen = 0; if (fscanf(lf, "%d", &listen) != 1) listen = 0;
-        roomloc::process(l, ptr, listen);
+        roomloc::process(l, ptr, listen, 0, nullptr);
         printf("%.2f %.1f %d %.3f %u %d\n", b / 48000.0, l->azimuth_deg, l->locked, l->confidence, l->changes, listen);
     }
 }
