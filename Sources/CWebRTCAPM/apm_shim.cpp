@@ -275,6 +275,10 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     roomaec::select_bank(k, b, a->map_r, a->map_i, kMappedBankUncertainty);
 }
 
+extern "C" float rapm_reverberance(const rapm_t *a) {
+    return a->kc_count > 0 && a->kc[0]->derev.on ? a->kc[0]->derev.reverberance : -1.0f;
+}
+
 extern "C" int rapm_beam(const rapm_t *a, float *azimuth_deg) {
     if (!a->beam || a->beam->current >= roombeam::kBeams) return 0;
     float d = a->beam->current * 360.0f / roombeam::kBeams;

@@ -672,6 +672,8 @@ final class AudioLoop: @unchecked Sendable {
                         echoAlone: echoAlone, farEndActive: !farEndQuiet, nearShare: nearShare)
         let state = locator.state
         apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0, echoAlone: echoAlone)
+        stats.beamAzimuthTenths.store(apm.beamAzimuthDegrees.map { Int(($0 * 10).rounded()) } ?? Int.min, ordering: .relaxed)
+        stats.reverberancePermille.store(apm.reverberance.map { Int(($0 * 1000).rounded()) } ?? -1, ordering: .relaxed)
         guard state.has_direction != 0 else { return }
         let tenths = Int((state.azimuth_deg * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)

@@ -219,6 +219,13 @@ public final class AudioProcessor {
         rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0, echoAlone ? 1 : 0)
     }
 
+    /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant), nil when
+    /// it does not run.
+    public var reverberance: Float? {
+        let r = rapm_reverberance(apm)
+        return r >= 0 ? r : nil
+    }
+
     /// The beam's centre in board-frame degrees, nil while it is mic 0 alone.
     public var beamAzimuthDegrees: Float? {
         var d: Float = 0

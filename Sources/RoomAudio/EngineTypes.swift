@@ -165,6 +165,20 @@ public final class EngineStats: Sendable {
     let talkerAzimuthTenths = Atomic<Int>(Int.min)
     let talkerLocked = Atomic<Bool>(false)
     let talkerChanges = Atomic<Int>(0)
+    /// Where the beam points, tenths of a degree (`Int.min`: mic 0 alone, or no array), and how
+    /// reverberant the dereverberation finds the room, per mille (-1: it does not run).
+    let beamAzimuthTenths = Atomic<Int>(Int.min)
+    let reverberancePermille = Atomic<Int>(-1)
+    /// The beam's centre (board-frame degrees), nil while the chain hears mic 0 alone.
+    public var beamAzimuthDegrees: Double? {
+        let tenths = beamAzimuthTenths.load(ordering: .relaxed)
+        return tenths == Int.min ? nil : Double(tenths) / 10
+    }
+    /// 0 (dry) … 1 (reverberant): how much dereverberation is applied; nil without it.
+    public var reverberance: Double? {
+        let p = reverberancePermille.load(ordering: .relaxed)
+        return p < 0 ? nil : Double(p) / 1000
+    }
     /// Nil on a board without an array that can tell directions, or before anyone talked.
     public var talker: TalkerDirection? {
         let tenths = talkerAzimuthTenths.load(ordering: .relaxed)

@@ -155,6 +155,10 @@ final class ControlBridge {
             o["talker_azimuth_deg"] = .double(talker.azimuthDegrees)
             o["talker_locked"] = .bool(talker.locked)
         }
+        // Where the beam points (absent while the chain hears mic 0 alone) and how much
+        // dereverberation the room gets (absent without the array).
+        if let beam = engine.stats.beamAzimuthDegrees { o["beam_azimuth_deg"] = .double(beam) }
+        if let r = engine.stats.reverberance { o["reverberance"] = .double(r) }
         guard let session else {
             o["connection"] = .string("idle")
             o["joined"] = .bool(false)

@@ -76,6 +76,8 @@ final class StatusReporter {
                 ("opus_layer", engine.stats.opusLayer.map { "\"\($0.name)\"" } ?? "null"),
                 ("talker_azimuth_deg", talker.map { fixedDecimalText($0.azimuthDegrees, 1) } ?? "null"),
                 ("talker_locked", talker?.locked == true ? "true" : "false"),
+                ("beam_azimuth_deg", engine.stats.beamAzimuthDegrees.map { fixedDecimalText($0, 1) } ?? "null"),
+                ("reverberance", engine.stats.reverberance.map { fixedDecimalText($0, 3) } ?? "null"),
             ]
             if let session {
                 let st = session.statistics

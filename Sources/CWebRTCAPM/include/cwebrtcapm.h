@@ -81,6 +81,9 @@ float rapm_double_talk_factor(const rapm_t *apm);
 /// echo, which starts the canceller on a beam it has not served before). Between blocks, on the
 /// thread that processes capture; allocates nothing. No effect without the array.
 void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alone);
+/// How reverberant the dereverberation measures the room (0 dry … 1 reverberant: how much of it
+/// is applied; dereverb.h), or −1 when it does not run.
+float rapm_reverberance(const rapm_t *apm);
 /// Where the beam points: 1 with its centre in *azimuth_deg, 0 while it is mic 0 alone (or
 /// there is no array).
 int rapm_beam(const rapm_t *apm, float *azimuth_deg);
