@@ -121,6 +121,7 @@ public final class AudioProcessor {
                 micPositions: [(Float, Float, Float)], settings: ProcessingSettings,
                 arrayProcessing: Bool = false) throws(AudioProcessorError) {
         var c = rapm_config_t()
+        let useArray = arrayProcessing && micChannels >= 2 && micPositions.count == micChannels
         c.sample_rate = Int32(rate)
         c.capture_channels = Int32(micChannels)
         c.render_channels = Int32(renderChannels)
@@ -132,7 +133,9 @@ public final class AudioProcessor {
         c.aec_delay_agnostic = settings.delayAgnostic ? 1 : 0
         c.aec_suppression = settings.echoSuppression
         c.noise_suppress = settings.noiseSuppress ? 1 : 0
-        c.ns_level = settings.noiseLevel
+        // Far-field speech through the beam stands closer to the room's noise than a near talker:
+        // the noise suppressor's floor is one level milder there (farfield rooms, high → moderate: TBD)
+        c.ns_level = useArray ? max(0, settings.noiseLevel - 1) : settings.noiseLevel
         c.ns_in_canceller = settings.noiseSuppressor == .canceller ? 1 : 0
         c.gain_control = settings.gainControl ? 1 : 0
         c.agc_target_dbfs = settings.agcTargetDBFS
@@ -140,7 +143,7 @@ public final class AudioProcessor {
         c.agc_limiter = 1
         c.voice_detect = settings.voiceDetect ? 1 : 0
         c.vad_likelihood = settings.vadLikelihood
-        let useArray = arrayProcessing && micChannels >= 2 && micPositions.count == micChannels
+
         let useBeamformer = !useArray && settings.beamform && micChannels >= 2 && micPositions.count == micChannels
         c.beamform = useBeamformer ? 1 : 0
         c.array = useArray ? 1 : 0
