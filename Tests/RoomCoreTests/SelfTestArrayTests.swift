@@ -42,17 +42,26 @@ private enum ArrayFixture {
 }
 
 /// A stand-in beam: `gain` × the mean of the mics, `latency` samples late (a fixed number, so
-/// the figures it gives are known).
-private struct MeanBeam: SelfTestBeam {
+/// the figures it gives are known); it remembers the directions it was steered at.
+private final class MeanBeam: SelfTestSteerableBeam {
+    let gain: Float
+    let latency: Int
+    var steered: [Double] = []
+    init(gain: Float, latency: Int) { self.gain = gain; self.latency = latency }
+    func steer(_ azimuthDegrees: Double) { steered.append(azimuthDegrees) }
+    func process(_ planes: [[Float]]) -> [Float] {
+        guard let count = planes.first?.count, planes.allSatisfy({ $0.count == count }) else { return [] }
+        var out = [Float](repeating: 0, count: count + latency)
+        for plane in planes { for (n, x) in plane.enumerated() { out[n + latency] += gain * x / Float(planes.count) } }
+        return out
+    }
+}
+
+private struct MeanBeamMaker: SelfTestBeam {
     var gain: Float = 1
     var latency = 0
     var fails = false
-    func steered(at azimuthDegrees: Double, mics: [[Float]]) -> (output: [Float], latency: Int)? {
-        guard !fails, let count = mics.first?.count else { return nil }
-        var out = [Float](repeating: 0, count: count + latency)
-        for plane in mics { for (n, x) in plane.enumerated() { out[n + latency] += gain * x / Float(mics.count) } }
-        return (out, latency)
-    }
+    func make() -> (any SelfTestSteerableBeam)? { fails ? nil : MeanBeam(gain: gain, latency: latency) }
 }
 
 final class SelfTestArrayTests: XCTestCase {
@@ -141,8 +150,9 @@ final class SelfTestArrayTests: XCTestCase {
         XCTAssertEqual(fit.swapped, [0, 2])
         XCTAssertEqual(report.problems.count, 1, "\(report.problems)")
         guard report.problems.count == 1 else { return }
-        XCTAssertTrue(report.problems[0].hasPrefix("mic 0 and mic 2: the speaker's sound reaches them "), report.problems[0])
-        XCTAssertTrue(report.problems[0].contains("(speaker at 0.5 0.0 0.0, tolerance ±47 µs)"), report.problems[0])
+        XCTAssertTrue(report.problems[0].hasPrefix("mic 0 and mic 2 do not fit the board's geometry: the speaker's sound reaches them "),
+                      report.problems[0])
+        XCTAssertTrue(report.problems[0].contains(" µs off the delays array.speaker (0.5 0.0 0.0) predicts (tolerance ±47 µs)"), report.problems[0])
         XCTAssertTrue(report.problems[0].hasSuffix("mic 0 and mic 2 look swapped (wired in the wrong order?)"), report.problems[0])
         XCTAssertFalse(report.passed)
         for r in fit.residualMicroseconds.compactMap({ $0 }) where r.magnitude > fit.toleranceMicroseconds {
@@ -164,8 +174,10 @@ final class SelfTestArrayTests: XCTestCase {
         let report = analyze(ArrayFixture.recording(delays: [sim[1], sim[2], sim[3], sim[0]], gains: [0.1, 0.1, 0.1, 0.1]), geometry)
         let fit = try delays(report)
         XCTAssertFalse(fit.misfits.isEmpty)
+        guard !fit.misfits.isEmpty else { return }
         XCTAssertNil(fit.swapped)
         XCTAssertTrue(report.problems.last?.hasSuffix("wired in the wrong order, or is array.speaker wrong?") ?? false, "\(report.problems)")
+        XCTAssertTrue(report.problems.last?.hasPrefix("mic \(fit.misfits[0])") ?? false, "\(report.problems)")
     }
 
     func testMicsTheSpeakerCannotTellApartAreNotBlamed() throws {
@@ -208,7 +220,7 @@ final class SelfTestArrayTests: XCTestCase {
 
     func testADeadMicZeroIsReplacedAsTheReference() throws {
         let report = analyze(ArrayFixture.recording(delays: [100, 105, 109, 105], gains: [0, 0.1, 0.1, 0.1]), geometry,
-                             beam: MeanBeam())
+                             beam: MeanBeamMaker())
         XCTAssertEqual(report.array?.deadMics.map(\.index), [0])
         let fit = try delays(report)
         XCTAssertEqual(fit.referenceMic, 1)
@@ -252,7 +264,7 @@ final class SelfTestArrayTests: XCTestCase {
         // The mean of 4 mics with independent noise: a quarter of the power, −6 dB, in every
         // direction; the speaker's sweep arrives at 4 different delays, so less than all of it adds up.
         let report = analyze(ArrayFixture.recording(delays: [100, 105, 109, 105], gains: [0.1, 0.1, 0.1, 0.1]), geometry,
-                             beam: MeanBeam(latency: 96))
+                             beam: MeanBeamMaker(latency: 96))
         let gain = try XCTUnwrap(report.array?.gain)
         XCTAssertEqual(gain.azimuthsDegrees, [0, 45, 90, 135, 180, 225, 270, 315])
         XCTAssertEqual(gain.perDirectionDB.count, 8)
@@ -266,12 +278,12 @@ final class SelfTestArrayTests: XCTestCase {
         var same = ArrayFixture.recording(delays: [100, 100, 100, 100], gains: [0.1, 0.1, 0.1, 0.1])
         same.quietMics = Array(repeating: same.quietMics[0], count: 4)
         same.signalMics = Array(repeating: same.signalMics[0], count: 4)
-        let half = try XCTUnwrap(analyze(same, geometry, beam: MeanBeam(gain: 0.5, latency: 7)).array?.gain)
+        let half = try XCTUnwrap(analyze(same, geometry, beam: MeanBeamMaker(gain: 0.5, latency: 7)).array?.gain)
         for g in half.perDirectionDB + [half.noiseGainDB, half.speakerGainDB ?? 0] { XCTAssertEqual(g, -6.02, accuracy: 0.01) }
 
         // A beam that cannot be built: no figure, no crash; without a speaker, no speaker gain.
-        XCTAssertNil(analyze(same, geometry, beam: MeanBeam(fails: true)).array?.gain)
-        let noSpeaker = try XCTUnwrap(analyze(same, SelfTestArrayGeometry(micPositions: ArrayFixture.simMics), beam: MeanBeam()).array?.gain)
+        XCTAssertNil(analyze(same, geometry, beam: MeanBeamMaker(fails: true)).array?.gain)
+        let noSpeaker = try XCTUnwrap(analyze(same, SelfTestArrayGeometry(micPositions: ArrayFixture.simMics), beam: MeanBeamMaker()).array?.gain)
         XCTAssertNil(noSpeaker.speakerGainDB)
         XCTAssertNil(noSpeaker.speakerAzimuthDegrees)
     }
@@ -282,7 +294,7 @@ final class SelfTestArrayTests: XCTestCase {
         let r = ArrayFixture.recording(delays: [100], gains: [0.1])
         let plain = SelfTestAnalysis.analyze(r, thresholds: ArrayFixture.thresholds())
         XCTAssertNil(plain.array)
-        let one = analyze(r, SelfTestArrayGeometry(micPositions: [Point3(x: 0, y: 0, z: 0)], speaker: ArrayFixture.speaker), beam: MeanBeam())
+        let one = analyze(r, SelfTestArrayGeometry(micPositions: [Point3(x: 0, y: 0, z: 0)], speaker: ArrayFixture.speaker), beam: MeanBeamMaker())
         XCTAssertNil(one.array, "one mic is not an array")
         XCTAssertEqual(one, plain)
         let four = ArrayFixture.recording(delays: [100, 105, 109, 105], gains: [0.1, 0.1, 0.1, 0.1])
@@ -295,7 +307,7 @@ final class SelfTestArrayTests: XCTestCase {
         r.quietMics[2] = Array(r.quietMics[2].prefix(100))
         r.signalMics[1][5000] = .nan
         r.signalMics[3][6000] = .infinity
-        let report = analyze(r, geometry, beam: MeanBeam())
+        let report = analyze(r, geometry, beam: MeanBeamMaker())
         XCTAssertNotNil(report.array)
         XCTAssertEqual(report.array?.deadMics, [])
         XCTAssertTrue(report.array?.levelVsMedianDB.allSatisfy(\.isFinite) ?? false)
@@ -303,12 +315,12 @@ final class SelfTestArrayTests: XCTestCase {
         let zeros = [Float](repeating: 0, count: r.signalMics[0].count)
         let silent = SelfTestRecording(rate: 48_000, quietMics: Array(repeating: [0, 0], count: 4), played: r.played,
                                        signalMics: Array(repeating: zeros, count: 4), cleaned: zeros)
-        let dead = analyze(silent, geometry, beam: MeanBeam())
+        let dead = analyze(silent, geometry, beam: MeanBeamMaker())
         XCTAssertEqual(dead.array?.deadMics.count, 4)
         XCTAssertEqual(dead.array?.geometry, .notChecked("fewer than 2 live mics"))
         XCTAssertNil(dead.array?.gain)
         // A recording the analysis refuses as a whole has no array part either.
-        let broken = analyze(SelfTestRecording(rate: 0, quietMics: [], played: [], signalMics: [], cleaned: []), geometry, beam: MeanBeam())
+        let broken = analyze(SelfTestRecording(rate: 0, quietMics: [], played: [], signalMics: [], cleaned: []), geometry, beam: MeanBeamMaker())
         XCTAssertNil(broken.array)
         XCTAssertFalse(broken.passed)
     }

@@ -33,11 +33,22 @@ public struct SelfTestArrayGeometry: Sendable, Equatable {
 
 /// The array's beam, as roomd's chain runs it, for the analysis to measure (RoomCore cannot
 /// reach the C code; RoomAudio's `ArrayBeamMeter` is the real one, tests pass their own).
+/// Sendable, so the daemon can hand it to the analysis's worker thread, which builds the beam.
 public protocol SelfTestBeam: Sendable {
-    /// `mics` (one plane per mic, equal lengths) through a fresh beam steered at `azimuthDegrees`
-    /// (board frame: 0 = +x, counter-clockwise), and how many samples later than the mics its
-    /// output comes. Nil when no beam can be built for this array.
-    func steered(at azimuthDegrees: Double, mics: [[Float]]) -> (output: [Float], latency: Int)?
+    /// A beam for this array, used on the calling thread only; nil when none can be built.
+    /// One for the whole analysis: building one designs its weights for every direction, which
+    /// costs several times more than running it over the whole recording.
+    func make() -> (any SelfTestSteerableBeam)?
+}
+
+public protocol SelfTestSteerableBeam: AnyObject {
+    /// Samples by which the output lags the mics.
+    var latency: Int { get }
+    /// Points the beam at `azimuthDegrees` (board frame: 0 = +x, counter-clockwise) at once.
+    func steer(_ azimuthDegrees: Double)
+    /// `planes` (one per mic, equal lengths) through the beam, continuing from what it was given
+    /// before; empty when the planes do not fit the array.
+    func process(_ planes: [[Float]]) -> [Float]
 }
 
 /// A mic that heard far less than the others, or nothing at all.
@@ -257,11 +268,13 @@ extension SelfTestAnalysis {
 
     static func geometryProblem(_ d: SelfTestArrayDelays) -> String? {
         guard !d.misfits.isEmpty else { return nil }
-        let names = d.misfits.map { "mic \($0)" }
-        let who = names.count == 1 ? names[0] : names.dropLast().joined(separator: ", ") + " and " + names.last!
-        let offs = d.misfits.map { i in d.residualMicroseconds[i].map { fixedDecimalText($0, 0) } ?? "?" }.joined(separator: ", ")
-        var text = "\(who): the speaker's sound reaches \(d.misfits.count == 1 ? "it" : "them") \(offs) µs away from where the board's geometry puts \(d.misfits.count == 1 ? "it" : "them") "
-            + "(speaker at \(d.speaker), tolerance ±\(fixedDecimalText(d.toleranceMicroseconds, 0)) µs)"
+        func list(_ items: [String]) -> String {
+            items.count == 1 ? items[0] : items.dropLast().joined(separator: ", ") + " and " + items.last!
+        }
+        let one = d.misfits.count == 1
+        let offs = list(d.misfits.map { i in d.residualMicroseconds[i].map { fixedDecimalText($0, 0) } ?? "?" })
+        var text = "\(list(d.misfits.map { "mic \($0)" })) \(one ? "does" : "do") not fit the board's geometry: the speaker's sound reaches "
+            + "\(one ? "it" : "them") \(offs) µs off the delays array.speaker (\(d.speaker)) predicts (tolerance ±\(fixedDecimalText(d.toleranceMicroseconds, 0)) µs)"
         if let pair = d.swapped {
             text += " — mic \(pair[0]) and mic \(pair[1]) look swapped (wired in the wrong order?)"
         } else {
@@ -272,18 +285,21 @@ extension SelfTestAnalysis {
 
     // MARK: - Noise gain
 
+    /// How much of each beam output the measurement leaves out: the beam's overlap-add still
+    /// holds the input before it (silence, or the previous direction's last 21 ms at 48 kHz).
+    public static let beamSettleSeconds = 0.05
+
     /// The beam's power against the reference mic's: over the quiet capture (the room's noise)
     /// steered at each of `noiseGainAzimuths`, and over the sweep steered at the speaker.
-    ///
-    /// The first 20 ms of the beam's output are left out: its overlap-add starts from silence.
-    static func arrayGain(_ recording: SelfTestRecording, mics: [[Double]], beam: any SelfTestBeam, reference: Int,
+    static func arrayGain(_ recording: SelfTestRecording, mics: [[Double]], beam factory: any SelfTestBeam, reference: Int,
                           speaker: Point3?, sweepSpan: Range<Int>?) -> SelfTestArrayGain? {
+        guard let beam = factory.make() else { return nil }
         let quiet = recording.quietMics.map { withoutDC($0).map(Float.init) }
-        let settle = recording.rate / 50
+        let settle = Int(beamSettleSeconds * Double(recording.rate))
         var powers: [Double] = []
         for az in noiseGainAzimuths {
-            guard let (out, latency) = beam.steered(at: az, mics: quiet) else { return nil }
-            guard let ratio = powerRatio(out, quiet[reference], from: settle, latency: latency) else { return nil }
+            beam.steer(az)
+            guard let ratio = powerRatio(beam.process(quiet), quiet[reference], from: settle, latency: beam.latency) else { return nil }
             powers.append(ratio)
         }
         let mean = powers.reduce(0, +) / Double(powers.count)
@@ -292,12 +308,16 @@ extension SelfTestAnalysis {
         if let speaker, let span = sweepSpan {
             let az = RoomMath.atan2(speaker.y, speaker.x) * 180 / Double.pi
             gain.speakerAzimuthDegrees = az
-            // Through the end of the sweep and the beam's latency; 20 ms before it to settle.
+            // The quiet capture runs straight on into the signal's (one recording): behind it, the
+            // sweep starts with the beam settled on the speaker's direction. Through the end of
+            // the sweep and the beam's latency.
             let end = min(mics[reference].count, span.upperBound + settle)
-            let signal = mics.map { $0[0..<end].map(Float.init) }
-            if let (out, latency) = beam.steered(at: az, mics: signal) {
-                gain.speakerGainDB = powerRatio(out, signal[reference], range: span, latency: latency).map { 10 * RoomMath.log10($0) }
-            }
+            let lead = quiet[reference].count
+            let signal = zip(quiet, mics).map { q, m in q + m[0..<end].map(Float.init) }
+            beam.steer(az)
+            let out = beam.process(signal)
+            gain.speakerGainDB = powerRatio(out, signal[reference], range: (lead + span.lowerBound)..<(lead + span.upperBound),
+                                            latency: beam.latency).map { 10 * RoomMath.log10($0) }
         }
         return gain
     }
