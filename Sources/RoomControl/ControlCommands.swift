@@ -132,7 +132,7 @@ public enum ControlCommands {
             ControlArgument("name", .oneOf(profiles), required: true, help: "speech or music"),
         ], access: .control, summary: "switch the audio profile (rate, bitrate, noise suppression)"),
         plain("stats", .read, "audio, network and control statistics"),
-        plain("selftest", .control, "play a test signal: per-mic level and noise floor, speaker-to-mic delay, clipping, echo cancellation"),
+        plain("selftest", .control, "play a test signal: per-mic level and noise floor, speaker-to-mic delay, clipping, echo cancellation; on an array: dead mics, wiring order, the beam's noise gain"),
         ControlCommandSpec(name: "log_level", arguments: [
             ControlArgument("level", .oneOf(logLevels), required: true, help: "error, warning, notice, info or debug"),
         ], access: .control, summary: "change roomd's log level"),

@@ -34,6 +34,11 @@ public struct BoardProfile: Sendable, Equatable {
     /// the board has an array. It costs latency: 22 ms mouth-to-ear on the sim board (measured
     /// with scripts/bench e2e), which is why a board can switch it off.
     public var beamformer = false
+    /// Where the speaker sits in the array's frame, metres; nil when not known. `roomctl
+    /// selftest` compares the delays at which the speaker's sound reaches each mic with what
+    /// this position predicts, which is how a mic wired to the wrong channel shows: the delays
+    /// alone cannot tell a swapped pair from a board whose speaker is elsewhere.
+    public var speakerPosition: Point3?
 
     // [gpio]
     public var gpio: BoardGPIO
@@ -88,6 +93,9 @@ public struct BoardProfile: Sendable, Equatable {
     public static let maxMicCoordinate = 1.0
     /// Two microphones closer than this are the same point written twice.
     public static let minMicSpacing = 0.001
+    /// The speaker may sit further out than the mics (a sound bar under a screen, a ceiling
+    /// speaker), but not 10 m away on a board: that is millimetres written as metres.
+    public static let maxSpeakerCoordinate = 10.0
 }
 
 /// Buttons and LEDs on GPIO lines of one chip. Every line is optional: a board may have

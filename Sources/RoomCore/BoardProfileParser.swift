@@ -37,6 +37,7 @@ extension BoardProfile {
         } else {
             profile.beamformer = profile.hasArray
         }
+        profile.speakerPosition = try parseSpeaker(values, mics: profile.micPositions)
         profile.gpio = try parseGPIO(values)
         profile.ring = try parseRing(values)
         return profile
@@ -46,7 +47,7 @@ extension BoardProfile {
         ("board", ["name", "description", "tested_on_hardware"]),
         ("audio", ["capture_device", "playback_device", "rate", "capture_channels", "playback_channels",
                    "period_ms", "playback_headroom_ms", "alsa_config"]),
-        ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7", "beamformer"]),
+        ("array", ["mic0", "mic1", "mic2", "mic3", "mic4", "mic5", "mic6", "mic7", "beamformer", "speaker"]),
         ("gpio", ["chip", "mute_button", "hand_button", "mute_led", "hand_led", "stage_led", "active_low", "bias"]),
         ("ring", ["device", "leds", "led0_azimuth_deg", "clockwise"]),
     ]
@@ -61,7 +62,7 @@ extension BoardProfile {
     }
 
     private static func parseArray(_ values: ConfigValues, channels: Int) throws(ConfigError) -> [Point3] {
-        let mics = values.entries.filter { $0.section == "array" && $0.key != "beamformer" }
+        let mics = values.entries.filter { $0.section == "array" && $0.key != "beamformer" && $0.key != "speaker" }
         if mics.isEmpty { return [] }
         let expected = "capture_channels is \(channels), so the array needs exactly mic0..mic\(channels - 1)"
         var positions = [Point3?](repeating: nil, count: channels)
@@ -85,7 +86,21 @@ extension BoardProfile {
         return result
     }
 
-    private static func parsePoint(_ e: INIEntry, _ values: ConfigValues) throws(ConfigError) -> Point3 {
+    /// `array.speaker`: only beside an array of at least two mics (a delay between mics is what
+    /// it is for), and not on top of a mic.
+    private static func parseSpeaker(_ values: ConfigValues, mics: [Point3]) throws(ConfigError) -> Point3? {
+        guard let e = values.entries.first(where: { $0.section == "array" && $0.key == "speaker" }) else { return nil }
+        guard mics.count >= 2 else {
+            throw values.error(e.qualifiedKey, "needs microphone positions (array.mic0..) for at least 2 mics: the speaker's place is only used to check the delays between them")
+        }
+        let point = try parsePoint(e, values, limit: maxSpeakerCoordinate)
+        for (index, p) in mics.enumerated() where p.distance(to: point) < minMicSpacing {
+            throw values.error(e.qualifiedKey, "same position as mic\(index) (\(p)); the speaker cannot sit on a microphone")
+        }
+        return point
+    }
+
+    private static func parsePoint(_ e: INIEntry, _ values: ConfigValues, limit: Double = maxMicCoordinate) throws(ConfigError) -> Point3 {
         let parts = e.value.split(whereSeparator: { $0 == " " || $0 == "\t" })
         guard parts.count == 3 else {
             throw values.error(e.qualifiedKey, "\"\(e.value)\" must be three numbers \"x y z\" in metres")
@@ -95,8 +110,8 @@ extension BoardProfile {
             guard let v = Double(part), v.isFinite else {
                 throw values.error(e.qualifiedKey, "\(axis) = \"\(part)\" is not a finite number (metres)")
             }
-            guard v.magnitude <= maxMicCoordinate else {
-                throw values.error(e.qualifiedKey, "\(axis) = \(v) m is more than \(maxMicCoordinate) m from the origin (millimetres written as metres?)")
+            guard v.magnitude <= limit else {
+                throw values.error(e.qualifiedKey, "\(axis) = \(v) m is more than \(limit) m from the origin (millimetres written as metres?)")
             }
             xyz.append(v)
         }

@@ -26,6 +26,38 @@ extension RoomMath {
         }
     }
 
+    /// The angle of (x, y) in radians, −π…π, as libm's atan2 (0 for the origin; NaN for a
+    /// non-finite argument): the self-test's direction of the speaker in the board's frame.
+    static func atan2(_ y: Double, _ x: Double) -> Double {
+        guard x.isFinite, y.isFinite else { return .nan }
+        if x == 0 && y == 0 { return 0 }
+        // atan of the smaller ratio (≤ 1), then the octant and quadrant.
+        let swap = y.magnitude > x.magnitude
+        var a = atanSmall(swap ? x.magnitude / y.magnitude : y.magnitude / x.magnitude)
+        if swap { a = halfPi - a }
+        if x < 0 { a = 2 * halfPi - a }
+        return y < 0 ? -a : a
+    }
+
+    /// atan t for 0 ≤ t ≤ 1: halving the angle twice (atan t = 2·atan(t / (1 + √(1 + t²))))
+    /// brings t under tan(π/16) ≈ 0.2, where the odd series converges in a dozen terms.
+    private static func atanSmall(_ t: Double) -> Double {
+        var u = t
+        for _ in 0..<2 { u = u / (1 + (1 + u * u).squareRoot()) }
+        let u2 = u * u
+        var term = u
+        var sum = u
+        var k = 3.0
+        while k < 80 {
+            term *= -u2
+            let next = sum + term / k
+            if next == sum { break }
+            sum = next
+            k += 2
+        }
+        return 4 * sum
+    }
+
     private static func sinSeries(_ r: Double) -> Double { alternatingSeries(r, first: r, k: 2) }
 
     private static func cosSeries(_ r: Double) -> Double { alternatingSeries(r, first: 1, k: 1) }

@@ -20,8 +20,8 @@ final class Appliance {
     var ring: TalkerRing?
     let selfTest: SelfTestRunner
 
-    init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink) {
-        selfTest = SelfTestRunner(engine: engine, loop: loop)
+    init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink, selfTestArray: SelfTestArrayGeometry? = nil) {
+        selfTest = SelfTestRunner(engine: engine, loop: loop, array: selfTestArray)
         self.loop = loop
         self.engine = engine
         self.settings = settings

@@ -61,7 +61,8 @@ struct Daemon {
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
         let room: RoomLink
         do { room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback, plainMedia: options.plainMedia) } catch { throw .os("\(error)") }
-        let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room)
+        let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room,
+                                  selfTestArray: board.hasArray ? SelfTestArrayGeometry(micPositions: board.micPositions, speaker: board.speakerPosition) : nil)
         reload = { [unowned appliance] in _ = appliance.reloadAndLog(origin: "SIGHUP") }
         try attachControlAndPanel(appliance, board: board, boardFile: boardFile, settings: initial)
         defer {

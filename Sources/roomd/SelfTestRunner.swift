@@ -27,11 +27,15 @@ final class SelfTestRunner {
     private var attempt = 1
     /// A worker thread is analysing the recording: `poll` waits for its answer.
     private var analysing = false
+    /// The board's array (nil on a one-mic board): the dead-mic and geometry checks and the
+    /// beam's noise gain (SelfTestArray.swift).
+    private let array: SelfTestArrayGeometry?
 
-    init(engine: AudioEngine, loop: EventLoop) {
+    init(engine: AudioEngine, loop: EventLoop, array: SelfTestArrayGeometry? = nil) {
         self.engine = engine
         self.loop = loop
         plan = SelfTestPlan(rate: engine.configuration.rate)
+        self.array = array.flatMap { $0.micPositions.count >= 2 && $0.micPositions.count == engine.configuration.micChannels ? $0 : nil }
     }
 
     func start(reply: @escaping (ControlResult) -> Void) {
@@ -65,9 +69,11 @@ final class SelfTestRunner {
             let recording = SelfTestRecording(rate: engine.configuration.rate, quietMics: r.quiet, played: r.played,
                                               signalMics: r.mics, cleaned: r.cleaned, segments: plan.segments)
             analysing = true
+            let array = self.array
+            let beam = array.map { ArrayBeamMeter(rate: recording.rate, micPositions: $0.micPositions) }
             let analyse: @Sendable () -> (SelfTestReport, Double) = {
                 let t0 = monotonicNanoseconds()
-                let report = SelfTestAnalysis.analyze(recording)
+                let report = SelfTestAnalysis.analyze(recording, array: array, beam: beam)
                 return (report, Double(monotonicNanoseconds() - t0) / 1e6)
             }
             do {
@@ -128,7 +134,7 @@ final class SelfTestRunner {
     static func json(_ report: SelfTestReport, plan: SelfTestPlan, analysisMs: Double) -> [String: JSONValue] {
         func number(_ v: Double) -> JSONValue { .double((v * 10).rounded() / 10) }
         let mics: [JSONValue] = report.mics.map { m in
-            .object([
+            var row: [String: JSONValue] = [
                 "mic": .int(m.index),
                 "level_dbfs": number(m.levelDBFS),
                 "peak_dbfs": number(m.peakDBFS),
@@ -137,9 +143,11 @@ final class SelfTestRunner {
                 "clipped": .int(m.clippedSamples),
                 "delay_ms": m.delayMilliseconds.map(number) ?? .null,
                 "correlation": .double((m.correlation * 100).rounded() / 100),
-            ])
+            ]
+            if let array = report.array { row.merge(arrayColumns(array, mic: m.index, number: number)) { $1 } }
+            return .object(row)
         }
-        return [
+        var result: [String: JSONValue] = [
             "passed": .bool(report.passed),
             "problems": .array(report.problems.map(JSONValue.string)),
             "mics": .array(mics),
@@ -156,5 +164,50 @@ final class SelfTestRunner {
             ]),
             "analysis_ms": number(analysisMs),
         ]
+        if let array = report.array { result["array"] = arrayJSON(array, number: number) }
+        return result
+    }
+
+    /// Per mic, on a board with an array: its level against the median of the mics, whether it
+    /// is dead, and (with array.speaker) its delay from the speaker after the reference mic's,
+    /// measured and as the geometry predicts it.
+    private static func arrayColumns(_ a: SelfTestArrayResult, mic: Int, number: (Double) -> JSONValue) -> [String: JSONValue] {
+        var row: [String: JSONValue] = [
+            "vs_median_db": mic < a.levelVsMedianDB.count ? number(a.levelVsMedianDB[mic]) : .null,
+            "dead": .bool(a.deadMics.contains { $0.index == mic }),
+        ]
+        if case .checked(let d) = a.geometry, mic < d.measuredMicroseconds.count {
+            row["array_delay_us"] = d.measuredMicroseconds[mic].map(number) ?? .null
+            row["expected_delay_us"] = number(d.expectedMicroseconds[mic])
+        }
+        return row
+    }
+
+    /// `array`: what the array's checks found (docs/control-api.md, "selftest").
+    private static func arrayJSON(_ a: SelfTestArrayResult, number: (Double) -> JSONValue) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "dead_mics": .array(a.deadMics.map { .int($0.index) }),
+            "median_level_dbfs": number(a.medianLevelDBFS),
+        ]
+        switch a.geometry {
+        case .notChecked(let why):
+            o["geometry"] = .string("not checked: \(why)")
+        case .checked(let d):
+            o["geometry"] = .string(d.fits ? "ok" : "failed")
+            o["geometry_reference_mic"] = .int(d.referenceMic)
+            o["geometry_tolerance_us"] = number(d.toleranceMicroseconds)
+            o["misfit_mics"] = .array(d.misfits.map(JSONValue.int))
+            o["swapped_mics"] = d.swapped.map { .array($0.map(JSONValue.int)) } ?? .null
+            o["speaker"] = .array([d.speaker.x, d.speaker.y, d.speaker.z].map(JSONValue.double))
+        }
+        o["noise_gain_db"] = a.gain.map { number($0.noiseGainDB) } ?? .null
+        if let g = a.gain {
+            o["noise_gain_reference_mic"] = .int(g.referenceMic)
+            o["noise_gain_by_direction_db"] = .array(g.perDirectionDB.map(number))
+            o["noise_gain_azimuths_deg"] = .array(g.azimuthsDegrees.map { .double($0) })
+            o["speaker_gain_db"] = g.speakerGainDB.map(number) ?? .null
+            if let az = g.speakerAzimuthDegrees { o["speaker_azimuth_deg"] = number(az) }
+        }
+        return .object(o)
     }
 }

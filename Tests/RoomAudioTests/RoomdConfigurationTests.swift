@@ -259,6 +259,21 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertLessThan(result["doubletalk_loss_db"] as? Double ?? 99, 1.5, "\(result)")
         XCTAssertGreaterThan(result["doubletalk_corr"] as? Double ?? 0, 0.95, "\(result)")
         XCTAssertEqual(result["doubletalk_chopped_pct"] as? Double ?? 99, 0, accuracy: 5, "\(result)")
+        // The array's checks: every mic alive, each delay where board/sim's array.speaker puts
+        // it (0 4 9 4 samples = 0, 83, 188, 83 µs after mic 0), and the beam quieter than mic 0
+        // on the room's noise (independent per mic on the sim card).
+        let array = try XCTUnwrap(result["array"] as? [String: Any], "\(result)")
+        XCTAssertEqual(array["dead_mics"] as? [Int], [], "\(array)")
+        XCTAssertEqual(array["geometry"] as? String, "ok", "\(array)")
+        XCTAssertEqual(array["misfit_mics"] as? [Int], [])
+        XCTAssertLessThan(array["noise_gain_db"] as? Double ?? 99, -0.5, "\(array)")
+        XCTAssertEqual((array["noise_gain_by_direction_db"] as? [Double])?.count, 8)
+        XCTAssertEqual(array["speaker_gain_db"] as? Double ?? 99, 0, accuracy: 3, "\(array)")
+        for (m, expected) in zip(mics, [0.0, 83.3, 187.5, 83.3]) {
+            XCTAssertEqual(m["array_delay_us"] as? Double ?? .nan, expected, accuracy: 10, "\(m)")
+            XCTAssertEqual(m["dead"] as? Bool, false)
+            XCTAssertEqual(m["vs_median_db"] as? Double ?? 99, 0, accuracy: 1.5, "\(m)")
+        }
         stop(p)
 
         // The way back to webrtc's AEC: it removes the echo but chops the talker, and the
@@ -270,12 +285,20 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertTrue(chopped.out.contains("doubletalk_loss_db"), "roomctl prints the figures: \(chopped.out)")
         stop(w)
 
-        // A dead microphone (gain 0 on mic 1) is named, and roomctl exits 4.
-        try write(dir + "/room.conf", "echo = on\nnoise_dbfs = -70\nmic_gains = 1 0 1 1\n")
+        // A dead microphone (gain 0 on mic 1) and two mics wired in the wrong order (channels 0
+        // and 2 hear at each other's delays: 9 4 0 4 instead of 0 4 9 4), in one run: each is
+        // named, and roomctl exits 4. Mic 1, dead, is left out of the delays.
+        try write(dir + "/room.conf", "echo = on\nnoise_dbfs = -70\nmic_gains = 1 0 1 1\nmic_delays = 9 4 0 4\n")
         let q = try start(config: dir + "/roomd.conf", log: "roomd2.log", room: dir + "/room.conf")
         let r = try selftest()
         XCTAssertEqual(r.status, 4, r.out)
-        XCTAssertTrue(r.out.contains("mic 1: "), r.out)
+        XCTAssertTrue(r.out.contains("mic 1: dead or blocked — "), r.out)
+        XCTAssertTrue(r.out.contains("dB below the median of the mics while the test signal played (-70 vs -"), r.out)
+        XCTAssertFalse(r.out.contains("mic 1: no signal"), "one line for the dead mic: \(r.out)")
+        XCTAssertTrue(r.out.contains("mic 0 and mic 2 look swapped"), r.out)
+        let lines = r.out.split(separator: "\n")
+        XCTAssertTrue(lines.contains { $0.hasPrefix("array.geometry ") && $0.hasSuffix(" failed") }, r.out)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("array.dead_mics ") && $0.hasSuffix(" 1") }, r.out)
         stop(q)
     }
 

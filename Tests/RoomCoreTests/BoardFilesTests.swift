@@ -25,6 +25,8 @@ final class BoardFilesTests: XCTestCase {
         XCTAssertTrue(p.hasArray)
         XCTAssertEqual(p.micPositions.count, 4)
         XCTAssertEqual(p.micPositions[1], Point3(x: 0, y: 0.032, z: 0))
+        // The self-test's speaker: on +x, where room.conf's mic_delays (0 4 9 4) put it.
+        XCTAssertEqual(p.speakerPosition, Point3(x: 0.5, y: 0, z: 0))
         XCTAssertEqual(p.gpio.chip, "sim")
         XCTAssertEqual(p.gpio.muteButton, 5)
         XCTAssertTrue(p.gpio.activeLow)
@@ -43,6 +45,7 @@ final class BoardFilesTests: XCTestCase {
         // Opposite mics 81.27 mm apart (Seeed's DOA constant), to the 0.1 mm the file states.
         XCTAssertEqual(p.micPositions[0].distance(to: p.micPositions[2]), 0.08127, accuracy: 0.0002)
         XCTAssertEqual(p.micPositions[1].distance(to: p.micPositions[3]), 0.08127, accuracy: 0.0002)
+        XCTAssertNil(p.speakerPosition, "the speaker on the Pi's jack has no known place")
         XCTAssertEqual(p.gpio.muteButton, 17)
         XCTAssertNil(p.alsaConfig)
     }

@@ -173,6 +173,26 @@ final class BoardProfileTests: XCTestCase {
         XCTAssertEqual(p?.hasArray, false, "one microphone is not an array")
     }
 
+    /// `array.speaker`: where the self-test expects the speaker's sound to come from.
+    func testSpeakerPosition() throws {
+        let two = Self.minimal + "\ncapture_channels = 2\n[array]\nmic0 = 0.01 0 0\nmic1 = -0.01 0 0\n"
+        XCTAssertNil(try parse(two).speakerPosition, "optional: the geometry check is skipped without it")
+        XCTAssertEqual(try parse(two + "speaker = 0.5 0 -0.02").speakerPosition, Point3(x: 0.5, y: 0, z: -0.02))
+        XCTAssertEqual(try parse(two + "speaker = -2.5\t1 0").speakerPosition, Point3(x: -2.5, y: 1, z: 0),
+                       "further out than a mic may be (a sound bar), tabs allowed")
+        assertRejected(two + "speaker = 0.5 0", key: "array.speaker", line: 10, contains: "three numbers")
+        assertRejected(two + "speaker = 0.5 0 0 1", key: "array.speaker", contains: "three numbers")
+        assertRejected(two + "speaker = 0.5 nan 0", key: "array.speaker", line: 10, contains: "y = \"nan\" is not a finite number")
+        assertRejected(two + "speaker = x 0 0", key: "array.speaker", contains: "x = \"x\"")
+        assertRejected(two + "speaker = 0 0 50", key: "array.speaker", contains: "z = 50.0 m", "10.0 m", "millimetres")
+        assertRejected(two + "speaker = ", key: "array.speaker", contains: "three numbers")
+        assertRejected(two + "speaker = 0.0104 0 0", key: "array.speaker", line: 10, contains: "same position as mic0")
+        assertRejected(two + "speaker = 1 0 0\nspeaker = 2 0 0", key: "array.speaker", contains: "duplicate key")
+        // Without an array there are no delays between mics to check.
+        assertRejected(Self.minimal + "\n[array]\nspeaker = 1 0 0", key: "array.speaker", line: 7, contains: "needs microphone positions")
+        assertRejected(Self.minimal + "\n[array]\nmic0 = 0 0 0\nspeaker = 1 0 0", key: "array.speaker", contains: "at least 2 mics")
+    }
+
     func testGPIORules() {
         let g = Self.minimal + "\n[gpio]\n"
         assertRejected(g + "mute_button = 5", key: "gpio.chip", contains: "required when GPIO lines are given")

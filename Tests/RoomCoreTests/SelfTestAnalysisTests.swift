@@ -97,6 +97,16 @@ final class SelfTestAnalysisTests: XCTestCase {
         XCTAssertTrue(RoomMath.sinCos(.infinity).sin.isNaN)
     }
 
+    func testAtan2MatchesFoundation() {
+        var points: [(Double, Double)] = [(0, 1), (1, 0), (0, -1), (-1, 0), (1, 1), (-1, -1), (1e-9, -1), (-0.5, 0.3), (3, -4), (0, 0)]
+        var rng = SplitMix64(seed: 11)
+        points += (0..<300).map { _ in ((rng.unit() * 2 - 1) * 10, (rng.unit() * 2 - 1) * 10) }
+        for (y, x) in points {
+            XCTAssertEqual(RoomMath.atan2(y, x), atan2(y, x), accuracy: 1e-14, "atan2(\(y), \(x))")
+        }
+        XCTAssertTrue(RoomMath.atan2(.nan, 1).isNaN)
+    }
+
     func testSweepLevelFadesFrequenciesAndDeterminism() {
         for rate in [16_000, 48_000] {
             let sweep = SelfTestSignal.sweep(rate: rate, seconds: 1, levelDBFS: -6)

@@ -96,14 +96,18 @@ public struct SelfTestReport: Sendable, Equatable {
     public var echoReductionDB: Double?
     /// Nil when the recording has no double-talk part or it could not be measured.
     public var doubleTalk: SelfTestDoubleTalk?
+    /// The array's checks (SelfTestArray.swift); nil on a board without an array.
+    public var array: SelfTestArrayResult?
     public var problems: [String]
     /// Computed, so a report can never claim to pass with problems listed.
     public var passed: Bool { problems.isEmpty }
 
-    public init(mics: [SelfTestMicResult], echoReductionDB: Double?, doubleTalk: SelfTestDoubleTalk? = nil, problems: [String]) {
+    public init(mics: [SelfTestMicResult], echoReductionDB: Double?, doubleTalk: SelfTestDoubleTalk? = nil,
+                array: SelfTestArrayResult? = nil, problems: [String]) {
         self.mics = mics
         self.echoReductionDB = echoReductionDB
         self.doubleTalk = doubleTalk
+        self.array = array
         self.problems = problems
     }
 }
@@ -134,11 +138,29 @@ public struct SelfTestThresholds: Sendable, Equatable {
     /// Double talk is measured only when the test talker (as the chain passes it alone) is this
     /// far above mic 0's noise floor: the room's sound would otherwise be compared with itself.
     public var minimumTalkerAboveNoiseDB: Double
+    /// A mic this far below the median of the mics during the test signal is dead (or its port
+    /// blocked). The mics of one array match within a few dB (the sim board's within 0.5 dB,
+    /// MEMS capsules typically ±1-3 dB), so 20 dB is no capsule's tolerance; a dead mic on the
+    /// sim board reads ~40 dB below (its own −70 dBFS noise against the sweep's −30 dBFS).
+    public var deadMicBelowMedianDB: Double
+    /// A mic's delay from the speaker fits the geometry when within this fraction of the time
+    /// sound takes across the array's largest spacing (never less than one sample): a quarter
+    /// is 47 µs (2.2 samples at 48 kHz) on the sim board's 64 mm, while two neighbouring mics
+    /// exchanged there move by ~90 µs and opposite ones by up to 187 µs.
+    public var arrayDelayToleranceFraction: Double
+    /// Two mics' cross-correlation peak below this is no delay between them: they do not hear
+    /// the same sound (one is dead, or drowned by the room).
+    public var minimumArrayCorrelation: Double
 
     public init(minimumSNRDB: Double = 10, minimumEchoReductionDB: Double = 20, maximumClippedSamples: Int = 0,
                 maximumDelaySpreadMilliseconds: Double = 5, maximumDelayMilliseconds: Double = 500,
                 minimumCorrelation: Double = 0.2, maximumDoubleTalkLossDB: Double = 3,
-                minimumDoubleTalkCorrelation: Double = 0.9, minimumTalkerAboveNoiseDB: Double = 15) {
+                minimumDoubleTalkCorrelation: Double = 0.9, minimumTalkerAboveNoiseDB: Double = 15,
+                deadMicBelowMedianDB: Double = 20, arrayDelayToleranceFraction: Double = 0.25,
+                minimumArrayCorrelation: Double = 0.3) {
+        self.deadMicBelowMedianDB = deadMicBelowMedianDB
+        self.arrayDelayToleranceFraction = arrayDelayToleranceFraction
+        self.minimumArrayCorrelation = minimumArrayCorrelation
         self.minimumSNRDB = minimumSNRDB
         self.minimumEchoReductionDB = minimumEchoReductionDB
         self.maximumClippedSamples = maximumClippedSamples
@@ -158,7 +180,10 @@ public enum SelfTestAnalysis {
     /// -100 dBFS and should read as a number, not as the floor.
     public static let floorDBFS: Double = -120
 
-    public static func analyze(_ recording: SelfTestRecording, thresholds: SelfTestThresholds = .init()) -> SelfTestReport {
+    /// `array`: the board's array (a board with 2 or more mic positions): adds the dead-mic and
+    /// geometry checks and, with `beam`, the array's noise gain (`SelfTestReport.array`).
+    public static func analyze(_ recording: SelfTestRecording, thresholds: SelfTestThresholds = .init(),
+                               array: SelfTestArrayGeometry? = nil, beam: (any SelfTestBeam)? = nil) -> SelfTestReport {
         let inputProblems = validate(recording)
         guard inputProblems.isEmpty else {
             return SelfTestReport(mics: [], echoReductionDB: nil, problems: inputProblems)
@@ -198,9 +223,35 @@ public enum SelfTestAnalysis {
                 delayMilliseconds: delayLag.map { Double($0) * 1000 / rate }, correlation: peak.correlation))
         }
 
+        var arrayResult: SelfTestArrayResult?
+        var deadProblems: [Int: String] = [:]
+        if let array, results.count >= 2 {
+            let (dead, median, vsMedian) = deadMics(recording, results, thresholds)
+            for d in dead { deadProblems[d.index] = deadMicProblem(d, level: results[d.index].levelDBFS, median: median) }
+            let live = results.indices.filter { deadProblems[$0] == nil }
+            // The sweep as it reached the reference mic (its delay from the speaker).
+            let referenceLag = live.first.flatMap { peaks[$0].correlation >= thresholds.minimumCorrelation ? peaks[$0].lag : nil } ?? 0
+            let start = sweep.lowerBound + referenceLag
+            let geometry = geometryCheck(mics: mics, geometry: array, live: live,
+                                         window: (start + active.lowerBound)..<(start + active.upperBound),
+                                         rate: recording.rate, thresholds: thresholds)
+            var gain: SelfTestArrayGain?
+            if let beam, let reference = live.first {
+                gain = arrayGain(recording, mics: mics, beam: beam, reference: reference, speaker: array.speaker,
+                                 sweepSpan: (start + active.lowerBound)..<(start + active.upperBound))
+            }
+            arrayResult = SelfTestArrayResult(levelVsMedianDB: vsMedian, medianLevelDBFS: median, deadMics: dead,
+                                              geometry: geometry, gain: gain)
+        }
+
         var problems: [String] = []
-        for m in results { problems += micProblems(m, thresholds) }
+        for m in results {
+            // A dead mic's own line says more than "no signal" (the same fact, against the others).
+            if let dead = deadProblems[m.index] { problems.append(dead) }
+            problems += micProblems(m, thresholds, levels: deadProblems[m.index] == nil)
+        }
         problems += delaySpreadProblems(results, thresholds)
+        if case .checked(let delays)? = arrayResult?.geometry, let text = geometryProblem(delays) { problems.append(text) }
 
         var echoReduction: Double?
         var doubleTalk: SelfTestDoubleTalk?
@@ -252,7 +303,7 @@ public enum SelfTestAnalysis {
                 }
             }
         }
-        return SelfTestReport(mics: results, echoReductionDB: echoReduction, doubleTalk: doubleTalk, problems: problems)
+        return SelfTestReport(mics: results, echoReductionDB: echoReduction, doubleTalk: doubleTalk, array: arrayResult, problems: problems)
     }
 
     /// A recording of a sweep alone: the sweep measures the mics, and the echo is measured
@@ -435,14 +486,15 @@ public enum SelfTestAnalysis {
 
     // MARK: - Levels
 
-    private static func micProblems(_ m: SelfTestMicResult, _ t: SelfTestThresholds) -> [String] {
+    /// `levels`: check the level and the signal too (not for a mic already reported dead).
+    private static func micProblems(_ m: SelfTestMicResult, _ t: SelfTestThresholds, levels checkLevels: Bool = true) -> [String] {
         var problems: [String] = []
         let levels = "\(fixedDecimalText(m.levelDBFS, 0)) dBFS, noise floor \(fixedDecimalText(m.noiseFloorDBFS, 0)) dBFS"
-        if m.snrDB < t.minimumSNRDB {
+        if checkLevels && m.snrDB < t.minimumSNRDB {
             problems.append(m.delayMilliseconds == nil
                 ? "mic \(m.index): no signal (\(levels))"
                 : "mic \(m.index): test signal only \(fixedDecimalText(m.snrDB, 0)) dB above the noise (\(levels)) — raise the speaker volume or quieten the room")
-        } else if m.delayMilliseconds == nil {
+        } else if checkLevels && m.delayMilliseconds == nil {
             problems.append("mic \(m.index): hears sound but not the test signal (correlation \(fixedDecimalText(m.correlation, 2))) — keep the room quiet during the test")
         }
         if m.clippedSamples > t.maximumClippedSamples {

@@ -1,0 +1,80 @@
+import Foundation
+@testable import RoomAudio
+import RoomCore
+import XCTest
+
+/// The Swift side of the C beam (`rbeam_*`) that `roomctl selftest` measures the array with.
+final class ArrayBeamTests: XCTestCase {
+    private let sim = [Point3(x: 0.032, y: 0, z: 0), Point3(x: 0, y: 0.032, z: 0),
+                       Point3(x: -0.032, y: 0, z: 0), Point3(x: 0, y: -0.032, z: 0)]
+
+    /// Gaussian-ish noise (sum of four uniforms), RMS about 0.1.
+    private func noise(_ count: Int, seed: UInt64) -> [Float] {
+        var rng = SplitMix64(seed: seed)
+        return (0..<count).map { _ in Float((rng.unit() + rng.unit() + rng.unit() + rng.unit() - 2) * 0.17) }
+    }
+
+    private func power(_ x: ArraySlice<Float>) -> Double { x.reduce(0.0) { $0 + Double($1) * Double($1) } / Double(x.count) }
+
+    func testRefusesWhatTheCSideCannotBuild() {
+        XCTAssertNil(ArrayBeam(rate: 48_000, micPositions: [sim[0]]), "one mic")
+        XCTAssertNil(ArrayBeam(rate: 48_000, micPositions: Array(repeating: sim, count: 3).flatMap { $0 }), "12 mics")
+        XCTAssertNil(ArrayBeam(rate: 44_123, micPositions: sim), "not a multiple of 100 Hz")
+        XCTAssertNil(ArrayBeam(rate: 48_000, micPositions: [sim[0], Point3(x: .nan, y: 0, z: 0)]))
+        let beam = ArrayBeam(rate: 48_000, micPositions: sim)
+        XCTAssertEqual(beam?.blockFrames, 480)
+        XCTAssertEqual(beam?.latency, 96)
+        XCTAssertEqual(beam?.process([[0, 0], [0, 0]]), [], "two planes for four mics")
+        XCTAssertEqual(beam?.process(Array(repeating: [Float](repeating: 0, count: 479), count: 4)), [], "less than a block")
+        XCTAssertEqual(beam?.process([[Float](repeating: 0, count: 960), [], [], []]), [], "planes of different lengths")
+        XCTAssertNil(ArrayBeamMeter(rate: 48_000, micPositions: [sim[0]]).make())
+        XCTAssertNotNil(ArrayBeamMeter(rate: 48_000, micPositions: sim).make())
+    }
+
+    func testIndependentNoiseIsQuieterThroughTheBeam() throws {
+        // Each mic its own noise, as the sim card's floor: the beam adds them incoherently.
+        let mics = (0..<4).map { noise(48_000, seed: UInt64(10 + $0)) }
+        let beam = try XCTUnwrap(ArrayBeam(rate: 48_000, micPositions: sim))
+        let latency = beam.latency
+        for az in [0.0, 45, 90, 200] {
+            beam.steer(az)
+            let out = beam.process(mics)
+            XCTAssertEqual(out.count, 48_000)
+            let gain = 10 * log10(power(out[(2_400 + latency)...]) / power(mics[0][2_400..<(48_000 - latency)]))
+            print("array beam, independent noise: \(gain) dB at \(az)°")
+            XCTAssertLessThan(gain, -0.5, "azimuth \(az)")
+            XCTAssertGreaterThan(gain, -7, "four mics cannot take more than 6 dB off independent noise (azimuth \(az))")
+        }
+    }
+
+    func testASourceInTheLookDirectionPassesAndTheOppositeOneIsLowered() throws {
+        // A plane wave from +x, as the sim room's echo reaches the mics: mic0 first, mic1 and
+        // mic3 4 samples later, mic2 9 (mic_delays 0 4 9 4).
+        let source = noise(48_000 + 16, seed: 99)
+        let delays = [0, 4, 9, 4]
+        let mics = delays.map { d in Array(source[(16 - d)..<(16 - d + 48_000)]) }
+        func gain(_ az: Double) throws -> Double {
+            let beam = try XCTUnwrap(ArrayBeam(rate: 48_000, micPositions: sim))
+            beam.steer(az)
+            let out = beam.process(mics), latency = beam.latency
+            return 10 * log10(power(out[(960 + latency)...]) / power(mics[0][960..<(48_000 - latency)]))
+        }
+        let toward = try gain(0), away = try gain(180)
+        print("array beam, plane wave from +x: \(toward) dB steered at it, \(away) dB steered away")
+        XCTAssertEqual(toward, 0, accuracy: 1.5, "the look direction passes")
+        XCTAssertLessThan(away, toward - 3, "from behind it is lowered (toward \(toward) dB, away \(away) dB)")
+
+        // The output lags the mics by `latency`: the same signal on every mic (a source straight
+        // above) comes out as itself, that much later.
+        let same = Array(repeating: Array(source.prefix(48_000)), count: 4)
+        let beam = try XCTUnwrap(ArrayBeam(rate: 48_000, micPositions: sim))
+        let out = beam.process(same), latency = beam.latency
+        var best = (lag: -1, value: 0.0)
+        for lag in 0...200 {
+            var sum = 0.0
+            for n in 4_800..<40_000 { sum += Double(same[0][n]) * Double(out[n + lag]) }
+            if sum > best.value { best = (lag, sum) }
+        }
+        XCTAssertEqual(best.lag, latency)
+    }
+}
