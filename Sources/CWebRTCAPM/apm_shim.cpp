@@ -37,6 +37,7 @@ struct rapm {
     roombeam::Beam *beam;
     float *beam_out;
     float *map_r, *map_i;       // K: echo path factor from the bank left to a new one (select_bank)
+    bool dereverb;              // configured (rapm_hold_dereverb holds it off for a while)
     const float *beam_in[1];
 };
 
@@ -105,6 +106,7 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
             if (!a->kc[i] || !a->cleaned[i]) { set_err(err, err_len, "out of memory (echo canceller)", -1); rapm_destroy(a); return nullptr; }
             a->kc[i]->ns.on = own_ns && c->noise_suppress != 0;
             a->kc[i]->derev.on = c->dereverb != 0;
+            a->dereverb = c->dereverb != 0;
             a->kc[i]->derev.wpe = (c->dereverb & 1) != 0;
             a->kc[i]->derev.late = (c->dereverb & 2) != 0;
         }
@@ -275,8 +277,12 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     roomaec::select_bank(k, b, a->map_r, a->map_i, kMappedBankUncertainty);
 }
 
+extern "C" void rapm_hold_dereverb(rapm_t *a, int hold) {
+    for (int i = 0; i < a->kc_count; i++) a->kc[i]->derev.on = !hold && a->dereverb;
+}
+
 extern "C" float rapm_reverberance(const rapm_t *a) {
-    return a->kc_count > 0 && a->kc[0]->derev.on ? a->kc[0]->derev.reverberance : -1.0f;
+    return a->kc_count > 0 && a->dereverb ? a->kc[0]->derev.reverberance : -1.0f;
 }
 
 extern "C" int rapm_beam(const rapm_t *a, float *azimuth_deg) {

@@ -45,6 +45,7 @@ constexpr int kEchoMaskDegrees = 25;          // while the far end plays, no tal
                                               // within this of where its echo comes from
 constexpr float kEchoSmoothingMs = 500.0f;
 constexpr int kMaxMics = 8;
+constexpr float kMaxSpacing = 0.17f;          // metres: half a wavelength at 1 kHz
 #ifndef LOC_ONSETS
 #define LOC_ONSETS 1
 #endif
@@ -107,6 +108,15 @@ static const char *geometry_problem(int mics, const float *xyz) {
             area = fmaxf(area, fabsf(ux * vy - uy * vx) / 2);
         }
     if (area < 1e-5f) return "the microphones lie on one line (or one point) in the horizontal plane: no direction around the circle";
+    // Mics farther apart than half a wavelength alias: at 0.17 m every direction is ambiguous
+    // above 1 kHz, most of the speech band the map uses (the 4-mic HATs: 0.064-0.091 m).
+    float widest = 0;
+    for (int a = 0; a < mics; a++)
+        for (int b = a + 1; b < mics; b++) {
+            float dx = xyz[a * 3] - xyz[b * 3], dy = xyz[a * 3 + 1] - xyz[b * 3 + 1], dz = xyz[a * 3 + 2] - xyz[b * 3 + 2];
+            widest = fmaxf(widest, sqrtf(dx * dx + dy * dy + dz * dz));
+        }
+    if (widest > kMaxSpacing) return "two microphones are more than 0.17 m apart: directions alias above 1 kHz, in most of the speech band (an array for roomd is at most 0.17 m across)";
     return nullptr;
 }
 
@@ -279,14 +289,15 @@ static void process(Locator *l, const float *const *mics, int mode, int far_acti
     int dist = abs(best - l->pending);
     if (l->pending >= 0 && (dist <= hold || kDirections - dist <= hold)) l->pending_count++;
     else { l->pending = best; l->pending_count = 1; }
-    if (l->locked && fabsf(wrap_deg(az - l->azimuth_deg)) <= kFollowDegrees) {
+    if (l->locked && far_active) {
+        // While the far end plays a held direction stays where it is; a new talker (or the same
+        // one moving) waits for the far end's first pause: in double talk what the echo leaves in
+        // the map (reflections, the array's side lobes) outweighs a talker often enough to jump
+        // the direction around the room (the double-talk bench's dry room: 5-7 false jumps in
+        // 8 s with the echo's bins weighted down and its direction masked) or to walk it there
+        // in small follows (a sim-card test: −90° to −30° in 5 s). A first lock is still taken.
+    } else if (l->locked && fabsf(wrap_deg(az - l->azimuth_deg)) <= kFollowDegrees) {
         l->azimuth_deg = az;                       // the same talker, moving a little
-    } else if (l->locked && far_active) {
-        // A new talker while the far end plays waits for its first pause: in double talk what
-        // the echo leaves in the map (reflections, the array's side lobes) outweighs a talker
-        // often enough to jump the direction around the room (measured: 5-7 false jumps in 8 s
-        // of the double-talk bench's dry room with the echo's bins weighted down and its direction
-        // masked). A first lock is still taken.
     } else if (l->pending_count >= (l->locked ? kSwitchBlocks : kLockBlocks)) {
         bool moved = !l->has_direction || fabsf(wrap_deg(az - l->azimuth_deg)) > kFollowDegrees;
         l->azimuth_deg = az;

@@ -135,7 +135,7 @@ public final class AudioProcessor {
         c.noise_suppress = settings.noiseSuppress ? 1 : 0
         // Far-field speech through the beam stands closer to the room's noise than a near talker:
         // the noise suppressor's floor is one level milder there (farfield rooms, high → moderate: TBD)
-        c.ns_level = useArray ? max(0, settings.noiseLevel - 1) : settings.noiseLevel
+        c.ns_level = settings.noiseLevel
         c.ns_in_canceller = settings.noiseSuppressor == .canceller ? 1 : 0
         c.gain_control = settings.gainControl ? 1 : 0
         c.agc_target_dbfs = settings.agcTargetDBFS
@@ -221,6 +221,10 @@ public final class AudioProcessor {
     public func steer(azimuthDegrees: Float, hasDirection: Bool, echoAlone: Bool = false) {
         rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0, echoAlone ? 1 : 0)
     }
+
+    /// Holds the dereverberation off (the self-test) or lets it run again as configured. Between
+    /// blocks on the audio thread; a flag, nothing allocated.
+    public func holdDereverberation(_ hold: Bool) { rapm_hold_dereverb(apm, hold ? 1 : 0) }
 
     /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant), nil when
     /// it does not run.

@@ -115,7 +115,7 @@ public struct EngineError: Error, CustomStringConvertible, Sendable {
 /// What the audio thread tells the rest of the daemon. Trivial payloads only, so it crosses the
 /// SPSC ring by plain copy.
 public enum EngineEvent: Sendable, Equatable, BitwiseCopyable {
-    case started(rate: Int, micChannels: Int, beamforming: Bool)
+    case started(rate: Int, micChannels: Int, beamforming: Bool, array: Bool)
     case realtimeGranted(priority: Int32)
     /// SCHED_FIFO was refused; `code` is the errno value pthread_setschedparam returned.
     case realtimeDenied(code: Int32)

@@ -140,7 +140,7 @@ struct Daemon {
         }
         // A board whose array cannot tell directions runs without one, and says why once.
         if board.captureChannels > 1, let problem = AudioEngine.talkerDirectionProblem(rate: config.rate, micPositions: config.micPositions) {
-            Log.notice("\(boardFile): [array] \(problem): the talker's direction is not found on this board")
+            Log.notice("\(boardFile): [array] \(problem): no array processing on this board (the chain hears mic 0 alone)")
         }
         do {
             let engine = try AudioEngine(configuration: config)
@@ -349,8 +349,8 @@ struct Daemon {
         while let event = engine.events.pop() {
             control?.forward(event)
             switch event {
-            case .started(let rate, let mics, let beam):
-                Log.info("audio engine running: \(rate) Hz, \(mics) mic(s)\(beam ? ", beamformer on" : "")")
+            case .started(let rate, let mics, let beam, let array):
+                Log.info("audio engine running: \(rate) Hz, \(mics) mic(s)\(beam ? ", beamformer on" : "")\(array ? ", array processing on (beam, dereverberation)" : "")")
             case .realtimeGranted(let p): Log.info("audio thread runs SCHED_FIFO priority \(p)")
             case .realtimeDenied(let code):
                 Log.warning("audio thread: SCHED_FIFO refused (\(String(cString: strerror(code)))); running at normal priority")

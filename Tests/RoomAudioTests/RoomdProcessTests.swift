@@ -123,6 +123,49 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertTrue(status.allSatisfy { $0.contains("\"talker_azimuth_deg\":null") }, "no direction expected: \(status.last ?? "")")
     }
 
+    /// Double talk with the array on: a talker on the board's −y side starts while the far end
+    /// plays through the speaker on +x. The speaker's echo is louder at the mics than the talker
+    /// and reaches them from its own side; the beam must go to the talker and stay there (the echo
+    /// used to pull the direction around the room: 7 false jumps in 8 s, 4 to the speaker), and
+    /// the status lines say where the beam points. A run with an xrun is run again (at most twice
+    /// more): a stalled machine, not the locator, disturbed it.
+    func testTheSpeakersEchoDoesNotSteerTheBeamInDoubleTalk() throws {
+        let dir = SimCard.scratch("array-dt")
+        SimCard.writeWAV(dir + "/far.wav", SimCard.speechLike(seconds: 10, seed: 3.1, level: 0.3))
+        // 3 s of silence, then the near talker for 5 s, all of it over the far end
+        SimCard.writeWAV(dir + "/talk.wav", [Float](repeating: 0, count: 3 * 48000) + SimCard.speechLike(seconds: 5, seed: 0.7, level: 0.1))
+        SimCard.useRoom(dir, ["input": dir + "/talk.wav", "input_end": "silence", "input_mic_delays": "4 9 4 0",
+                              "ir": "none", "echo_gain_db": "-6"])
+        func once() throws -> (xruns: Int, talkers: [Double], beams: [Double], log: String) {
+            let r = try roomd(["--board", board, "--duration", "8", "--json", "--stats-interval", "0.1",
+                               "--far-end", dir + "/far.wav", "--config", "none", "--state-dir", "none", "--control-socket", "none"],
+                              env: ["ROOMSIM_CONFIG": dir + "/room.conf"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            let lines = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let summary = lines.last { $0["summary"] != nil } ?? [:]
+            let xruns = (summary["capture_xruns"] as? Int ?? 0) + (summary["playback_xruns"] as? Int ?? 0)
+            let talkers = r.stderr.split(separator: "\n").compactMap { line -> Double? in
+                guard let at = line.range(of: "talker at ") else { return nil }
+                return Double(line[at.upperBound...].prefix { $0 != "°" })
+            }
+            let beams = lines.compactMap { $0["beam_azimuth_deg"] as? Double }
+            return (xruns, talkers, beams, r.stderr)
+        }
+        var run = try once()
+        for _ in 1...2 where run.xruns > 0 {
+            print("testTheSpeakersEchoDoesNotSteerTheBeamInDoubleTalk: an xrun: running it again")
+            run = try once()
+        }
+        XCTAssertEqual(run.xruns, 0, "xruns in all three runs (machine busy?)")
+        XCTAssertFalse(run.talkers.isEmpty, "the talker was never found: \(run.log)")
+        for t in run.talkers { XCTAssertEqual(t, -90, accuracy: 20, "a talker found at \(t)°, the talker sits at −90° (the speaker at 0°)") }
+        XCTAssertFalse(run.beams.isEmpty, "no status line says where the beam points")
+        // the beam nearest the talker or a neighbour (15° apart): the first lock is taken in double
+        // talk, and a held direction does not follow while the far end plays
+        XCTAssertEqual(run.beams.last ?? 0, -90, accuracy: 15.01, "the beam at the end: \(run.beams.suffix(5))")
+        XCTAssertFalse(run.beams.contains { abs($0) < 30 }, "the beam turned to the speaker: \(run.beams)")
+    }
+
     /// board/sim's simulated LED ring shows the talker: a talker on the board's -y side (mic3
     /// hears it first, mic1 last) lights LED 9 of 12 (270°) in `$ROOMD_SIM_GPIO_DIR/ring`.
     func testLEDRingShowsWhereTheTalkerIs() throws {

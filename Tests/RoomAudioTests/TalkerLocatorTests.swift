@@ -156,6 +156,10 @@ final class TalkerLocatorTests: XCTestCase {
         XCTAssertTrue(two?.contains("3 to 8 microphones") == true, two ?? "nil")
         let line = TalkerLocator.problem(rate: 48000, positions: [(-0.05, 0, 0), (0, 0, 0), (0.05, 0, 0), (0.1, 0, 0)])
         XCTAssertTrue(line?.contains("one line") == true, line ?? "nil")
+        // a square 0.2 m across the diagonal: aliased above 1 kHz; the 4-mic HAT's 91 mm is fine
+        let wide = TalkerLocator.problem(rate: 48000, positions: [(0.1, 0, 0), (0, 0.1, 0), (-0.1, 0, 0), (0, -0.1, 0)])
+        XCTAssertTrue(wide?.contains("more than 0.17 m apart") == true, wide ?? "nil")
+        XCTAssertNil(TalkerLocator.problem(rate: 48000, positions: [(0.0323, 0.0323, 0), (-0.0323, 0.0323, 0), (-0.0323, -0.0323, 0), (0.0323, -0.0323, 0)]))
         XCTAssertNil(TalkerLocator(rate: 48000, positions: [(0, 0, 0)]))
     }
 }
