@@ -279,6 +279,11 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
 
 extern "C" void rapm_hold_dereverb(rapm_t *a, int hold) {
     for (int i = 0; i < a->kc_count; i++) a->kc[i]->derev.on = !hold && a->dereverb;
+    // A self-test ends: the bank in use (mic 0's) has just learnt the echo path from its sweep
+    // and noise, fresher than what any beam's bank holds; each beam starts again from it
+    // (mapped through the relative transfer functions) when next used.
+    if (!hold && a->beam && a->kc_count > 0)
+        for (int b = 0; b < a->kc[0]->banks; b++) if (b != a->kc[0]->bank) a->kc[0]->bLeft[b] = -1;
 }
 
 extern "C" float rapm_reverberance(const rapm_t *a) {

@@ -82,7 +82,8 @@ float rapm_double_talk_factor(const rapm_t *apm);
 /// thread that processes capture; allocates nothing. No effect without the array.
 void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alone);
 /// Holds the dereverberation off (1) or lets it run as configured (0): the self-test measures
-/// the canceller without it. Between blocks; allocates nothing.
+/// the canceller without it. Letting it run again also makes every beam's echo path start anew
+/// from the one in use (the self-test's, just learnt). Between blocks; allocates nothing.
 void rapm_hold_dereverb(rapm_t *apm, int hold);
 /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant: how much of it
 /// is applied; dereverb.h), or −1 when it does not run.
