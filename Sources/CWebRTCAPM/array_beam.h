@@ -131,6 +131,13 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
     if (!ok) { destroy(b); return nullptr; }
     roomaec::lowdelay_windows(Nr, H, D, b->wa, b->ws);
     const double c = 343.0, el = kElevationDeg * M_PI / 180.0;
+    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another white-noise gain floor
+    double min_wng = kMinWhiteNoiseGain;
+    if (const char *e = getenv("ROOMD_BEAM_WNG_DB")) {
+        char *end = nullptr;
+        double db = strtod(e, &end);
+        if (end != e && *end == 0 && db >= -30 && db <= 6) min_wng = pow(10, db / 10);
+    }
     double dist[kMaxMics * kMaxMics];
     for (int i = 0; i < mics; i++)
         for (int j = 0; j < mics; j++) {
@@ -153,8 +160,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
                 double t = -(xyz[m * 3] * ux + xyz[m * 3 + 1] * uy + xyz[m * 3 + 2] * uz) / c;
                 d[m] = std::polar(1.0, -omega * t);
             }
-            // The smallest loading (bisection on log10 μ over 1e-8 … 1e3) with wᴴw ≤ 1/0.1.
-            const double limit = 1.0 / kMinWhiteNoiseGain;
+            // The smallest loading (bisection on log10 μ over 1e-8 … 1e3) with wᴴw ≤ 1/WNG.
+            const double limit = 1.0 / min_wng;
             if (loaded_weights(G, d, 1e-8, mics, w) > limit) {
                 double lo = -8, hi = 3;
                 for (int it = 0; it < 30; it++) {
