@@ -23,30 +23,43 @@ final class RoomdHealthTests: ProcessTestCase {
                     "--control-socket", socket, "--state-dir", "none", "--config", "none"],
                    env: ["ROOMSIM_CONFIG": dir + "/room.conf"], log: dir + "/roomd.log")
         waitForSocket(socket)
-        let outcome = Mutex<[String: JSONValue]?>(nil)
-        let failure = Mutex<String?>(nil)
-        Thread.detachNewThread {
-            do {
-                let client = try ControlClient(path: socket)
-                let result = try client.request("selftest", timeout: .seconds(60))
-                outcome.withLock { $0 = result }
-            } catch {
-                failure.withLock { $0 = "\(error)" }
-            }
-        }
-        let client = try ControlClient(path: socket)
+        // A self-test whose recording had an xrun answers device_error, "run it again": so the test
+        // does, as a person or the rig would (RoomdConfigurationTests does the same), at most twice
+        // more; the machine, not the control loop, disturbed it.
+        var answer: [String: JSONValue]?
+        var failureText: String?
         var slowest = 0.0
         var asked = 0
-        let deadline = Date().addingTimeInterval(60)
-        while outcome.withLock({ $0 == nil }) && failure.withLock({ $0 == nil }) && Date() < deadline {
-            let t0 = monotonicNanoseconds()
-            _ = try client.request("status", timeout: .seconds(30))
-            slowest = max(slowest, Double(monotonicNanoseconds() - t0) / 1e6)
-            asked += 1
-            Thread.sleep(forTimeInterval: 0.01)
+        for attempt in 1...3 {
+            let got = Mutex<[String: JSONValue]?>(nil)
+            let failed = Mutex<String?>(nil)
+            Thread.detachNewThread {
+                do {
+                    let client = try ControlClient(path: socket)
+                    let result = try client.request("selftest", timeout: .seconds(60))
+                    got.withLock { $0 = result }
+                } catch {
+                    failed.withLock { $0 = "\(error)" }
+                }
+            }
+            let client = try ControlClient(path: socket)
+            let deadline = Date().addingTimeInterval(60)
+            while got.withLock({ $0 == nil }) && failed.withLock({ $0 == nil }) && Date() < deadline {
+                let t0 = monotonicNanoseconds()
+                _ = try client.request("status", timeout: .seconds(30))
+                slowest = max(slowest, Double(monotonicNanoseconds() - t0) / 1e6)
+                asked += 1
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            answer = got.withLock { $0 }
+            failureText = failed.withLock { $0 }
+            let deviceError = failureText?.contains("device_error") == true
+                || (answer?["error"]?.objectValue?["code"]?.stringValue == "device_error")
+            guard attempt < 3, deviceError else { break }
+            print("RoomdHealthTests: the self-test's recording had an xrun: running it again")
         }
-        XCTAssertNil(failure.withLock { $0 })
-        let result = try XCTUnwrap(outcome.withLock { $0 }, "the self-test did not answer in 60 s")
+        XCTAssertNil(failureText)
+        let result = try XCTUnwrap(answer, "the self-test did not answer in 60 s")
         let analysisMs = try XCTUnwrap(result["analysis_ms"]?.doubleValue)
         let attempts = result["attempts"]?.intValue ?? 1
         print("self-test analysis \(analysisMs) ms (attempts \(attempts)); \(asked) status requests, slowest \(slowest) ms")
