@@ -89,6 +89,10 @@ let package = Package(
                 // SwiftPM passes pkg-config's -I but drops its -D flags: define them here.
                 .define("WEBRTC_POSIX"),
                 .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD"),
+                // roomd's DSP runs on the audio thread in every build: unoptimised (a debug build's
+                // -O0) the array's beam, locator and dereverberation pushed the debug roomd the
+                // tests run into xruns during self-tests on this 2-core VM.
+                .unsafeFlags(["-O2"], .when(configuration: .debug)),
             ],
             linkerSettings: [.linkedLibrary("stdc++")]
         ),
