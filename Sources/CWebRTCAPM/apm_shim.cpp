@@ -399,6 +399,7 @@ extern "C" int rloc_bins(const rloc_t *r) { return r->l->N / 2 + 1; }
 extern "C" const float *rapm_near_share(const rapm_t *a, int *bins) {
     if (a->kc_count == 0) { *bins = 0; return nullptr; }
     *bins = a->kc[0]->Kr;
+    a->kc[0]->near_share_on = true;
     return a->kc[0]->near_share;
 }
 
@@ -430,8 +431,7 @@ extern "C" void rbeam_destroy(rbeam_t *r) {
 }
 
 extern "C" void rbeam_steer(rbeam_t *r, float azimuth_deg) {
-    r->b->current = roombeam::kBeams;   // the nearest beam, whatever was in use
-    r->b->current = r->b->previous = roombeam::beam_for(r->b, azimuth_deg);
+    r->b->current = r->b->previous = roombeam::nearest_beam(azimuth_deg);
     r->b->fade = 0;
 }
 

@@ -55,7 +55,6 @@ struct Beam {
     float *Yr, *Yi;
     float *ola, *rt;
     int current, previous, fade;              // fade: blocks of the fade still to come
-    float current_deg;
     // The echo's relative transfer from mic 0 to each mic, learnt while the far end plays alone
     // (learn_echo): smoothed cross-spectra X_m·X_0* and |X_0|². With it, the echo path a beam
     // hears is the mic-0 path times Σ_m conj(w_m)·RTF_m per bin (echo_gain), which is how the
@@ -191,22 +190,25 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
         b->wr[((size_t)kBeams * mics + 0) * Kr + k] = 1;   // beam kBeams: mic 0
     }
     b->current = b->previous = kBeams;
-    b->current_deg = NAN;
     return b;
 }
 
-// The beam for a talker at azimuth_deg (board frame) given the beam in use: the nearest, unless
-// the current one is still within kSwitchDegrees.
-static int beam_for(const Beam *b, float azimuth_deg) {
+// The beam whose centre is nearest azimuth_deg (board frame).
+static int nearest_beam(float azimuth_deg) {
     float a = fmodf(azimuth_deg, 360.0f);
     if (a < 0) a += 360.0f;
+    return (int)lroundf(a * kBeams / 360.0f) % kBeams;
+}
+
+// The beam for a talker at azimuth_deg given the beam in use: the nearest, unless the current
+// one is still within kSwitchDegrees.
+static int beam_for(const Beam *b, float azimuth_deg) {
     if (b->current < kBeams) {
-        float off = fabsf(a - b->current * 360.0f / kBeams);
+        float off = fabsf(fmodf(azimuth_deg - b->current * 360.0f / kBeams, 360.0f));
         if (off > 180) off = 360 - off;
         if (off <= kSwitchDegrees) return b->current;
     }
-    int n = (int)lroundf(a * kBeams / 360.0f);
-    return n % kBeams;
+    return nearest_beam(azimuth_deg);
 }
 
 // Points the beam at `beam` (kBeams: mic 0); a change fades over kFadeBlocks blocks.

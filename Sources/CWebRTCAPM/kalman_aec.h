@@ -323,6 +323,7 @@ struct Canceller {
     // the mic, near 0 where the speaker's echo does. The talker locator steers with it, so the
     // speaker's echo during double talk does not pull the direction to the speaker.
     float *near_share;
+    bool near_share_on;          // computed only once someone reads it (rapm_near_share)
     // Filter banks (select_bank): with the array, the canceller works on the beam, and each
     // direction the beam can point has an echo path of its own (the speaker sits in a different
     // place relative to each beam's pattern). Each bank keeps its filter, covariance and schooling,
@@ -453,6 +454,18 @@ static inline void prefetch_partition(const Canceller *a, int p) {
     }
 }
 
+// n blocks of the Kalman model's transition without an update (the far end idle, or the bank
+// resting while the beam pointed elsewhere) at once: P = A²ⁿ P + (1 − A²ⁿ)|W|², selected bank.
+static void drift_covariance(Canceller *a, long n) {
+    if (n <= 0) return;
+    const float A2 = a->prm.transition * a->prm.transition, a2n = powf(A2, (float)n);
+    for (int p = 0; p < a->P; p++) {
+        const float *wr = a->Wr + (size_t)p * a->KW, *wi = a->Wi + (size_t)p * a->KW;
+        float *pc = a->Pc + (size_t)p * a->KS;
+        for (int k = 0; k < a->KLa; k++) pc[k] = a2n * pc[k] + (1 - a2n) * (wr[k] * wr[k] + wi[k] * wi[k]);
+    }
+}
+
 // One block: far (H samples, what the speaker plays now), mic (H samples) → out (H samples,
 // delayed by D). out may alias mic.
 ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic, float *out) {
@@ -491,7 +504,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     memset(a->tbuf, 0, sizeof(float) * (N - H));
     memcpy(a->tbuf + N - H, e, sizeof(float) * H);
     rfft(&a->fft, a->tbuf, a->Er, a->Ei);
-    {
+    if (a->near_share_on) {
         const int step = N / a->Nr;
         for (int k = 0; k < a->Kr; k++) {
             const int kk = k * step;
@@ -524,12 +537,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         a->idle_pending++;
         a->idle_blocks++;
     } else if (a->idle_pending > 0) {
-        // n such blocks at once: P = A²ⁿ P + (1 − A²ⁿ)|W|².
-        const float a2n = powf(A2, (float)a->idle_pending);
-        for (int p = 0; p < P; p++) {
-            float *wr = a->Wr + (size_t)p * KW, *wi = a->Wi + (size_t)p * KW, *pc = a->Pc + (size_t)p * KS;
-            for (int k = 0; k < KL; k++) pc[k] = a2n * pc[k] + (1 - a2n) * (wr[k] * wr[k] + wi[k] * wi[k]);
-        }
+        drift_covariance(a, a->idle_pending);   // n such blocks at once
         a->idle_pending = 0;
     }
     for (int p = 0; p < (idle ? 0 : P); p++) {
@@ -688,17 +696,7 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
                         float uncertainty = kNewBankUncertainty) {
     if (b == a->bank || b < 0 || b >= a->banks) return;
     const int P = a->P, KS = a->KS, KW = a->KW, KL = a->KLa;
-    const float A2 = a->prm.transition * a->prm.transition;
-    auto drift = [&](float *wr, float *wi, float *pc, long n) {
-        if (n <= 0) return;
-        const float a2n = powf(A2, (float)n);
-        for (int p = 0; p < P; p++) {
-            const float *r = wr + (size_t)p * KW, *i = wi + (size_t)p * KW;
-            float *c = pc + (size_t)p * KS;
-            for (int k = 0; k < KL; k++) c[k] = a2n * c[k] + (1 - a2n) * (r[k] * r[k] + i[k] * i[k]);
-        }
-    };
-    drift(a->Wr, a->Wi, a->Pc, a->idle_pending);   // the idle blocks not yet applied
+    drift_covariance(a, a->idle_pending);   // the idle blocks not yet applied
     a->idle_pending = 0;
     const int from = a->bank;
     a->bFar[from] = a->far_blocks;
@@ -724,7 +722,7 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
         }
         a->far_blocks = a->bFar[from];
     } else {
-        drift(a->Wr, a->Wi, a->Pc, a->blocks - a->bLeft[b]);
+        drift_covariance(a, a->blocks - a->bLeft[b]);
         a->far_blocks = a->bFar[b];
     }
     // What step 5 of the last block accumulated for this one, with the new filter.

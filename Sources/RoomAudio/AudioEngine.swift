@@ -677,8 +677,9 @@ final class AudioLoop: @unchecked Sendable {
     /// speaker's echo alone would pull the direction around).
     private func locate(_ locator: TalkerLocator, voice: Bool) {
         let farEndQuiet = playbackMeter.lastRMSDBFS <= config.farEndActiveThresholdDBFS
-        let nearEndOverFarEnd = apm.doubleTalkFactor < Self.locatorDoubleTalkFactor
-        let echoAlone = !farEndQuiet && apm.doubleTalkFactor > Self.locatorEchoAloneFactor
+        let doubleTalkFactor = apm.doubleTalkFactor
+        let nearEndOverFarEnd = doubleTalkFactor < Self.locatorDoubleTalkFactor
+        let echoAlone = !farEndQuiet && doubleTalkFactor > Self.locatorEchoAloneFactor
         locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd),
                         echoAlone: echoAlone, farEndActive: !farEndQuiet, nearShare: nearShare)
         let state = locator.state
