@@ -181,7 +181,7 @@ let package = Package(
         .testTarget(name: "RoomMediaCryptoTests",
                     dependencies: ["RoomTestSupport", "RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomTLS",
                                    "RoomJanusBackend", "RoomWebRTC"]),
-        .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "SimCardTests", dependencies: ["RoomTestSupport", "CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomTestSupport", "RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),

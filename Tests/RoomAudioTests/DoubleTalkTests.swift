@@ -1,6 +1,7 @@
 import Foundation
 import RoomAudio
 import RoomCore
+import RoomTestSupport
 import XCTest
 
 /// Double talk through the real engine on the simulated card (board/sim's echo path: 2 ms,
@@ -26,11 +27,8 @@ final class DoubleTalkTests: XCTestCase {
     /// machine, not the canceller, broke it (a fresh-clone CI failed here once with one xrun while
     /// other work loaded the machine); every figure is taken from an xrun-free run or the test fails.
     private func record(_ config: EngineConfiguration) throws -> (samples: [Float], snapshotAt5s: EngineSnapshot?, end: EngineSnapshot) {
-        // The same rerun as AudioEngineTests.loopbackDelay's.
-        var run = try recordOnce(config)
-        for _ in 1...2 where run.end.captureXruns + run.end.playbackXruns > 0 {
-            print("DoubleTalkTests: an xrun in the recording: running it again")
-            run = try recordOnce(config)
+        let run = try Disturbance.rerun("DoubleTalkTests", disturbed: { $0.end.captureXruns + $0.end.playbackXruns > 0 }) {
+            try recordOnce(config)
         }
         XCTAssertEqual(run.end.captureXruns + run.end.playbackXruns, 0, "xruns disturb the measurement (machine busy?), in all three runs")
         return run

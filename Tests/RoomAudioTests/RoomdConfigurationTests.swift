@@ -1,6 +1,7 @@
 import Foundation
 import RoomControl
 import RoomCore
+import RoomTestSupport
 import XCTest
 
 /// roomd's configuration file, reload, run-time settings across restarts, audio profiles and
@@ -37,9 +38,7 @@ final class RoomdConfigurationTests: ProcessTestCase {
     /// roomd refuse a result it cannot trust. People and the HIL rig (50-selftest-in-a-call) do
     /// the same.
     private func selftest() throws -> (status: Int32, out: String) {
-        var r = try ctl(["selftest"])
-        for _ in 0..<2 where r.out.contains("device_error") { r = try ctl(["selftest"]) }
-        return r
+        try Disturbance.rerun("selftest", disturbed: { $0.out.contains("device_error") }) { try ctl(["selftest"]) }
     }
 
     private func status() throws -> [String: Any] {
@@ -234,9 +233,8 @@ final class RoomdConfigurationTests: ProcessTestCase {
         // An xrun during the test (this shared 2-core VM stalls now and then) makes roomd refuse
         // the result with `device_error`, "run it again": so the test does, as a person or the
         // rig would (HIL's 50-selftest-in-a-call does the same), at most twice more.
-        var answer = try json(["selftest"])
-        for _ in 0..<2 where ((answer["error"] as? [String: Any])?["code"] as? String) == "device_error" {
-            answer = try json(["selftest"])
+        let answer = try Disturbance.rerun("selftest", disturbed: { (($0["error"] as? [String: Any])?["code"] as? String) == "device_error" }) {
+            try json(["selftest"])
         }
         let result = try XCTUnwrap(answer["result"] as? [String: Any], "\(answer)")
         XCTAssertEqual(result["passed"] as? Bool, true, "\(result)")

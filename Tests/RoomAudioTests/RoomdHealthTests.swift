@@ -3,6 +3,7 @@ import RoomControl
 import RoomCore
 import RoomSystem
 import Synchronization
+import RoomTestSupport
 import XCTest
 
 /// Issue 10 (4, 5, 6): what roomd tells systemd about its health, its audio thread's name and
@@ -23,14 +24,8 @@ final class RoomdHealthTests: ProcessTestCase {
                     "--control-socket", socket, "--state-dir", "none", "--config", "none"],
                    env: ["ROOMSIM_CONFIG": dir + "/room.conf"], log: dir + "/roomd.log")
         waitForSocket(socket)
-        // A self-test whose recording had an xrun answers device_error, "run it again": so the test
-        // does, as a person or the rig would (RoomdConfigurationTests does the same), at most twice
-        // more; the machine, not the control loop, disturbed it.
-        var answer: [String: JSONValue]?
-        var failureText: String?
-        var slowest = 0.0
-        var asked = 0
-        for attempt in 1...3 {
+        // One self-test, with status requests asked every ~10 ms while it runs and is analysed.
+        func selfTestWhilePolling() throws -> (answer: [String: JSONValue]?, failure: String?, slowest: Double, asked: Int) {
             let got = Mutex<[String: JSONValue]?>(nil)
             let failed = Mutex<String?>(nil)
             Thread.detachNewThread {
@@ -43,6 +38,8 @@ final class RoomdHealthTests: ProcessTestCase {
                 }
             }
             let client = try ControlClient(path: socket)
+            var slowest = 0.0
+            var asked = 0
             let deadline = Date().addingTimeInterval(60)
             while got.withLock({ $0 == nil }) && failed.withLock({ $0 == nil }) && Date() < deadline {
                 let t0 = monotonicNanoseconds()
@@ -51,13 +48,13 @@ final class RoomdHealthTests: ProcessTestCase {
                 asked += 1
                 Thread.sleep(forTimeInterval: 0.01)
             }
-            answer = got.withLock { $0 }
-            failureText = failed.withLock { $0 }
-            let deviceError = failureText?.contains("device_error") == true
-                || (answer?["error"]?.objectValue?["code"]?.stringValue == "device_error")
-            guard attempt < 3, deviceError else { break }
-            print("RoomdHealthTests: the self-test's recording had an xrun: running it again")
+            return (got.withLock { $0 }, failed.withLock { $0 }, slowest, asked)
         }
+        // A self-test whose recording had an xrun answers device_error, "run it again".
+        let run = try Disturbance.rerun("RoomdHealthTests", disturbed: {
+            $0.failure?.contains("device_error") == true || $0.answer?["error"]?.objectValue?["code"]?.stringValue == "device_error"
+        }, selfTestWhilePolling)
+        let (answer, failureText, slowest, asked) = (run.answer, run.failure, run.slowest, run.asked)
         XCTAssertNil(failureText)
         let result = try XCTUnwrap(answer, "the self-test did not answer in 60 s")
         let analysisMs = try XCTUnwrap(result["analysis_ms"]?.doubleValue)

@@ -2,6 +2,7 @@
 // readi, writei, poll). Each test writes its own room file and points ROOMSIM_CONFIG at it.
 import CAlsa
 import Glibc
+import RoomTestSupport
 import XCTest
 
 final class SimCardTests: XCTestCase {
@@ -334,11 +335,13 @@ final class SimCardTests: XCTestCase {
     func testInjectedXrunsAreReportedAndRecovered() throws {
         // input: a ramp, so each capture sample tells which input frame it carries
         let ramp = (0..<48000).map { Int16(truncatingIfNeeded: $0 / 2) }
-        var run = try runInjectedXruns(ramp)
         // A run in which this process stalled (CI saw a 190 ms one: the capture xrun reported at
-        // 487 ms, the playback one already due at the next write) measures the VM, not the card:
-        // up to two more.
-        for _ in 1...2 where run.longestGapMs > 60 { run = try runInjectedXruns(ramp) }
+        // 487 ms, the playback one already due at the next write) measures the VM, not the card;
+        // so does one in which the card counted an xrun nobody injected (the test thread came late
+        // to a period: with another job keeping a core busy, a 20-50 ms stall did that).
+        let run = try Disturbance.rerun("testInjectedXrunsAreReportedAndRecovered", disturbed: {
+            $0.longestGapMs > 60 || ($0.playback["xruns"] ?? "0") != "0" || ($0.capture["xruns"] ?? "0") != "0"
+        }) { try runInjectedXruns(ramp) }
         XCTAssertLessThanOrEqual(run.longestGapMs, 60, "the test process stalled in every run")
         XCTAssertEqual(run.captureXrunMs.count, 1, "capture xruns at \(run.captureXrunMs) ms")
         if let ms = run.captureXrunMs.first { XCTAssertEqual(ms, 300, accuracy: 40, "capture xrun at \(ms) ms") }
