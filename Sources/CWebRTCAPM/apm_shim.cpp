@@ -37,7 +37,8 @@ struct rapm {
     roombeam::Beam *beam;
     float *beam_out;
     float *map_r, *map_i;       // K: echo path factor from the bank left to a new one (select_bank)
-    bool dereverb;              // configured (rapm_hold_dereverb holds it off for a while)
+    bool dereverb;              // configured (a self-test holds it off for a while)
+    bool self_test;             // rapm_self_test: the chain hears mic 0, rapm_steer waits
     const float *beam_in[1];
 };
 
@@ -252,7 +253,7 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 static constexpr float kMappedBankUncertainty = 0.05f;
 
 extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone) {
-    if (!a->beam) return;
+    if (!a->beam || a->self_test) return;
     a->beam->learn_echo = echo_alone != 0;
     const int b = has_direction ? roombeam::beam_for(a->beam, azimuth_deg) : roombeam::kBeams;
     if (b == a->beam->current) return;
@@ -277,13 +278,23 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     roomaec::select_bank(k, b, a->map_r, a->map_i, kMappedBankUncertainty);
 }
 
-extern "C" void rapm_hold_dereverb(rapm_t *a, int hold) {
-    for (int i = 0; i < a->kc_count; i++) a->kc[i]->derev.on = !hold && a->dereverb;
-    // A self-test ends: the bank in use (mic 0's) has just learnt the echo path from its sweep
-    // and noise, fresher than what any beam's bank holds; each beam starts again from it
-    // (mapped through the relative transfer functions) when next used.
-    if (!hold && a->beam && a->kc_count > 0)
-        for (int b = 0; b < a->kc[0]->banks; b++) if (b != a->kc[0]->bank) a->kc[0]->bLeft[b] = -1;
+extern "C" void rapm_self_test(rapm_t *a, int on) {
+    a->self_test = on != 0;
+    for (int i = 0; i < a->kc_count; i++) a->kc[i]->derev.on = !on && a->dereverb;
+    if (!a->beam) return;
+    roomaec::Canceller *k = a->kc_count > 0 ? a->kc[0] : nullptr;
+    if (on) {
+        a->beam->learn_echo = 0;
+        if (a->beam->current != roombeam::kBeams) {
+            roombeam::steer(a->beam, roombeam::kBeams);
+            if (k) roomaec::select_bank(k, roombeam::kBeams);
+        }
+    } else if (k) {
+        // The bank in use (mic 0's) has just learnt the echo path from the sweep and noise,
+        // fresher than what any beam's bank holds: each beam starts again from it (mapped through
+        // the relative transfer functions) when next used.
+        for (int b = 0; b < k->banks; b++) if (b != k->bank) k->bLeft[b] = -1;
+    }
 }
 
 extern "C" float rapm_reverberance(const rapm_t *a) {

@@ -235,8 +235,8 @@ final class AudioLoop: @unchecked Sendable {
     private let gainSSRCs: UnsafeMutablePointer<UInt32>
     /// Index of the profile the encoder and APM are tuned for (-1: not yet) and its settings.
     private var appliedProfile = -1
-    /// A self-test runs with the gain control off (`holdGainControl`).
-    private var gainControlHeld = false
+    /// A self-test runs with the gain control off and the array held (`holdForSelfTest`).
+    private var selfTestHeld = false
     private var voiceGateOn = true
     private let profiles: [AudioProfileSettings]
     private let probe = AllocationProbe()
@@ -515,7 +515,7 @@ final class AudioLoop: @unchecked Sendable {
         guard wanted != appliedProfile, wanted >= 0, wanted < profiles.count else { return }
         let p = profiles[wanted]
         _ = encoder.apply(p)
-        _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !gainControlHeld)
+        _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !selfTestHeld)
         apm.setOutputBand(topHz: p.bandwidth.topHz)
         voiceGateOn = p.voiceGate
         appliedProfile = wanted
@@ -551,12 +551,13 @@ final class AudioLoop: @unchecked Sendable {
     /// the canceller, read as 6 dB of talker "lost" in double talk, and as 20 dB less echo
     /// reduction on a second run (docs/audio-engine.md, "Self-test capture"). Two flag flips, nothing
     /// allocated (the handles exist).
-    /// The dereverberation is held off too: it measures the room from what the mics hear, which
-    /// in a self-test is the sweep's reverberant echo, and then takes the test talker's (dry)
-    /// syllable ends for reverberation (1.7 dB of it lost in double talk, 5.2 % chopped).
-    private func holdGainControl(_ hold: Bool) {
-        gainControlHeld = hold
-        apm.holdDereverberation(hold)
+    /// The array is held too (rapm_self_test): the test talker is added to every mic alike, a
+    /// source straight above the array that no beam passes at its level (a second self-test in
+    /// a row lost 13 dB of it), so the chain hears mic 0; and the dereverberation, which would
+    /// measure the sweep's reverberant echo, is off.
+    private func holdForSelfTest(_ hold: Bool) {
+        selfTestHeld = hold
+        apm.holdForSelfTest(hold)
         guard appliedProfile >= 0, appliedProfile < profiles.count else { return }
         let p = profiles[appliedProfile]
         _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !hold)
@@ -602,7 +603,7 @@ final class AudioLoop: @unchecked Sendable {
         followProfile()
         followLossReports()
         blockTesting = selfTest.active()
-        if blockTesting != gainControlHeld { holdGainControl(blockTesting) }
+        if blockTesting != selfTestHeld { holdForSelfTest(blockTesting) }
         if blockTesting { selfTest.fillSpeaker(testBlock) }
     }
 
@@ -625,14 +626,8 @@ final class AudioLoop: @unchecked Sendable {
         inputMeter.process(micZero)
         outputMeter.process(out)
         let voice = apm.voiceDetected
-        if testing {
-            // The self-test's talker is added to every mic alike (a source straight above the
-            // array), which no beam around the table passes at its level: the test measures
-            // the chain on mic 0, and the beam comes back when it ends (its echo path kept).
-            apm.steer(azimuthDegrees: 0, hasDirection: false)
-        } else {
-            locatorEveryBlock?._withUnsafeGuaranteedRef { locate($0, voice: voice) }
-        }
+        // (During a self-test the array is held at mic 0: `holdForSelfTest`.)
+        if !testing { locatorEveryBlock?._withUnsafeGuaranteedRef { locate($0, voice: voice) } }
         stats.inputLevelBits.store(inputMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
         stats.outputLevelBits.store(outputMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
         stats.playbackLevelBits.store(playbackMeter.smoothedDBFS.bitPattern, ordering: .relaxed)

@@ -222,9 +222,10 @@ public final class AudioProcessor {
         rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0, echoAlone ? 1 : 0)
     }
 
-    /// Holds the dereverberation off (the self-test) or lets it run again as configured. Between
-    /// blocks on the audio thread; a flag, nothing allocated.
-    public func holdDereverberation(_ hold: Bool) { rapm_hold_dereverb(apm, hold ? 1 : 0) }
+    /// A self-test starts or ends: meanwhile the chain hears mic 0, steering waits and the
+    /// dereverberation is held off (rapm_self_test). Between blocks on the audio thread; nothing
+    /// allocated.
+    public func holdForSelfTest(_ on: Bool) { rapm_self_test(apm, on ? 1 : 0) }
 
     /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant), nil when
     /// it does not run.

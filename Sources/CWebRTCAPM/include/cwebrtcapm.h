@@ -81,10 +81,11 @@ float rapm_double_talk_factor(const rapm_t *apm);
 /// echo, which starts the canceller on a beam it has not served before). Between blocks, on the
 /// thread that processes capture; allocates nothing. No effect without the array.
 void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alone);
-/// Holds the dereverberation off (1) or lets it run as configured (0): the self-test measures
-/// the canceller without it. Letting it run again also makes every beam's echo path start anew
-/// from the one in use (the self-test's, just learnt). Between blocks; allocates nothing.
-void rapm_hold_dereverb(rapm_t *apm, int hold);
+/// A self-test starts (1) or ends (0). While it runs the chain hears mic 0 (the test talker is
+/// added to every mic alike, which no beam around the table passes at its level), rapm_steer
+/// waits, and the dereverberation is held off; when it ends every beam's echo path starts anew
+/// from mic 0's, just learnt from the sweep. Between blocks; allocates nothing.
+void rapm_self_test(rapm_t *apm, int on);
 /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant: how much of it
 /// is applied; dereverb.h), or −1 when it does not run.
 float rapm_reverberance(const rapm_t *apm);
