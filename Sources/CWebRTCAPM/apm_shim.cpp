@@ -252,9 +252,12 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 // late reverberation, which differs per mic beyond what one factor per bin says).
 static constexpr float kMappedBankUncertainty = 0.05f;
 
-extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone) {
+extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone, int far_active) {
     if (!a->beam || a->self_test) return;
     a->beam->learn_echo = echo_alone != 0;
+    // While the far end plays the beam stays where it is (its echo path is the one the canceller
+    // is sure of); it turns in the far end's next pause.
+    if (far_active) return;
     const int b = has_direction ? roombeam::beam_for(a->beam, azimuth_deg) : roombeam::kBeams;
     if (b == a->beam->current) return;
     const int from = a->beam->current;

@@ -678,14 +678,8 @@ final class AudioLoop: @unchecked Sendable {
         locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd),
                         echoAlone: echoAlone, farEndActive: !farEndQuiet, nearShare: nearShare)
         let state = locator.state
-        if farEndQuiet {
-            apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0, echoAlone: echoAlone)
-        } else {
-            // While the far end plays the beam stays where it is (its echo path is the one the
-            // canceller is sure of); it turns in the far end's next pause.
-            let current = apm.beamAzimuthDegrees
-            apm.steer(azimuthDegrees: current ?? 0, hasDirection: current != nil, echoAlone: echoAlone)
-        }
+        apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0,
+                  echoAlone: echoAlone, farEndActive: !farEndQuiet)
         stats.beamAzimuthTenths.store(apm.beamAzimuthDegrees.map { Int(($0 * 10).rounded()) } ?? Int.min, ordering: .relaxed)
         stats.reverberancePermille.store(apm.reverberance.map { Int(($0 * 1000).rounded()) } ?? -1, ordering: .relaxed)
         guard state.has_direction != 0 else { return }

@@ -216,10 +216,11 @@ public final class AudioProcessor {
 
     /// Points the beam at a talker (board-frame degrees), or at mic 0 alone without a direction.
     /// `echoAlone`: the far end plays and nobody in the room talks (the array learns how each mic
-    /// hears the echo). On the audio thread between blocks; allocates nothing.
+    /// hears the echo). `farEndActive`: the beam stays where it is until the far end pauses.
+    /// On the audio thread between blocks; allocates nothing.
     @inline(__always)
-    public func steer(azimuthDegrees: Float, hasDirection: Bool, echoAlone: Bool = false) {
-        rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0, echoAlone ? 1 : 0)
+    public func steer(azimuthDegrees: Float, hasDirection: Bool, echoAlone: Bool = false, farEndActive: Bool = false) {
+        rapm_steer(apm, azimuthDegrees, hasDirection ? 1 : 0, echoAlone ? 1 : 0, farEndActive ? 1 : 0)
     }
 
     /// A self-test starts or ends: meanwhile the chain hears mic 0, steering waits and the

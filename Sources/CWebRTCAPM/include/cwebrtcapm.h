@@ -78,9 +78,10 @@ float rapm_double_talk_factor(const rapm_t *apm);
 /// rloc_state reports), or back at mic 0 alone when has_direction is 0. A beam in use stays
 /// until the talker is clearly nearer another; a change fades over 30 ms. echo_alone: the far end
 /// plays and nobody in the room talks (the next block teaches the array how each mic hears the
-/// echo, which starts the canceller on a beam it has not served before). Between blocks, on the
-/// thread that processes capture; allocates nothing. No effect without the array.
-void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alone);
+/// echo, which starts the canceller on a beam it has not served before). far_active: the far end
+/// plays; the beam then stays where it is until its next pause. Between blocks, on the thread
+/// that processes capture; allocates nothing. No effect without the array or during a self-test.
+void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alone, int far_active);
 /// A self-test starts (1) or ends (0). While it runs the chain hears mic 0 (the test talker is
 /// added to every mic alike, which no beam around the table passes at its level), rapm_steer
 /// waits, and the dereverberation is held off; when it ends every beam's echo path starts anew
