@@ -1,6 +1,7 @@
 import Foundation
 import RoomAudio
 import RoomCore
+import RoomTestSupport
 import XCTest
 
 /// The engine through real ALSA calls on the simulated card, in real time.
@@ -292,19 +293,17 @@ final class AudioEngineTests: XCTestCase {
     /// dropping/repeating whole periods, counted, without xruns.
     func testClockSkewIsAbsorbedWithoutXruns() throws {
         // A stall of the test process (an xrun not caused by the skew) restarts both streams
-        // and re-primes playback, so such a run measures nothing: up to two more tries. Skew that
-        // caused xruns would cause them every time, and fails below.
-        var last: EngineSnapshot?
-        for attempt in 0..<3 {
+        // and re-primes playback, so such a run measures nothing: the shared rerun policy. Skew
+        // that caused xruns would cause them every time, and fails below.
+        var attempt = 0
+        let s = try Disturbance.rerun("clock skew", disturbed: { $0.captureXruns + $0.playbackXruns > 0 }) { () throws -> EngineSnapshot in
             let dir = SimCard.scratch("skew-\(attempt)")
+            attempt += 1
             SimCard.useRoom(dir, ["echo": "off", "capture_skew_ppm": "10000"])
             let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
             _ = try engine.run(seconds: 4.5)
-            let run = engine.stats.snapshot()
-            last = run
-            if run.captureXruns + run.playbackXruns == 0 { break }
+            return engine.stats.snapshot()
         }
-        let s = try XCTUnwrap(last)
         // 1 % is 10 ms (one period) a second; a period is dropped as soon as a whole extra one
         // is queued, so one correction a second (the first within the first second).
         XCTAssertGreaterThanOrEqual(s.driftCorrections, 3, "skew must show up as corrections")
@@ -319,11 +318,11 @@ final class AudioEngineTests: XCTestCase {
     private func loopbackDelay(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot) {
         // An xrun re-primes playback and moves the speaker file against the mic file, so such a
         // run measures nothing: a debug build on a shared 2-core machine gets one now and then.
-        var result = try loopbackDelayOnce(periodMilliseconds: periodMilliseconds, name: name)
-        for attempt in 1...2 where result.stats.captureXruns + result.stats.playbackXruns > 0 {
-            result = try loopbackDelayOnce(periodMilliseconds: periodMilliseconds, name: name + "-\(attempt)")
+        var attempt = 0
+        return try Disturbance.rerun("loopback delay", disturbed: { $0.stats.captureXruns + $0.stats.playbackXruns > 0 }) {
+            defer { attempt += 1 }
+            return try loopbackDelayOnce(periodMilliseconds: periodMilliseconds, name: name + (attempt == 0 ? "" : "-\(attempt)"))
         }
-        return result
     }
 
     private func loopbackDelayOnce(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot) {

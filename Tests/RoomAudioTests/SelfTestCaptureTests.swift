@@ -1,5 +1,6 @@
 import Foundation
 import RoomCore
+import RoomTestSupport
 import XCTest
 @testable import RoomAudio
 
@@ -90,8 +91,18 @@ final class SelfTestOnTheSimCardTests: XCTestCase {
         XCTAssertTrue(SimCard.prepared, "libasound_module_pcm_roomsim.so missing from \(SimCard.buildDirectory): run `swift build` first (scripts/test does)")
     }
 
-    /// Starts the engine, runs `runs` self-tests in a row as roomd does, returns their reports.
+    /// Starts the engine, runs `runs` self-tests in a row as roomd does, returns their reports;
+    /// all of it again (the suite's one policy) when the machine caused an xrun, which spoils
+    /// the recording.
     private func selfTests(_ canceller: EchoCanceller, runs: Int = 1, dump: String? = nil) throws -> [SelfTestReport] {
+        let result = try Disturbance.rerun("self-test \(canceller)", disturbed: { $0.xruns > 0 }) {
+            try selfTestsOnce(canceller, runs: runs, dump: dump)
+        }
+        XCTAssertEqual(result.xruns, 0, "xruns disturb the measurement (machine busy?), in all three runs")
+        return result.reports
+    }
+
+    private func selfTestsOnce(_ canceller: EchoCanceller, runs: Int, dump: String?) throws -> (reports: [SelfTestReport], xruns: Int) {
         var config = SimCard.simBoardConfiguration()
         config.processing.beamform = false
         config.processing.echoCanceller = canceller
@@ -119,8 +130,7 @@ final class SelfTestOnTheSimCardTests: XCTestCase {
                                                                       signalMics: r.mics, cleaned: r.cleaned, segments: plan.segments)))
         }
         let s = engine.stats.snapshot()
-        XCTAssertEqual(s.captureXruns + s.playbackXruns, 0, "xruns disturb the measurement (machine busy?)")
-        return reports
+        return (reports, s.captureXruns + s.playbackXruns)
     }
 
     /// Two runs each, as an installer might run it twice: the second starts from a canceller

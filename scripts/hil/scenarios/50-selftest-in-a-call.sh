@@ -14,7 +14,7 @@ expect_hears
 # This is also where "the room hears nothing" is checked: the talker would otherwise send about
 # 100 packets a second (in a quiet room the voice gate holds frames back anyway).
 read -r _ before < <(_peer_probe "$id") || fail "cannot read the peer's stats"
-result="$(dut_ctl --json selftest)" && fail "selftest passed with a talker at the mics: $(jq -c '.result.mics' <<< "$result")"
+result="$(dut_selftest)" && fail "selftest passed with a talker at the mics: $(jq -c '.result.mics' <<< "$result")"
 for mic in 0 1 2 3; do
   jq -e --arg m "mic $mic: " '.result.problems | any(startswith($m))' <<< "$result" > /dev/null ||
     fail "selftest with a talker: no problem named for mic $mic: $(jq -c '.result.problems' <<< "$result")"
@@ -32,7 +32,7 @@ step "packets the peer received from the talking dut during its self-test: $sent
 talker off
 read -r _ before < <(_peer_probe "$id") || fail "cannot read the peer's stats"
 started="$(now_ms)"
-result="$(dut_ctl --json selftest)" || fail "selftest failed in a quiet room: $(jq -c '.result.problems // .error' <<< "$result")"
+result="$(dut_selftest)" || fail "selftest failed in a quiet room: $(jq -c '.result.problems // .error' <<< "$result")"
 took=$(($(now_ms) - started))
 read -r _ after < <(_peer_probe "$id") || fail "cannot read the peer's stats"
 step "selftest passed in $took ms ($(jq .result.attempts <<< "$result") attempt(s)): delay $(jq -c '[.result.mics[].delay_ms]' <<< "$result") ms, echo reduced $(jq '.result.echo_reduction_db' <<< "$result") dB, test talker in double talk: $(jq '.result.doubletalk_loss_db' <<< "$result") dB lost, correlation $(jq '.result.doubletalk_corr' <<< "$result")"
