@@ -117,7 +117,7 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     if (array) {
         // the canceller suppressor's frames, so the beam delays the mics as it delays the residual
         const int H = a->frames, Nr = a->kc_count > 0 ? a->kc[0]->Nr : roomaec::next_pow2(4 * H) / 2;
-        a->beam = roombeam::create(c->sample_rate, c->capture_channels, c->mic_xyz, H, Nr, c->sample_rate / 500);
+        a->beam = roombeam::create(c->sample_rate, c->capture_channels, c->mic_xyz, H, Nr, c->sample_rate / 500, true);
         a->beam_out = (float *)calloc((size_t)H, sizeof(float));
         const int K = a->kc_count > 0 ? a->kc[0]->K : 1;
         a->map_r = (float *)calloc((size_t)K, sizeof(float));
@@ -228,6 +228,17 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
     if (a->beam) {
         roombeam::process(a->beam, mics, a->beam_out);
         mics = a->beam_in;
+        // The beam's noise-adaptive choice changed how some beams hear the echo at some bins:
+        // their banks' filters follow (the filter has twice the beam's bins: both neighbours).
+        if (a->kc_count > 0) {
+            roomaec::Canceller *k = a->kc[0];
+            const int step = k->N / k->Nr;
+            for (int c = 0; c < a->beam->nchanges; c++) {
+                const roombeam::Beam::Change &ch = a->beam->changes[c];
+                for (int kk = ch.bin * step - step / 2; kk < ch.bin * step + (step + 1) / 2; kk++)
+                    if (kk >= 0) roomaec::scale_bin(k, ch.beam, kk, ch.r, ch.i);
+            }
+        }
     }
     if (a->kc_count > 0) {
         for (int i = 0; i < a->kc_count; i++) roomaec::process(a->kc[i], a->far, mics[i], a->cleaned[i]);
@@ -255,6 +266,7 @@ static constexpr float kMappedBankUncertainty = 0.05f;
 extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone, int far_active) {
     if (!a->beam || a->self_test) return;
     a->beam->learn_echo = echo_alone != 0;
+    a->beam->far_active = far_active != 0;
     // While the far end plays the beam stays where it is (its echo path is the one the canceller
     // is sure of); it turns in the far end's next pause.
     if (far_active) return;
@@ -285,6 +297,7 @@ extern "C" void rapm_self_test(rapm_t *a, int on) {
     a->self_test = on != 0;
     for (int i = 0; i < a->kc_count; i++) a->kc[i]->derev.on = !on && a->dereverb;
     if (!a->beam) return;
+    a->beam->hold = on != 0;   // the test's sweeps and talker are not the room's noise
     roomaec::Canceller *k = a->kc_count > 0 ? a->kc[0] : nullptr;
     if (on) {
         a->beam->learn_echo = 0;

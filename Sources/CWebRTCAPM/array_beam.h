@@ -8,12 +8,19 @@
 // beam's direction unchanged and let through the least of a diffuse field (a reverberant room's
 // sound comes from everywhere alike: coherence sinc(ω·d_ij/c) between mics d_ij apart),
 //     w = (Γ + μI)⁻¹ d / (dᴴ (Γ + μI)⁻¹ d),
-// with the smallest loading μ whose white-noise gain stays at or above −3 dB (1/wᴴw ≥ 0.5): an
-// unloaded superdirective beam amplifies the mics' own noise and their mismatch without bound at
-// low frequencies. The causal study (scripts/study/farfield) measured this beam beside an
-// online MVDR with the true noise statistics: mean STOI 0.850 against 0.855, at a tenth of the
-// cost and with nothing to learn (so nothing to go wrong in double talk). Beam kBeams is mic 0
-// alone, what the chain hears before a direction is known.
+// with the smallest loading μ whose white-noise gain stays at or above a floor: an unloaded
+// superdirective beam amplifies the mics' own noise and their mismatch without bound at low
+// frequencies. Which floor is right depends on the room: −10 dB scored best in the far-field
+// rooms (mean STOI 0.849 vs 0.826 at −3 dB), but in a quiet room, where the mics' own noise is
+// most of what they hear, its amplified noise opened the voice gate (the HIL rig: 68-82 packets
+// sent after a self-test) and cost close talk (PESQ 3.87 vs 3.96). So each beam keeps several
+// designs (kCandidateFloorsDB, delay-and-sum among them) and chooses per bin the one that lets
+// through the least of the noise the mics hear while nobody talks (adapt): a robust, restricted
+// MVDR. Every candidate is distortionless towards the look direction, so a noise estimate that
+// caught some speech can cost noise reduction, never the talker; the causal study
+// (scripts/study/farfield) found an online MVDR with the true noise statistics no better than a
+// fixed superdirective beam (mean STOI 0.855 vs 0.850), so nothing freer is worth its risk in
+// double talk. Beam kBeams is mic 0 alone, what the chain hears before a direction is known.
 //
 // The mics go through the same low-delay overlap-add as the canceller's suppressor (analysis of
 // Nr samples, hop H, 2 ms of delay); the beam's output is resynthesised in the time domain and
@@ -32,13 +39,24 @@ namespace roombeam {
 
 constexpr int kBeams = 24;                    // 15° apart: at most 7.5° off the talker
 constexpr float kElevationDeg = 20.0f;        // the locator's (talker_locator.h)
-constexpr double kMinWhiteNoiseGain = 0.5;    // −3 dB: −10 dB scored best in the far-field rooms
-                                              // (mean STOI 0.849 vs 0.826), but its amplified mic
-                                              // noise opened the voice gate in a quiet room (the
-                                              // HIL rig: 68-82 packets sent after a self-test,
-                                              // ≤ 40 allowed; −3 dB: 25) and cost close talk
-                                              // (PESQ 3.87 vs 3.96; 4.08 without the array)
 constexpr double kFullSuperdirectiveHz = 1000; // below: the floor rises to 0 dB at DC
+// The adaptive choice (adapt; docs/audio-engine.md, "The beam"): per beam and bin, one of these
+// designs, the one whose output is quietest over what the mics heard while the far end was quiet
+// (the talker, the room's reverberation of them, its noise, the mics' own noise). All pass the
+// look direction unchanged, so the talker adds the same to every candidate's output and the
+// choice is made by the rest: delay-and-sum (the most white-noise gain there is, 10·log10(mics)
+// dB) where the mics' own noise is all there is, superdirective where reverberation or a
+// diffuse noise is. A quiet room in which nobody has talked for a while gets delay-and-sum.
+constexpr int kCandidates = 6;
+constexpr double kCandidateFloorsDB[kCandidates] = {0 /* delay-and-sum */, 0, -3, -6, -10, -15};
+constexpr int kStartCandidate = 2;            // −3 dB: what the beam uses before it has heard the room
+constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
+constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
+constexpr float kChoiceMargin = 0.89f;        // another design must be 0.5 dB quieter
+constexpr float kMemory = 0.998f;             // the cross-spectra's average: ~5 s (a talker's
+                                              // sound, 30 dB above the room's noise, rules the
+                                              // choice for ~30 s after they stop)
+constexpr int kFarEndHangover = 50;           // blocks after the far end stops: its echo decays
 constexpr int kFadeBlocks = 3;
 constexpr int kMaxMics = 8;
 // How far (degrees) the talker must be from the current beam's centre before another beam takes
@@ -62,6 +80,24 @@ struct Beam {
     float *cr[kMaxMics], *ci[kMaxMics], *p00;
     int learn_echo;
     long echo_blocks;
+    // The adaptive choice (NULL tables: a fixed beam, as rbeam's). cwr/cwi hold every candidate
+    // design [beam][bin][candidate][mic] (conjugated, as wr/wi; a bin's candidates side by side
+    // for the comparison); wr/wi hold the chosen one per beam and bin, so a block reads one table
+    // whatever was chosen. Only the beam in use is revisited: a beam keeps the choices it made
+    // while it was in use, and revisits them within ~0.65 s of being used again.
+    float *cwr, *cwi;
+    unsigned char *chosen;                    // [beam][bin]
+    float *rnr, *rni;                         // [bin][pair]: the mics' cross-spectra, upper triangle
+    int heard_blocks;                         // blocks averaged into them (up to kBlocksToChoose)
+    int adapt;                                // choose (the APM's beam, unless ROOMD_BEAM_ADAPT=off)
+    int hold;                                 // a self-test: neither listen nor choose
+    int far_active, far_hangover;
+    int sweep;                                // the next bin whose choice is revisited
+    // What the last block's choices changed, for the canceller's banks: per change the beam, the
+    // bin and the factor by which that beam's echo path at the bin changed (new/old echo_gain).
+    struct Change { int beam, bin; float r, i; } *changes;
+    int nchanges;
+    long choices_made;                        // how many times a choice moved (tests, bench)
 };
 
 static void destroy(Beam *b) {
@@ -71,6 +107,7 @@ static void destroy(Beam *b) {
     free(b->p00);
     free(b->wa); free(b->ws); free(b->frame); free(b->wr); free(b->wi);
     free(b->Yr); free(b->Yi); free(b->ola); free(b->rt);
+    free(b->cwr); free(b->cwi); free(b->chosen); free(b->rnr); free(b->rni); free(b->changes);
     free(b);
 }
 
@@ -110,9 +147,35 @@ static double loaded_weights(const double *G, const std::complex<double> *d, dou
     return n2;
 }
 
+// Candidate `c`'s weights for steering d at f_hz (kCandidateFloorsDB; `floor_db` replaces the
+// start candidate's floor). Returns them in w.
+static void candidate_weights(const double *G, const std::complex<double> *d, int M, int c, double f_hz,
+                              double start_floor_db, std::complex<double> *w) {
+    if (c == 0) {   // delay-and-sum: d/(dᴴd), every |d_m| = 1
+        for (int m = 0; m < M; m++) w[m] = d[m] / (double)M;
+        return;
+    }
+    const double floor_db = c == kStartCandidate ? start_floor_db : kCandidateFloorsDB[c];
+    // Below kFullSuperdirectiveHz the floor rises towards 0 dB at DC: there a 64 mm array's
+    // superdirective gain is bought with the mics' own noise and their mismatch.
+    const double min_wng = pow(10, floor_db / 10);
+    const double wng = f_hz >= kFullSuperdirectiveHz || min_wng >= 1 ? min_wng : pow(min_wng, f_hz / kFullSuperdirectiveHz);
+    const double limit = 1.0 / wng;
+    if (loaded_weights(G, d, 1e-8, M, w) <= limit) return;
+    // the smallest loading (bisection on log10 μ over 1e-8 … 1e3) with wᴴw ≤ 1/WNG
+    double lo = -8, hi = 3;
+    for (int it = 0; it < 24; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (loaded_weights(G, d, pow(10, mid), M, w) <= limit) hi = mid; else lo = mid;
+    }
+    loaded_weights(G, d, pow(10, hi), M, w);
+}
+
 // kBeams + 1 beams over `mics` mics at xyz (metres, board frame), blocks of H samples, frames of
-// Nr (the canceller suppressor's), delay D. NULL when out of memory.
-static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) {
+// Nr (the canceller suppressor's), delay D. `adaptive`: every candidate design is kept and the
+// beam chooses among them as it hears the room's noise (else the start design alone, fixed).
+// NULL when out of memory.
+static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, bool adaptive = false) {
     if (mics < 2 || mics > kMaxMics) return nullptr;
     Beam *b = (Beam *)calloc(1, sizeof(Beam));
     if (!b) return nullptr;
@@ -133,15 +196,28 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
         b->cr[m] = (float *)calloc(Kr, sizeof(float)); b->ci[m] = (float *)calloc(Kr, sizeof(float));
         ok = b->hist[m] && b->Xr[m] && b->Xi[m] && b->cr[m] && b->ci[m];
     }
+    // ROOMD_BEAM_ADAPT=off (a measurement override, read once here): the start design, fixed
+    if (const char *e = getenv("ROOMD_BEAM_ADAPT")) if (strcmp(e, "off") == 0) adaptive = false;
+    const int pairs = mics * (mics + 1) / 2;
+    if (ok && adaptive) {
+        const size_t all = (size_t)kCandidates * kBeams * mics * Kr;
+        b->cwr = (float *)calloc(all, sizeof(float)); b->cwi = (float *)calloc(all, sizeof(float));
+        b->chosen = (unsigned char *)malloc((size_t)kBeams * Kr);
+        b->rnr = (float *)calloc((size_t)Kr * pairs, sizeof(float)); b->rni = (float *)calloc((size_t)Kr * pairs, sizeof(float));
+        b->changes = (Beam::Change *)calloc((size_t)kChoiceBinsPerBlock, sizeof(Beam::Change));
+        ok = b->cwr && b->cwi && b->chosen && b->rnr && b->rni && b->changes;
+        if (ok) memset(b->chosen, kStartCandidate, (size_t)kBeams * Kr);
+        b->adapt = ok;
+    }
     if (!ok) { destroy(b); return nullptr; }
     roomaec::lowdelay_windows(Nr, H, D, b->wa, b->ws);
     const double c = 343.0, el = kElevationDeg * M_PI / 180.0;
-    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another white-noise gain floor
-    double min_wng = kMinWhiteNoiseGain;
+    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another floor for the start design
+    double start_floor_db = kCandidateFloorsDB[kStartCandidate];
     if (const char *e = getenv("ROOMD_BEAM_WNG_DB")) {
         char *end = nullptr;
         double db = strtod(e, &end);
-        if (end != e && *end == 0 && db >= -30 && db <= 6) min_wng = pow(10, db / 10);
+        if (end != e && *end == 0 && db >= -30 && db <= 6) start_floor_db = db;
     }
     double dist[kMaxMics * kMaxMics];
     for (int i = 0; i < mics; i++)
@@ -152,7 +228,7 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
     double G[kMaxMics * kMaxMics];
     std::complex<double> d[kMaxMics], w[kMaxMics];
     for (int k = 0; k < Kr; k++) {
-        const double omega = 2 * M_PI * (double)k * rate / Nr;
+        const double omega = 2 * M_PI * (double)k * rate / Nr, f_hz = (double)k * rate / Nr;
         for (int i = 0; i < mics * mics; i++) {
             double x = omega * dist[i] / c;
             G[i] = x < 1e-9 ? 1.0 : sin(x) / x;
@@ -165,26 +241,21 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D) 
                 double t = -(xyz[m * 3] * ux + xyz[m * 3 + 1] * uy + xyz[m * 3 + 2] * uz) / c;
                 d[m] = std::polar(1.0, -omega * t);
             }
-            // The smallest loading (bisection on log10 μ over 1e-8 … 1e3) with wᴴw ≤ 1/WNG. Below
-            // kFullSuperdirectiveHz the floor rises towards 0 dB at DC: there a 64 mm array's
-            // superdirective gain is bought with the mics' own noise, which a quiet room then hears
-            // as a low rumble (and the voice detector as a talker).
-            const double f_hz = (double)k * rate / Nr;
-            const double wng = f_hz >= kFullSuperdirectiveHz ? min_wng
-                : pow(min_wng, f_hz / kFullSuperdirectiveHz);
-            const double limit = 1.0 / wng;
-            if (loaded_weights(G, d, 1e-8, mics, w) > limit) {
-                double lo = -8, hi = 3;
-                for (int it = 0; it < 30; it++) {
-                    double mid = 0.5 * (lo + hi);
-                    if (loaded_weights(G, d, pow(10, mid), mics, w) <= limit) hi = mid; else lo = mid;
+            for (int cand = 0; cand < kCandidates; cand++) {
+                if (!b->adapt && cand != kStartCandidate) continue;
+                candidate_weights(G, d, mics, cand, f_hz, start_floor_db, w);
+                for (int m = 0; m < mics; m++) {
+                    const size_t at = ((size_t)beam * mics + m) * Kr + k;
+                    if (cand == kStartCandidate) {
+                        b->wr[at] = (float)w[m].real();
+                        b->wi[at] = (float)-w[m].imag();   // stored conjugated
+                    }
+                    if (b->adapt) {
+                        const size_t cat = (((size_t)beam * Kr + k) * kCandidates + cand) * mics + m;
+                        b->cwr[cat] = (float)w[m].real();
+                        b->cwi[cat] = (float)-w[m].imag();
+                    }
                 }
-                loaded_weights(G, d, pow(10, hi), mics, w);
-            }
-            for (int m = 0; m < mics; m++) {
-                size_t at = ((size_t)beam * mics + m) * Kr + k;
-                b->wr[at] = (float)w[m].real();
-                b->wi[at] = (float)-w[m].imag();   // stored conjugated
             }
         }
         b->wr[((size_t)kBeams * mics + 0) * Kr + k] = 1;   // beam kBeams: mic 0
@@ -235,6 +306,83 @@ static inline void echo_gain(const Beam *b, int beam, int k, float *gr, float *g
     *gr = sr; *gi = si;
 }
 
+// The power of beam `beam`'s candidate `cand` at bin k over what the mics heard: wᴴ·R·w.
+static inline float power_through(const Beam *b, int cand, int beam, int k) {
+    const int M = b->mics, Kr = b->Kr, pairs = M * (M + 1) / 2;
+    const float *rr = b->rnr + (size_t)k * pairs, *ri = b->rni + (size_t)k * pairs;
+    const float *vr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + cand) * M;   // conj(w)
+    const float *vi = b->cwi + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
+    // Σ_ij v_i·R_ij·conj(v_j): the diagonal, and twice the real part above it
+    float sum = 0;
+    int q = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = i; j < M; j++, q++) {
+            const float pr = vr[i] * vr[j] + vi[i] * vi[j], pi = vi[i] * vr[j] - vr[i] * vi[j];   // v_i·conj(v_j)
+            const float re = rr[q] * pr - ri[q] * pi;
+            sum += i == j ? re : 2 * re;
+        }
+    return sum;
+}
+
+// The adaptive choice, once per block after the mics' spectra: average what the mics hear (not
+// while the far end's echo is in the room: the canceller behind the beam takes that), then
+// revisit kChoiceBinsPerBlock bins of the beam in use. A change is recorded (changes) with the factor
+// by which it changes what that beam hears of the echo, so the canceller can carry its filter
+// across.
+static void adapt(Beam *b) {
+    b->nchanges = 0;
+    if (!b->adapt || b->hold) return;
+    const int M = b->mics, Kr = b->Kr, pairs = M * (M + 1) / 2;
+    if (b->far_active) b->far_hangover = kFarEndHangover;
+    else if (b->far_hangover > 0) b->far_hangover--;
+    if (!b->far_active && b->far_hangover == 0) {
+        for (int k = 0; k < Kr; k++) {
+            float *rr = b->rnr + (size_t)k * pairs, *ri = b->rni + (size_t)k * pairs;
+            int q = 0;
+            for (int i = 0; i < M; i++)
+                for (int j = i; j < M; j++, q++) {
+                    // X_i·conj(X_j)
+                    const float re = b->Xr[i][k] * b->Xr[j][k] + b->Xi[i][k] * b->Xi[j][k];
+                    const float im = b->Xi[i][k] * b->Xr[j][k] - b->Xr[i][k] * b->Xi[j][k];
+                    rr[q] += (1 - kMemory) * (re - rr[q]);
+                    ri[q] += (1 - kMemory) * (im - ri[q]);
+                }
+        }
+        if (b->heard_blocks < kBlocksToChoose) b->heard_blocks++;
+    }
+    if (b->heard_blocks < kBlocksToChoose) return;
+    const int beam = b->current;
+    if (beam >= kBeams) return;   // mic 0 alone: nothing to choose
+    for (int s = 0; s < kChoiceBinsPerBlock; s++) {
+        const int k = b->sweep;
+        b->sweep = (k + 1) % Kr;
+        unsigned char &sel = b->chosen[(size_t)beam * Kr + k];
+        int best = sel;
+        float least = power_through(b, sel, beam, k) * kChoiceMargin;
+        for (int cand = 0; cand < kCandidates; cand++) {
+            if (cand == sel) continue;
+            const float n = power_through(b, cand, beam, k);
+            if (n < least) { least = n; best = cand; }
+        }
+        if (best == sel) continue;
+        float or_, oi, nr, ni;
+        echo_gain(b, beam, k, &or_, &oi);
+        sel = (unsigned char)best;
+        const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + best) * M;
+        const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + best) * M;
+        for (int m = 0; m < M; m++) {
+            const size_t at = ((size_t)beam * M + m) * Kr + k;
+            b->wr[at] = cr[m];
+            b->wi[at] = ci[m];
+        }
+        b->choices_made++;
+        if (b->echo_blocks < 30) continue;   // no transfer learnt: nothing to carry across
+        echo_gain(b, beam, k, &nr, &ni);
+        const float den = fmaxf(or_ * or_ + oi * oi, 0.01f);
+        b->changes[b->nchanges++] = {beam, k, (nr * or_ + ni * oi) / den, (ni * or_ - nr * oi) / den};
+    }
+}
+
 // Y += gain · (beam's weights)·X
 static inline void add_beam(Beam *b, int beam, float gain) {
     const int Kr = b->Kr;
@@ -258,6 +406,7 @@ static void process(Beam *b, const float *const *mics, float *out) {
         for (int i = 0; i < Nr; i++) b->frame[i] = b->hist[m][i] * b->wa[i];
         roomaec::rfft(&b->fft, b->frame, b->Xr[m], b->Xi[m]);
     }
+    adapt(b);
     if (b->learn_echo) {
         const float a = 0.98f;   // ~0.5 s of far end alone
         const float *x0r = b->Xr[0], *x0i = b->Xi[0];

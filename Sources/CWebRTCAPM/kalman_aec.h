@@ -739,6 +739,19 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
     }
 }
 
+// Bank b's echo path at filter bin k, every partition, times (r + i·j): the beam in front changed
+// how it hears the echo there by that factor (array_beam.h, adapt). A bank never used is left
+// alone (it starts from another's, mapped, when first used).
+static void scale_bin(Canceller *a, int b, int k, float r, float i) {
+    if (b < 0 || b >= a->banks || k >= a->K || (b != a->bank && a->bLeft[b] < 0)) return;
+    for (int p = 0; p < a->P; p++) {
+        float *wr = a->bWr[b] + (size_t)p * a->KW + k, *wi = a->bWi[b] + (size_t)p * a->KW + k;
+        const float x = *wr, y = *wi;
+        *wr = x * r - y * i;
+        *wi = x * i + y * r;
+    }
+}
+
 // The output band: what the codec sends, top_hz (0 or beyond the Nyquist frequency: all of it).
 // The linear filter works up to min(top_hz, its 12 kHz); the suppressor passes up to top_hz and
 // zeroes what lies above. Bins that come back into use after a narrower band start learning

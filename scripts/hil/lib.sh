@@ -85,7 +85,7 @@ dut_selftest() {
     rc=0
     out="$(dut_ctl --json selftest 2> "$err")" || rc=$?
     if ! grep -q device_error "$err" && ! grep -q device_error <<< "$out"; then break; fi
-    [ "$n" -lt 3 ] && step "selftest: device_error (an xrun during the test): running it again"
+    [ "$n" -lt 3 ] && step "selftest: device_error (an xrun during the test): running it again" >&2
   done
   cat "$err" >&2
   rm -f "$err"
