@@ -124,6 +124,10 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
         a->map_i = (float *)calloc((size_t)K, sizeof(float));
         if (!a->beam || !a->beam_out || !a->map_r || !a->map_i) { set_err(err, err_len, "out of memory (beam)", -1); rapm_destroy(a); return nullptr; }
         a->beam_in[0] = a->beam_out;
+        if (a->kc_count > 0) {
+            a->kc[0]->near_share_on = true;
+            a->beam->near_share = a->kc[0]->near_share;
+        }
     }
     // webrtc's rate: the card's, or 16 kHz behind roomd's canceller in low-band mode.
     int webrtc_rate = c->sample_rate;

@@ -49,7 +49,14 @@ constexpr double kFullSuperdirectiveHz = 1000; // below: the floor rises to 0 dB
 // diffuse noise is. A quiet room in which nobody has talked for a while gets delay-and-sum.
 constexpr int kCandidates = 6;
 constexpr double kCandidateFloorsDB[kCandidates] = {0 /* delay-and-sum */, 0, -3, -6, -10, -15};
-constexpr int kStartCandidate = 2;            // −3 dB: what the beam uses before it has heard the room
+constexpr int kStartCandidate = 0;            // delay-and-sum until the room says otherwise: the
+                                              // design least hurt by a talker off the beam's
+                                              // centre (a dry close talker lost 0.5 PESQ through
+                                              // the −3 dB design in the double-talk bench's
+                                              // rev120-loud room, where the far end's echo leaves
+                                              // the choice little time to listen)
+constexpr int kFixedCandidate = 2;            // −3 dB: the design of a beam that does not choose
+                                              // (rbeam, ROOMD_BEAM_ADAPT=off)
 constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
 constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
 constexpr float kChoiceMargin = 0.89f;        // another design must be 0.5 dB quieter
@@ -57,6 +64,8 @@ constexpr float kMemory = 0.998f;             // the cross-spectra's average: ~5
                                               // sound, 30 dB above the room's noise, rules the
                                               // choice for ~30 s after they stop)
 constexpr int kFarEndHangover = 50;           // blocks after the far end stops: its echo decays
+constexpr float kNearOnly = 0.9f;             // while the echo is in the room, a bin is heard only
+                                              // where the canceller finds 10 × less echo than rest
 constexpr int kFadeBlocks = 3;
 constexpr int kMaxMics = 8;
 // How far (degrees) the talker must be from the current beam's centre before another beam takes
@@ -87,11 +96,16 @@ struct Beam {
     // while it was in use, and revisits them within ~0.65 s of being used again.
     float *cwr, *cwi;
     unsigned char *chosen;                    // [beam][bin]
+    unsigned char used[kBeams];               // steered to before: its choices are its own
     float *rnr, *rni;                         // [bin][pair]: the mics' cross-spectra, upper triangle
     int heard_blocks;                         // blocks averaged into them (up to kBlocksToChoose)
     int adapt;                                // choose (the APM's beam, unless ROOMD_BEAM_ADAPT=off)
     int hold;                                 // a self-test: neither listen nor choose
     int far_active, far_hangover;
+    // The canceller's near-end share per bin (the echo's share of the residual's complement), the
+    // canceller's last block: while the far end plays, the bins the talker and the room hold.
+    // NULL without roomd's canceller: nothing is heard while the far end plays.
+    const float *near_share;
     int sweep;                                // the next bin whose choice is revisited
     // What the last block's choices changed, for the canceller's banks: per change the beam, the
     // bin and the factor by which that beam's echo path at the bin changed (new/old echo_gain).
@@ -147,15 +161,15 @@ static double loaded_weights(const double *G, const std::complex<double> *d, dou
     return n2;
 }
 
-// Candidate `c`'s weights for steering d at f_hz (kCandidateFloorsDB; `floor_db` replaces the
-// start candidate's floor). Returns them in w.
+// Candidate `c`'s weights for steering d at f_hz (kCandidateFloorsDB; `fixed_floor_db` replaces
+// the fixed design's floor). Returns them in w.
 static void candidate_weights(const double *G, const std::complex<double> *d, int M, int c, double f_hz,
-                              double start_floor_db, std::complex<double> *w) {
+                              double fixed_floor_db, std::complex<double> *w) {
     if (c == 0) {   // delay-and-sum: d/(dᴴd), every |d_m| = 1
         for (int m = 0; m < M; m++) w[m] = d[m] / (double)M;
         return;
     }
-    const double floor_db = c == kStartCandidate ? start_floor_db : kCandidateFloorsDB[c];
+    const double floor_db = c == kFixedCandidate ? fixed_floor_db : kCandidateFloorsDB[c];
     // Below kFullSuperdirectiveHz the floor rises towards 0 dB at DC: there a 64 mm array's
     // superdirective gain is bought with the mics' own noise and their mismatch.
     const double min_wng = pow(10, floor_db / 10);
@@ -212,12 +226,12 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     if (!ok) { destroy(b); return nullptr; }
     roomaec::lowdelay_windows(Nr, H, D, b->wa, b->ws);
     const double c = 343.0, el = kElevationDeg * M_PI / 180.0;
-    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another floor for the start design
-    double start_floor_db = kCandidateFloorsDB[kStartCandidate];
+    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another floor for the fixed design
+    double fixed_floor_db = kCandidateFloorsDB[kFixedCandidate];
     if (const char *e = getenv("ROOMD_BEAM_WNG_DB")) {
         char *end = nullptr;
         double db = strtod(e, &end);
-        if (end != e && *end == 0 && db >= -30 && db <= 6) start_floor_db = db;
+        if (end != e && *end == 0 && db >= -30 && db <= 6) fixed_floor_db = db;
     }
     double dist[kMaxMics * kMaxMics];
     for (int i = 0; i < mics; i++)
@@ -242,11 +256,12 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
                 d[m] = std::polar(1.0, -omega * t);
             }
             for (int cand = 0; cand < kCandidates; cand++) {
-                if (!b->adapt && cand != kStartCandidate) continue;
-                candidate_weights(G, d, mics, cand, f_hz, start_floor_db, w);
+                const int in_use = b->adapt ? kStartCandidate : kFixedCandidate;
+                if (!b->adapt && cand != kFixedCandidate) continue;
+                candidate_weights(G, d, mics, cand, f_hz, fixed_floor_db, w);
                 for (int m = 0; m < mics; m++) {
                     const size_t at = ((size_t)beam * mics + m) * Kr + k;
-                    if (cand == kStartCandidate) {
+                    if (cand == in_use) {
                         b->wr[at] = (float)w[m].real();
                         b->wi[at] = (float)-w[m].imag();   // stored conjugated
                     }
@@ -282,9 +297,27 @@ static int beam_for(const Beam *b, float azimuth_deg) {
     return nearest_beam(azimuth_deg);
 }
 
-// Points the beam at `beam` (kBeams: mic 0); a change fades over kFadeBlocks blocks.
+// Points the beam at `beam` (kBeams: mic 0); a change fades over kFadeBlocks blocks. A beam used
+// for the first time takes the choices of the one it follows (the room's sound is much the same
+// from a neighbouring direction; a talker who walks would otherwise be heard through the start
+// design at every new beam).
 static void steer(Beam *b, int beam) {
     if (beam == b->current || beam < 0 || beam > kBeams) return;
+    if (b->adapt && beam < kBeams && !b->used[beam]) {
+        b->used[beam] = 1;
+        const int from = b->current, M = b->mics, Kr = b->Kr;
+        if (from < kBeams)
+            for (int k = 0; k < Kr; k++) {
+                const int cand = b->chosen[(size_t)from * Kr + k];
+                b->chosen[(size_t)beam * Kr + k] = (unsigned char)cand;
+                const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
+                const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
+                for (int m = 0; m < M; m++) {
+                    b->wr[((size_t)beam * M + m) * Kr + k] = cr[m];
+                    b->wi[((size_t)beam * M + m) * Kr + k] = ci[m];
+                }
+            }
+    }
     b->previous = b->current;
     b->current = beam;
     b->fade = kFadeBlocks;
@@ -324,8 +357,9 @@ static inline float power_through(const Beam *b, int cand, int beam, int k) {
     return sum;
 }
 
-// The adaptive choice, once per block after the mics' spectra: average what the mics hear (not
-// while the far end's echo is in the room: the canceller behind the beam takes that), then
+// The adaptive choice, once per block after the mics' spectra: average what the mics hear (while
+// the far end's echo is in the room only the bins the canceller finds free of it: the echo is
+// the canceller's to take, and a beam chosen against it would bend towards the speaker), then
 // revisit kChoiceBinsPerBlock bins of the beam in use. A change is recorded (changes) with the factor
 // by which it changes what that beam hears of the echo, so the canceller can carry its filter
 // across.
@@ -335,8 +369,10 @@ static void adapt(Beam *b) {
     const int M = b->mics, Kr = b->Kr, pairs = M * (M + 1) / 2;
     if (b->far_active) b->far_hangover = kFarEndHangover;
     else if (b->far_hangover > 0) b->far_hangover--;
-    if (!b->far_active && b->far_hangover == 0) {
+    const bool echo = b->far_active || b->far_hangover > 0;
+    if (!echo || b->near_share) {
         for (int k = 0; k < Kr; k++) {
+            if (echo && b->near_share[k] < kNearOnly) continue;
             float *rr = b->rnr + (size_t)k * pairs, *ri = b->rni + (size_t)k * pairs;
             int q = 0;
             for (int i = 0; i < M; i++)
@@ -350,7 +386,7 @@ static void adapt(Beam *b) {
         }
         if (b->heard_blocks < kBlocksToChoose) b->heard_blocks++;
     }
-    if (b->heard_blocks < kBlocksToChoose) return;
+    if (b->heard_blocks < kBlocksToChoose || echo) return;   // choices move in the far end's pauses
     const int beam = b->current;
     if (beam >= kBeams) return;   // mic 0 alone: nothing to choose
     for (int s = 0; s < kChoiceBinsPerBlock; s++) {
