@@ -176,7 +176,7 @@ let package = Package(
         .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
         // Test helpers several test targets share (certificates from scripts/make-dev-certs, a
         // Janus from scripts/janus-dev, a free port).
-        .target(name: "RoomTestSupport", path: "Tests/RoomTestSupport"),
+        .target(name: "RoomTestSupport", dependencies: ["CLinux"], path: "Tests/RoomTestSupport"),
         .testTarget(name: "RoomTLSTests", dependencies: ["RoomTestSupport", "RoomTLS", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomMediaCryptoTests",
                     dependencies: ["RoomTestSupport", "RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomTLS",

@@ -3,6 +3,7 @@
 #include "clinux.h"
 #include <errno.h>
 #include <malloc.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -98,4 +99,12 @@ int clinux_thread_name(char *buffer)
 int clinux_malloc_trim(void)
 {
     return malloc_trim(0);
+}
+
+int clinux_pin_thread_to_cpu(int cpu) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) { errno = EINVAL; return -1; }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set);
 }

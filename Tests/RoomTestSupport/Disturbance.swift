@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 
 /// The suite's one policy for a real-time run that the machine, not the code under test,
@@ -8,8 +9,8 @@ import Foundation
 ///
 /// This VM also has spells of a minute or more in which every real-time run gets xruns (nothing
 /// of ours running; a fresh-clone CI once had the clock-skew test disturbed three times in 14 s).
-/// So a witness that does not depend on the code under test watches each run: a thread that
-/// sleeps 1 ms at a time and notes how late it wakes. While the last disturbed run's witness saw
+/// So a witness that does not depend on the code under test watches each run: a thread per CPU
+/// that sleeps 1 ms at a time and notes how late it wakes. While the last disturbed run's witness saw
 /// the machine stall for `machineStallMilliseconds` or more, the run is made again, up to
 /// `runsWhileTheMachineStalls` runs in all. A defect that causes xruns on a machine that does not
 /// stall still gets only `extraRuns` more.
@@ -39,39 +40,53 @@ public enum Disturbance {
     }
 }
 
-/// A thread that sleeps 1 ms at a time until stopped and returns the longest it overslept (ms):
-/// how long the machine kept a runnable thread of this process from running.
+/// Threads that sleep 1 ms at a time until stopped, one pinned to each CPU (a VM's vCPU can be
+/// taken away while the other runs on: the audio thread on it stalls, a witness on the other
+/// CPU would not notice), and return the longest any of them overslept (ms): how long the
+/// machine kept a runnable thread of this process from running. Our own audio thread cannot
+/// hide a defect behind this: a stall only buys more runs, and the last run is still judged.
 final class StallWitness: @unchecked Sendable {
     private let lock = NSLock()
     private var running = true
     private var longest = 0.0
     private let done = DispatchSemaphore(value: 0)
+    private let threads: Int
 
     init() {
-        let thread = Thread { [self] in
-            var last = DispatchTime.now().uptimeNanoseconds
-            while true {
-                usleep(1000)
-                let now = DispatchTime.now().uptimeNanoseconds
-                let late = Double(now - last) / 1e6 - 1
-                lock.lock()
-                longest = max(longest, late)
-                let keepGoing = running
-                lock.unlock()
-                last = now
-                if !keepGoing { break }
+        let cpus = max(1, min(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 64))
+        threads = cpus
+        for cpu in 0..<cpus {
+            let thread = Thread { [self] in
+                StallWitness.pin(to: cpu)
+                var last = DispatchTime.now().uptimeNanoseconds
+                while true {
+                    usleep(1000)
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    let late = Double(now - last) / 1e6 - 1
+                    lock.lock()
+                    longest = max(longest, late)
+                    let keepGoing = running
+                    lock.unlock()
+                    last = now
+                    if !keepGoing { break }
+                }
+                done.signal()
             }
-            done.signal()
+            thread.start()
         }
-        thread.start()
     }
 
-    /// Stops the thread; the longest oversleep it saw, in ms.
+    /// Keeps the calling thread on `cpu` (a CPU that cannot be chosen leaves it where it is).
+    private static func pin(to cpu: Int) {
+        _ = clinux_pin_thread_to_cpu(Int32(cpu))
+    }
+
+    /// Stops the threads; the longest oversleep any of them saw, in ms.
     func stop() -> Double {
         lock.lock()
         running = false
         lock.unlock()
-        done.wait()
+        for _ in 0..<threads { done.wait() }
         lock.lock()
         defer { lock.unlock() }
         return longest

@@ -64,6 +64,10 @@ int clinux_set_thread_name(const char *name);
 /// The calling thread's name into `buffer` (at least 16 bytes, NUL-terminated). Returns 0, or -1.
 int clinux_thread_name(char *buffer);
 
+/// Keeps the calling thread on CPU `cpu` (sched_setaffinity; CPU_SET is a macro Swift cannot
+/// use). Returns 0, or -1 with errno set. The test suite's stall witness pins a thread per CPU.
+int clinux_pin_thread_to_cpu(int cpu);
+
 /// glibc's malloc_trim(0): gives the free pages inside the heap back to the kernel. A direct
 /// call, not a dlsym lookup: looking a symbol up walks every loaded library's hash table, and
 /// done after start-up's pages were given back it mapped 64 KB of each library again (~0.7 MB).
