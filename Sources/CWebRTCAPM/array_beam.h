@@ -111,7 +111,6 @@ struct Beam {
     // bin and the factor by which that beam's echo path at the bin changed (new/old echo_gain).
     struct Change { int beam, bin; float r, i; } *changes;
     int nchanges;
-    long choices_made;                        // how many times a choice moved (tests, bench)
 };
 
 static void destroy(Beam *b) {
@@ -161,28 +160,35 @@ static double loaded_weights(const double *G, const std::complex<double> *d, dou
     return n2;
 }
 
-// Candidate `c`'s weights for steering d at f_hz (kCandidateFloorsDB; `fixed_floor_db` replaces
-// the fixed design's floor). Returns them in w.
-static void candidate_weights(const double *G, const std::complex<double> *d, int M, int c, double f_hz,
-                              double fixed_floor_db, std::complex<double> *w) {
-    if (c == 0) {   // delay-and-sum: d/(dᴴd), every |d_m| = 1
-        for (int m = 0; m < M; m++) w[m] = d[m] / (double)M;
-        return;
+// The candidates' weights for steering d at f_hz into w[candidate] — every one, or (all false)
+// the fixed design alone at fixed_floor_db. The superdirective floors fall in order, so each
+// one's loading lies at or below the last one's: its bisection starts there, and where the
+// unloaded design (solved once) already meets a floor, it is that design.
+static void design_bin(const double *G, const std::complex<double> *d, int M, double f_hz, bool all,
+                       double fixed_floor_db, std::complex<double> (*w)[kMaxMics]) {
+    for (int m = 0; m < M; m++) w[0][m] = d[m] / (double)M;   // delay-and-sum: d/(dᴴd), |d_m| = 1
+    std::complex<double> unloaded[kMaxMics];
+    const double unloaded_norm = loaded_weights(G, d, 1e-8, M, unloaded);
+    double hi = 3;   // log10 μ: the bisection's upper end, the last candidate's loading
+    for (int c = 1; c < kCandidates; c++) {
+        if (!all && c != kFixedCandidate) continue;
+        // Below kFullSuperdirectiveHz the floor rises towards 0 dB at DC: there a 64 mm array's
+        // superdirective gain is bought with the mics' own noise and their mismatch.
+        const double min_wng = pow(10, (all ? kCandidateFloorsDB[c] : fixed_floor_db) / 10);
+        const double wng = f_hz >= kFullSuperdirectiveHz || min_wng >= 1 ? min_wng : pow(min_wng, f_hz / kFullSuperdirectiveHz);
+        const double limit = 1.0 / wng;
+        if (unloaded_norm <= limit) {
+            for (int m = 0; m < M; m++) w[c][m] = unloaded[m];
+            continue;
+        }
+        // the smallest loading (bisection on log10 μ over 1e-8 … hi) with wᴴw ≤ 1/WNG
+        double lo = -8;
+        for (int it = 0; it < 24; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (loaded_weights(G, d, pow(10, mid), M, w[c]) <= limit) hi = mid; else lo = mid;
+        }
+        loaded_weights(G, d, pow(10, hi), M, w[c]);
     }
-    const double floor_db = c == kFixedCandidate ? fixed_floor_db : kCandidateFloorsDB[c];
-    // Below kFullSuperdirectiveHz the floor rises towards 0 dB at DC: there a 64 mm array's
-    // superdirective gain is bought with the mics' own noise and their mismatch.
-    const double min_wng = pow(10, floor_db / 10);
-    const double wng = f_hz >= kFullSuperdirectiveHz || min_wng >= 1 ? min_wng : pow(min_wng, f_hz / kFullSuperdirectiveHz);
-    const double limit = 1.0 / wng;
-    if (loaded_weights(G, d, 1e-8, M, w) <= limit) return;
-    // the smallest loading (bisection on log10 μ over 1e-8 … 1e3) with wᴴw ≤ 1/WNG
-    double lo = -8, hi = 3;
-    for (int it = 0; it < 24; it++) {
-        double mid = 0.5 * (lo + hi);
-        if (loaded_weights(G, d, pow(10, mid), M, w) <= limit) hi = mid; else lo = mid;
-    }
-    loaded_weights(G, d, pow(10, hi), M, w);
 }
 
 // kBeams + 1 beams over `mics` mics at xyz (metres, board frame), blocks of H samples, frames of
@@ -226,7 +232,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     if (!ok) { destroy(b); return nullptr; }
     roomaec::lowdelay_windows(Nr, H, D, b->wa, b->ws);
     const double c = 343.0, el = kElevationDeg * M_PI / 180.0;
-    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another floor for the fixed design
+    // ROOMD_BEAM_WNG_DB (a measurement override, read once here): another floor for the fixed
+    // design (a beam that does not choose)
     double fixed_floor_db = kCandidateFloorsDB[kFixedCandidate];
     if (const char *e = getenv("ROOMD_BEAM_WNG_DB")) {
         char *end = nullptr;
@@ -240,7 +247,7 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
             dist[i * mics + j] = sqrt(dx * dx + dy * dy + dz * dz);
         }
     double G[kMaxMics * kMaxMics];
-    std::complex<double> d[kMaxMics], w[kMaxMics];
+    std::complex<double> d[kMaxMics], w[kCandidates][kMaxMics];
     for (int k = 0; k < Kr; k++) {
         const double omega = 2 * M_PI * (double)k * rate / Nr, f_hz = (double)k * rate / Nr;
         for (int i = 0; i < mics * mics; i++) {
@@ -255,21 +262,16 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
                 double t = -(xyz[m * 3] * ux + xyz[m * 3 + 1] * uy + xyz[m * 3 + 2] * uz) / c;
                 d[m] = std::polar(1.0, -omega * t);
             }
-            for (int cand = 0; cand < kCandidates; cand++) {
-                const int in_use = b->adapt ? kStartCandidate : kFixedCandidate;
-                if (!b->adapt && cand != kFixedCandidate) continue;
-                candidate_weights(G, d, mics, cand, f_hz, fixed_floor_db, w);
-                for (int m = 0; m < mics; m++) {
-                    const size_t at = ((size_t)beam * mics + m) * Kr + k;
-                    if (cand == in_use) {
-                        b->wr[at] = (float)w[m].real();
-                        b->wi[at] = (float)-w[m].imag();   // stored conjugated
-                    }
-                    if (b->adapt) {
-                        const size_t cat = (((size_t)beam * Kr + k) * kCandidates + cand) * mics + m;
-                        b->cwr[cat] = (float)w[m].real();
-                        b->cwi[cat] = (float)-w[m].imag();
-                    }
+            design_bin(G, d, mics, f_hz, b->adapt, fixed_floor_db, w);
+            const int in_use = b->adapt ? kStartCandidate : kFixedCandidate;
+            for (int m = 0; m < mics; m++) {
+                const size_t at = ((size_t)beam * mics + m) * Kr + k;
+                b->wr[at] = (float)w[in_use][m].real();
+                b->wi[at] = (float)-w[in_use][m].imag();   // stored conjugated
+                for (int cand = 0; b->adapt && cand < kCandidates; cand++) {
+                    const size_t cat = (((size_t)beam * Kr + k) * kCandidates + cand) * mics + m;
+                    b->cwr[cat] = (float)w[cand][m].real();
+                    b->cwi[cat] = (float)-w[cand][m].imag();
                 }
             }
         }
@@ -297,6 +299,18 @@ static int beam_for(const Beam *b, float azimuth_deg) {
     return nearest_beam(azimuth_deg);
 }
 
+// Beam `beam` at bin k uses candidate `cand` from now on (its weights into the table a block reads).
+static inline void use_candidate(Beam *b, int beam, int k, int cand) {
+    const int M = b->mics, Kr = b->Kr;
+    b->chosen[(size_t)beam * Kr + k] = (unsigned char)cand;
+    const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
+    const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
+    for (int m = 0; m < M; m++) {
+        b->wr[((size_t)beam * M + m) * Kr + k] = cr[m];
+        b->wi[((size_t)beam * M + m) * Kr + k] = ci[m];
+    }
+}
+
 // Points the beam at `beam` (kBeams: mic 0); a change fades over kFadeBlocks blocks. A beam used
 // for the first time takes the choices of the one it follows (the room's sound is much the same
 // from a neighbouring direction; a talker who walks would otherwise be heard through the start
@@ -305,18 +319,8 @@ static void steer(Beam *b, int beam) {
     if (beam == b->current || beam < 0 || beam > kBeams) return;
     if (b->adapt && beam < kBeams && !b->used[beam]) {
         b->used[beam] = 1;
-        const int from = b->current, M = b->mics, Kr = b->Kr;
-        if (from < kBeams)
-            for (int k = 0; k < Kr; k++) {
-                const int cand = b->chosen[(size_t)from * Kr + k];
-                b->chosen[(size_t)beam * Kr + k] = (unsigned char)cand;
-                const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
-                const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
-                for (int m = 0; m < M; m++) {
-                    b->wr[((size_t)beam * M + m) * Kr + k] = cr[m];
-                    b->wi[((size_t)beam * M + m) * Kr + k] = ci[m];
-                }
-            }
+        if (b->current < kBeams)
+            for (int k = 0; k < b->Kr; k++) use_candidate(b, beam, k, b->chosen[(size_t)b->current * b->Kr + k]);
     }
     b->previous = b->current;
     b->current = beam;
@@ -392,7 +396,7 @@ static void adapt(Beam *b) {
     for (int s = 0; s < kChoiceBinsPerBlock; s++) {
         const int k = b->sweep;
         b->sweep = (k + 1) % Kr;
-        unsigned char &sel = b->chosen[(size_t)beam * Kr + k];
+        const int sel = b->chosen[(size_t)beam * Kr + k];
         int best = sel;
         float least = power_through(b, sel, beam, k) * kChoiceMargin;
         for (int cand = 0; cand < kCandidates; cand++) {
@@ -403,15 +407,7 @@ static void adapt(Beam *b) {
         if (best == sel) continue;
         float or_, oi, nr, ni;
         echo_gain(b, beam, k, &or_, &oi);
-        sel = (unsigned char)best;
-        const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + best) * M;
-        const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + best) * M;
-        for (int m = 0; m < M; m++) {
-            const size_t at = ((size_t)beam * M + m) * Kr + k;
-            b->wr[at] = cr[m];
-            b->wi[at] = ci[m];
-        }
-        b->choices_made++;
+        use_candidate(b, beam, k, best);
         if (b->echo_blocks < 30) continue;   // no transfer learnt: nothing to carry across
         echo_gain(b, beam, k, &nr, &ni);
         const float den = fmaxf(or_ * or_ + oi * oi, 0.01f);
