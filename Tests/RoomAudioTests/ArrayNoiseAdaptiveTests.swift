@@ -15,29 +15,9 @@ final class ArrayNoiseAdaptiveTests: XCTestCase {
 
     /// The processor with every stage but the array off, steered at `azimuth`: its output is the beam.
     private func adaptiveBeam(_ mics: [[Float]], azimuth: Float) throws -> [Float] {
-        var settings = ProcessingSettings()
-        settings.highPass = false; settings.echoCancel = false; settings.noiseSuppress = false
-        settings.gainControl = false; settings.voiceDetect = false
-        let apm = try AudioProcessor(rate: Self.rate, micChannels: 4, micPositions: TalkerLocatorTests.board,
-                                     settings: settings, arrayProcessing: true)
+        let apm = try ArrayChainTests.arrayOnlyProcessor()
         apm.steer(azimuthDegrees: azimuth, hasDirection: true)
-        var out: [Float] = []
-        var planes = [Float](repeating: 0, count: 4 * Self.block)
-        var cleaned = [Float](repeating: 0, count: Self.block)
-        for b in 0..<(mics[0].count / Self.block) {
-            for m in 0..<4 { for i in 0..<Self.block { planes[m * Self.block + i] = mics[m][b * Self.block + i] } }
-            planes.withUnsafeBufferPointer { p in
-                let ins: [UnsafePointer<Float>?] = (0..<4).map { p.baseAddress! + $0 * Self.block }
-                cleaned.withUnsafeMutableBufferPointer { c in
-                    let outs: [UnsafeMutablePointer<Float>?] = [c.baseAddress]
-                    ins.withUnsafeBufferPointer { i in outs.withUnsafeBufferPointer { o in
-                        _ = apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0)
-                    } }
-                }
-            }
-            out += cleaned
-        }
-        return out
+        return ArrayChainTests.process(mics, through: apm)
     }
 
     private func fixedBeam(_ mics: [[Float]], azimuth: Double) throws -> [Float] {
