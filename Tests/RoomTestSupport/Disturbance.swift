@@ -19,7 +19,7 @@ public enum Disturbance {
     public static let extraRuns = 2
     /// A sleeping thread woken this late (ms) means the machine stopped us: two 10 ms periods.
     public static let machineStallMilliseconds = 20.0
-    /// Runs in all, at most, while every disturbed run saw the machine stall.
+    /// Runs in all, at most, while the last disturbed run saw the machine stall.
     public static let runsWhileTheMachineStalls = 8
 
     /// `run()`, and again while `disturbed` says the machine spoilt the last one (see above).
@@ -28,7 +28,8 @@ public enum Disturbance {
         var runs = 0
         while true {
             let witness = StallWitness()
-            let result = try run()
+            let result: Run
+            do { result = try run() } catch { _ = witness.stop(); throw error }   // no witness left behind
             let stall = witness.stop()
             runs += 1
             guard disturbed(result) else { return result }
