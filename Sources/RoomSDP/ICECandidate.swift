@@ -49,9 +49,17 @@ public struct ICECandidate: Sendable, Equatable {
     public init(parsing text: String) throws(SDPError) {
         var body = Substring(text)
         if body.hasPrefix("candidate:") { body = body.dropFirst("candidate:".count) }
-        let f = body.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         func fail(_ field: String, _ message: String) -> SDPError {
             SDPError(line: nil, field: "a=candidate \(field)", message: message)
+        }
+        // Printable ASCII only: every field of RFC 8839's grammar is a token, an address or a number.
+        let fixedNames = ["foundation", "component", "transport", "priority", "address", "port", "typ", "type"]
+        let f = body.sdpFields
+        for (index, field) in f.enumerated() {
+            if let bad = field.utf8.first(where: { !(0x21...0x7E).contains($0) }) {
+                let name = index < fixedNames.count ? fixedNames[index] : (index - fixedNames.count) % 2 == 0 ? "extension name" : f[index - 1]
+                throw fail(name, "byte 0x\(String(bad, radix: 16)) is not printable ASCII")
+            }
         }
         guard f.count >= 8 else { throw fail("", "needs 8 fields (foundation component transport priority address port typ type), has \(f.count)") }
         guard !f[0].isEmpty, f[0].utf8.count <= 32 else { throw fail("foundation", "'\(f[0])' is not 1-32 characters") }
@@ -118,7 +126,7 @@ public struct DTLSFingerprint: Sendable, Equatable, CustomStringConvertible {
 
     /// `sha-256 AB:CD:…` (hex case-insensitive).
     public init(parsing text: String) throws(SDPError) {
-        let f = text.split(separator: " ", omittingEmptySubsequences: true)
+        let f = text.sdpFields
         guard f.count == 2 else { throw SDPError(line: nil, field: "a=fingerprint", message: "expected '<hash> <hex:hex:…>'") }
         let algorithm = f[0].lowercased()
         let expected: Int? = switch algorithm {

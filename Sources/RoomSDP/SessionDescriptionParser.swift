@@ -66,7 +66,7 @@ extension SessionDescription {
             }
             switch type {
             case "o":
-                let f = value.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+                let f = value.sdpFields
                 guard f.count == 6 else { throw SDPError(line: lineNumber, field: "o", message: "needs 6 fields, has \(f.count)") }
                 guard f[1].allSatisfy(\.isASCIIDigit), f[2].allSatisfy(\.isASCIIDigit), !f[1].isEmpty, !f[2].isEmpty else {
                     throw SDPError(line: lineNumber, field: "o", message: "session id and version must be decimal numbers")
@@ -98,7 +98,7 @@ extension SessionDescription {
     }
 
     private static func parseMedia(_ value: String, line: Int) throws(SDPError) -> MediaSection {
-        let f = value.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        let f = value.sdpFields
         guard f.count >= 3 else { throw SDPError(line: line, field: "m", message: "needs <media> <port> <proto> <fmt>…") }
         // "<port>/<count>" is allowed by RFC 8866; WebRTC never uses it, so the count is ignored.
         let portText = f[1].split(separator: "/", maxSplits: 1).first.map(String.init) ?? ""
@@ -138,4 +138,13 @@ extension SDPAttribute {
 
 extension Character {
     var isASCIIDigit: Bool { ("0"..."9").contains(self) }
+}
+
+extension StringProtocol {
+    /// The space-separated fields of an SDP value, split on the space byte. Splitting on
+    /// Characters would let a field that starts with a combining mark fuse with the space
+    /// before it, so printing the fields and parsing them again would not give them back.
+    var sdpFields: [String] {
+        utf8.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: true).map { String(decoding: $0, as: UTF8.self) }
+    }
 }

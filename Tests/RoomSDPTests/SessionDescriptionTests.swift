@@ -181,6 +181,10 @@ final class SessionDescriptionTests: XCTestCase {
         XCTAssertEqual(field("1 0 udp 100 10.0.0.1 5000 typ host"), "a=candidate component")
         XCTAssertEqual(field("1 1 udp 100 10.0.0.1 5000 typ host raddr"), "a=candidate raddr")
         XCTAssertEqual(field("1 1 udp"), "a=candidate ")
+        // A field starting with a combining mark would fuse with the space before it when printed.
+        XCTAssertEqual(field("1 1 udp 100 10.0.0.1 5000 typ host raddr 10.0.0.2 \u{301}x 1"), "a=candidate extension name")
+        XCTAssertEqual(field("1 1 udp 100 10.0.0.1\r 5000 typ host"), "a=candidate address")
+        XCTAssertEqual(field("1 1 udp 100 10.0.0.1 5000 typ host generation \u{0}"), "a=candidate generation")
     }
 
     func testFingerprintsCheckTheirLength() throws {
