@@ -436,7 +436,12 @@ final class AudioLoop: @unchecked Sendable {
                 lastRetains = probe.threadRetains()
                 continue
             }
+            let periodStart = monotonicNanoseconds()
             let blockDone = runPeriod()
+            let periodWork = Int(truncatingIfNeeded: monotonicNanoseconds() &- periodStart)
+            if periodWork > stats.longestPeriodNanoseconds.load(ordering: .relaxed) {
+                stats.longestPeriodNanoseconds.store(periodWork, ordering: .relaxed)
+            }
 
             calmPeriods += 1
             let now = probe.threadAllocations()

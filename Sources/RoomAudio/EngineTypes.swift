@@ -160,6 +160,15 @@ public final class EngineStats: Sendable {
     }
     public let captureXruns = Atomic<Int>(0)
     public let playbackXruns = Atomic<Int>(0)
+    /// The longest time one period's work took (from the capture read's return to the end of
+    /// the period: processing, coding, the playback write), in ns, since a reader last took it
+    /// (`takeLongestPeriod`). The status's CPU share is an average; an xrun comes from one
+    /// period that ran past the buffer's headroom, and this shows how close the worst came.
+    let longestPeriodNanoseconds = Atomic<Int>(0)
+    /// The longest period's work since the last call, in ms, and starts the next interval.
+    public func takeLongestPeriod() -> Double {
+        Double(longestPeriodNanoseconds.exchange(0, ordering: .relaxed)) / 1e6
+    }
     /// The talker's direction in tenths of a degree (`Int.min`: none yet), whether it is locked
     /// and how often it changed: `talker` reads them.
     let talkerAzimuthTenths = Atomic<Int>(Int.min)

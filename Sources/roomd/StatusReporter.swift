@@ -43,6 +43,7 @@ final class StatusReporter {
         let time = monotonicNanoseconds()
         let cpuPct = time > lastTime ? Double(cpu - lastCPU) / Double(time - lastTime) * 100 : 0
         let erle = now.erleDB(since: last)
+        let longestPeriodMs = engine.stats.takeLongestPeriod()
         // Counters are read one by one, so the ratio can overshoot by a period: clamp it.
         let voiced = now.periods > last.periods ? min(100, Double(now.voicePeriods - last.voicePeriods) / Double(now.periods - last.periods) * 100) : 0
         if settledEchoBase == nil && now.farEndActivePeriods >= Self.settledFarEndPeriods { settledEchoBase = now }
@@ -68,7 +69,7 @@ final class StatusReporter {
                 ("steady_retains", "\(engine.stats.steadyRetains.load(ordering: .relaxed))"),
                 ("retain_probe_verified", engine.stats.retainProbeVerified.load(ordering: .relaxed) ? "true" : "false"),
                 ("audio_thread_cpu_ns", "\(now.threadCPUNanoseconds)"),
-                ("cpu_pct", fixedDecimalText(cpuPct, 2)), ("rss_mb", fixedDecimalText(ProcessStats.residentMegabytes(), 2)),
+                ("cpu_pct", fixedDecimalText(cpuPct, 2)), ("period_max_ms", fixedDecimalText(longestPeriodMs, 2)), ("rss_mb", fixedDecimalText(ProcessStats.residentMegabytes(), 2)),
                 ("rss_file_mb", fixedDecimalText(resident.file, 2)), ("rss_anon_mb", fixedDecimalText(resident.anonymous, 2)),
                 // Loss-driven FEC: the encoder's expected loss and bitrate now.
                 ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
@@ -97,7 +98,7 @@ final class StatusReporter {
             printLine("t=\(fixedDecimalText(elapsed, 1))s  mic \(fixedDecimalText(Double(now.inputLevel), 1))  out \(fixedDecimalText(Double(now.outputLevel), 1))  "
                   + "spk \(fixedDecimalText(Double(now.playbackLevel), 1)) dBFS  voice \(fixedDecimalText(voiced, 0))%  "
                   + "\(echoText)  xruns \(now.captureXruns)/\(now.playbackXruns)  fec/plc \(now.fecRecovered)/\(now.concealedFrames)  "
-                  + "cpu \(fixedDecimalText(cpuPct, 1))%" + talkerText() + roomText())
+                  + "cpu \(fixedDecimalText(cpuPct, 1))% (period max \(fixedDecimalText(longestPeriodMs, 1)) ms)" + talkerText() + roomText())
         }
         last = now
         lastCPU = cpu

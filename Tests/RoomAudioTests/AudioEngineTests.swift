@@ -69,6 +69,7 @@ final class AudioEngineTests: XCTestCase {
     /// The audio thread's CPU time (the status line's `audio_thread_cpu_ns`) is read from its
     /// own clock by whoever asks, so the loop makes no system call for it: it grows while the
     /// engine runs although the asking thread only sleeps, and stays at its total once stopped.
+    /// Beside it, the longest period's work (`period_max_ms`).
     func testAudioThreadCPUTimeIsReadFromOutside() throws {
         let dir = SimCard.scratch("thread-cpu")
         SimCard.useRoom(dir, ["echo": "off"])
@@ -77,12 +78,20 @@ final class AudioEngineTests: XCTestCase {
         try engine.start()
         Thread.sleep(forTimeInterval: 0.5)
         let a = engine.stats.snapshot().threadCPUNanoseconds
+        _ = engine.stats.takeLongestPeriod()
         Thread.sleep(forTimeInterval: 1)
         let b = engine.stats.snapshot().threadCPUNanoseconds
+        let longest = engine.stats.takeLongestPeriod()
         engine.stop()
         let c = engine.stats.snapshot().threadCPUNanoseconds
         Thread.sleep(forTimeInterval: 0.1)
         let d = engine.stats.snapshot().threadCPUNanoseconds
+        _ = engine.stats.takeLongestPeriod()
+        // The status's `period_max_ms`: the longest period's work in the interval, and taking it
+        // starts the next interval.
+        XCTAssertGreaterThan(longest, 0, "a second of periods did some work")
+        XCTAssertLessThan(longest, 1000, "one period's work within the second it was measured in")
+        XCTAssertEqual(engine.stats.takeLongestPeriod(), 0, "taken: nothing since, the engine is stopped")
         XCTAssertGreaterThan(b, a &+ 1_000_000, "the audio thread worked for a second: \(a) -> \(b) ns")
         XCTAssertLessThan(b &- a, 1_100_000_000, "one thread cannot use more than the wall time")
         XCTAssertGreaterThanOrEqual(c, b)

@@ -1,4 +1,5 @@
 import Foundation
+import RoomTestSupport
 import XCTest
 
 /// The software-in-loop rig (scripts/hil/run, docs/hil.md) on the simulated board: roomserver,
@@ -22,12 +23,26 @@ final class HILRigTests: ProcessTestCase {
         let scenarios = try FileManager.default.contentsOfDirectory(atPath: dir)
             .filter { $0.hasSuffix(".sh") }.map { String($0.dropLast(3)) }.sorted()
         XCTAssertGreaterThanOrEqual(scenarios.count, 4, "scenarios in \(dir): \(scenarios)")
-        let r = try runRig([])
-        XCTAssertEqual(r.status, 0, "scripts/hil/run failed:\n\(r.stdout)\n\(r.stderr)")
-        let lines = r.stdout.split(separator: "\n").map(String.init)
-        for name in scenarios {
-            XCTAssertTrue(lines.contains { $0.hasPrefix("PASS \(name) ") || $0 == "PASS \(name)" }, "no PASS line for \(name)")
+        // A scenario whose self-test still answered device_error after the rig's own reruns (the
+        // machine spoilt every recording) is run again under the suite's one policy; the others
+        // keep their PASS. The last run of each scenario is judged.
+        var passed = Set<String>()
+        func passes(_ name: String, in lines: [String]) -> Bool {
+            lines.contains { $0.hasPrefix("PASS \(name) ") || $0 == "PASS \(name)" }
         }
+        let r = try Disturbance.rerun("hil rig", disturbed: { r in
+            r.status != 0 && (r.stdout + r.stderr).contains("device_error")
+        }) { () throws -> (status: Int32, stdout: String, stderr: String) in
+            let r = try runRig(scenarios.filter { !passed.contains($0) })
+            let lines = r.stdout.split(separator: "\n").map(String.init)
+            for name in scenarios where passes(name, in: lines) { passed.insert(name) }
+            return r
+        }
+        XCTAssertEqual(r.status, 0, "scripts/hil/run failed:\n\(r.stdout)\n\(r.stderr)")
+        for name in scenarios {
+            XCTAssertTrue(passed.contains(name), "no PASS line for \(name)")
+        }
+        let lines = r.stdout.split(separator: "\n").map(String.init)
         XCTAssertFalse(lines.contains { $0.hasPrefix("FAIL ") }, "failed scenarios: \(lines.filter { $0.hasPrefix("FAIL ") })")
     }
 
