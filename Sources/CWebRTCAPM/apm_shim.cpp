@@ -317,6 +317,10 @@ extern "C" void rapm_self_test(rapm_t *a, int on) {
     }
 }
 
+extern "C" void rapm_streams_restarted(rapm_t *a) {
+    for (int i = 0; i < a->kc_count; i++) roomaec::forget_certainty(a->kc[i]);
+}
+
 extern "C" float rapm_reverberance(const rapm_t *a) {
     return a->kc_count > 0 && a->dereverb ? a->kc[0]->derev.reverberance : -1.0f;
 }

@@ -676,6 +676,23 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     a->blocks++;
 }
 
+// What step 5 of the last block accumulated for the next one (the older partitions' echo
+// estimate and Σ|X|²P), again: after the filter or its covariance changed between blocks.
+static void recompute_next_estimate(Canceller *a) {
+    const int P = a->P, KS = a->KS, KL = a->KLa;
+    for (int k = 0; k < KL; k++) { a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; }
+    for (int p = 1; p < P; p++) {
+        const Partition here = partition(a, p);
+        const size_t xprev = (size_t)((a->head + p + P - 1) % P) * KS;
+        const float *pr = a->Xr + xprev, *pi = a->Xi + xprev;
+        for (int k = 0; k < KL; k++) {
+            a->Ynr[k] += here.wr[k] * pr[k] - here.wi[k] * pi[k];
+            a->Yni[k] += here.wr[k] * pi[k] + here.wi[k] * pr[k];
+            a->Rn[k] += (pr[k] * pr[k] + pi[k] * pi[k]) * here.pc[k];
+        }
+    }
+}
+
 // How much less sure of an echo path the canceller is when a bank first serves a direction,
 // starting from the filter of the direction it leaves: the covariance gains this share of the
 // filter's power, as if the path had changed by that much (−6 dB). The residual estimate grows
@@ -725,18 +742,28 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
         drift_covariance(a, a->blocks - a->bLeft[b]);
         a->far_blocks = a->bFar[b];
     }
-    // What step 5 of the last block accumulated for this one, with the new filter.
-    for (int k = 0; k < KL; k++) { a->Ynr[k] = 0; a->Yni[k] = 0; a->Rn[k] = 0; }
-    for (int p = 1; p < P; p++) {
-        const Partition here = partition(a, p);
-        const size_t xprev = (size_t)((a->head + p + P - 1) % P) * KS;
-        const float *pr = a->Xr + xprev, *pi = a->Xi + xprev;
-        for (int k = 0; k < KL; k++) {
-            a->Ynr[k] += here.wr[k] * pr[k] - here.wi[k] * pi[k];
-            a->Yni[k] += here.wr[k] * pi[k] + here.wi[k] * pr[k];
-            a->Rn[k] += (pr[k] * pr[k] + pi[k] * pi[k]) * here.pc[k];
-        }
+    recompute_next_estimate(a);
+}
+
+// The streams started again (an xrun's restart, a reopened device). They start back to back as
+// at first, but the echo need not land where it did: on the simulated card one underrun moved it
+// 6 samples (125 µs) earlier, which turns the path's phase by 90° at 2 kHz and 270° at 6 kHz.
+// The start times ALSA reports do not show it (in runs that recovered slowly, capture and
+// playback had started as far apart as at first, to 0.03 samples), so the move is learnt. A converged filter is sure of its path (small covariance) and learns a
+// moved one slowly: in the HIL rig, after one underrun mid-self-test, self-tests over the next
+// 45 s measured 3-12 dB of echo reduction (40-56 before). So every bank in use goes back to the
+// covariance of a filter that has learnt nothing (p0) and keeps its taps: a path that did not
+// move is still cancelled from the first block (the error stays small, so the taps stay), one
+// that did is learnt at the pace of a new start. Between blocks; allocates nothing.
+static void forget_certainty(Canceller *a) {
+    drift_covariance(a, a->idle_pending);
+    a->idle_pending = 0;
+    const size_t pk = (size_t)a->P * a->KS;
+    for (int b = 0; b < a->banks; b++) {
+        if (b != a->bank && a->bLeft[b] < 0) continue;   // never used: starts from another's
+        for (size_t q = 0; q < pk; q++) a->bPc[b][q] = fmaxf(a->bPc[b][q], a->prm.p0);
     }
+    recompute_next_estimate(a);
 }
 
 // Bank b's echo path at filter bin k, every partition, times (r + i·j): the beam in front changed

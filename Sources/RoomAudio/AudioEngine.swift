@@ -483,6 +483,8 @@ final class AudioLoop: @unchecked Sendable {
         mixer.reset()
         calmPeriods = 0
         blockPhase = 0
+        // Not at the first start: the canceller has learnt nothing then.
+        if streamGeneration != 0 { apm.streamsRestarted() }
         streamGeneration &+= 1
         return true
     }

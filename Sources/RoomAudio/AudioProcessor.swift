@@ -228,6 +228,10 @@ public final class AudioProcessor {
     /// allocated.
     public func holdForSelfTest(_ on: Bool) { rapm_self_test(apm, on ? 1 : 0) }
 
+    /// Capture and playback started again: the echo may land a few samples from where it did
+    /// (rapm_streams_restarted). On the audio thread, between blocks; nothing allocated.
+    public func streamsRestarted() { rapm_streams_restarted(apm) }
+
     /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant), nil when
     /// it does not run.
     public var reverberance: Float? {

@@ -87,6 +87,11 @@ void rapm_steer(rapm_t *apm, float azimuth_deg, int has_direction, int echo_alon
 /// waits, and the dereverberation is held off; when it ends every beam's echo path starts anew
 /// from mic 0's, just learnt from the sweep. Between blocks; allocates nothing.
 void rapm_self_test(rapm_t *apm, int on);
+/// Capture and playback started again (an xrun's restart, a reopened device): the echo may land
+/// a few samples from where it did, so roomd's canceller becomes as unsure of the paths it learnt
+/// as at its start (keeping them) and learns a moved one at once. No effect with webrtc's
+/// canceller (delay-agnostic). Between blocks, on the thread that processes capture; allocates nothing.
+void rapm_streams_restarted(rapm_t *apm);
 /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant: how much of it
 /// is applied; dereverb.h), or −1 when it does not run.
 float rapm_reverberance(const rapm_t *apm);
