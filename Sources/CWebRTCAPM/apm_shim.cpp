@@ -263,9 +263,13 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 }
 
 // How much less sure the canceller is of a new beam's echo path when it was mapped from the one
-// it leaves through the learnt relative transfer functions (the mapping leaves out the room's
-// late reverberation, which differs per mic beyond what one factor per bin says).
-static constexpr float kMappedBankUncertainty = 0.05f;
+// it leaves through the learnt relative transfer functions: none. The mapping leaves out the
+// room's late reverberation (it differs per mic beyond one factor per bin), but the uncertainty
+// let the filter chase the near-end talker when a beam change fell into double talk: the
+// double-talk bench's rev120-loud (one such change at 7.0 s) 2.77 with 0.25, 2.99-3.00 with 0.05,
+// 3.02 with 0.01, 3.03-3.06 with none; the other rooms within ±0.04 and the farfield bench's
+// rooms within ±0.002 STOI (scripts/bench doubletalk farfield, 2026-11-29).
+static constexpr float kMappedBankUncertainty = 0.0f;
 
 extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone, int far_active) {
     if (!a->beam || a->self_test) return;
