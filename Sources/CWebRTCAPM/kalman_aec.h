@@ -749,8 +749,8 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
 // at first, but the echo need not land where it did: on the simulated card one underrun moved it
 // 6 samples (125 µs) earlier, which turns the path's phase by 90° at 2 kHz and 270° at 6 kHz.
 // The start times ALSA reports do not show it (in runs that recovered slowly, capture and
-// playback had started as far apart as at first, to 0.03 samples), so the move is learnt. A converged filter is sure of its path (small covariance) and learns a
-// moved one slowly: in the HIL rig, after one underrun mid-self-test, self-tests over the next
+// playback had started as far apart as at first, to 0.03 samples), so the move is learnt. A
+// converged filter is sure of its path (small covariance) and learns a moved one slowly: in the HIL rig, after one underrun mid-self-test, self-tests over the next
 // 45 s measured 3-12 dB of echo reduction (40-56 before). So every bank in use goes back to the
 // covariance of a filter that has learnt nothing (p0) and keeps its taps: a path that did not
 // move is still cancelled from the first block (the error stays small, so the taps stay), one

@@ -376,6 +376,11 @@ expect_silent() {
 # talker off|on: the talker at the dut's mics stops or talks again (a quiet room for a
 # self-test). Simulated board: the sim card's control file (`input off|on`, docs/sim-card.md);
 # a hardware rig sets HIL_TALKER_SWITCH_CMD (called as `HIL_TALKER_SWITCH_CMD off|on`).
+# sim_card COMMAND: one command to the simulated dut's sound card (docs/sim-card.md, "Control
+# file"), written whole so the card never reads half of it. Only with a simulated dut.
+sim_card() {
+  echo "$1" > "$HIL_DUT_SIM_CONTROL.tmp" && mv "$HIL_DUT_SIM_CONTROL.tmp" "$HIL_DUT_SIM_CONTROL"
+}
 talker() {
   case "$1" in off | on) ;; *) fail "talker: off or on, not '$1'" ;; esac
   if [ -n "${HIL_TALKER_SWITCH_CMD:-}" ]; then
@@ -383,7 +388,7 @@ talker() {
     $HIL_TALKER_SWITCH_CMD "$1" || fail "HIL_TALKER_SWITCH_CMD $1 failed"
   else
     [ -n "${HIL_DUT_SIM_CONTROL:-}" ] || fail "talker: no simulated card control file and no HIL_TALKER_SWITCH_CMD"
-    echo "input $1" > "$HIL_DUT_SIM_CONTROL.tmp" && mv "$HIL_DUT_SIM_CONTROL.tmp" "$HIL_DUT_SIM_CONTROL"
+    sim_card "input $1"
     # The card reads its control file within 5 ms of a period; give it a few periods.
     sleep 0.1
   fi
