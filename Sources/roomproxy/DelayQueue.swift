@@ -76,7 +76,9 @@ struct DelayQueue {
         peak = max(peak, heap.count)
     }
 
-    /// Removes and returns the earliest entry if it is due at `now`. The caller sends it and
-    /// releases its slot.
-    mutating func popDue(now: UInt64) -> Entry? { heap.popDue(now: now)?.item }
+    /// Removes and returns the earliest entry if it is due at `now`, with its deadline. The
+    /// caller sends it and releases its slot.
+    mutating func popDue(now: UInt64) -> (entry: Entry, deadline: UInt64)? {
+        heap.popDue(now: now).map { ($0.item, $0.deadline) }
+    }
 }

@@ -25,6 +25,15 @@ public enum Disturbance {
     /// `run()`, and again while `disturbed` says the machine spoilt the last one (see above).
     /// `label` names the test in the log line each rerun prints.
     public static func rerun<Run>(_ label: String, disturbed: (Run) -> Bool, _ run: () throws -> Run) rethrows -> Run {
+        try rerun(label, disturbed: { result, _ in disturbed(result) }, run)
+    }
+
+    /// The same, for runs whose only witness of a disturbance is the machine's: `disturbed`
+    /// also gets the longest stall the witness saw in this run (ms), so a timing bound missed
+    /// while the machine stalled (`machineStallMilliseconds` or more) can count as disturbed, and
+    /// the same miss on a machine that did not stall stays a failure.
+    public static func rerun<Run>(_ label: String, disturbed: (Run, _ machineStallMs: Double) -> Bool,
+                                  _ run: () throws -> Run) rethrows -> Run {
         var runs = 0
         while true {
             let witness = StallWitness()
@@ -32,7 +41,7 @@ public enum Disturbance {
             do { result = try run() } catch { _ = witness.stop(); throw error }   // no witness left behind
             let stall = witness.stop()
             runs += 1
-            guard disturbed(result) else { return result }
+            guard disturbed(result, stall) else { return result }
             let machineStalled = stall >= machineStallMilliseconds
             let mayRunAgain = runs <= extraRuns || (machineStalled && runs < runsWhileTheMachineStalls)
             guard mayRunAgain else { return result }
