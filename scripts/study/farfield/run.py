@@ -1,6 +1,8 @@
 """Evaluate causal front-end pipelines. A candidate is a '+'-separated chain of stages:
   multichannel pre-stage:  wpe:K:delay:alpha[:bins|all[:update_every[:obs|pred|geo]]]   online RLS-WPE on the 4 mics
-  beam (exactly one):      mic0 | das | sd:nf|ff:wngdB   (superdirective, diffuse coherence, WNG >= wngdB)
+  beam (exactly one):      mic0 | das | sd:nf|ff|gridDEG:wngdB   (superdirective, diffuse coherence, WNG >= wngdB;
+                                  gridDEG: steered as roomd's beams, a plane wave 20 deg up at the true
+                                  azimuth rounded to DEG, e.g. grid15)
                            sdmu:nf|ff:mu                  (superdirective, fixed loading mu)
                            omvdr:load:tau_s[:hang_frames[:eye|gam[:nf|ff[:every[:wng_dB]]]]]  (online noise cov, oracle VAD;
                                   weights recomputed every `every` frames; wng_dB: WNG floor by blending
@@ -75,7 +77,7 @@ def run(d, cand):
     elif kind == "das":
         Y = fe.apply_w(fe.w_das(steer_of(d)), X)
     elif kind in ("sd", "sdmu"):
-        near = b[1] == "nf"
+        near = b[1] if b[1].startswith("grid") else b[1] == "nf"
         S = steer_of(d, near)
         W = fe.w_superdirective(S, wng_min_db=float(b[2])) if kind == "sd" else fe.w_superdirective(S, mu=float(b[2]))
         info["wng_db_min"] = float(np.min(fe.wng_db(W, S)))
