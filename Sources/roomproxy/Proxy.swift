@@ -456,7 +456,7 @@ final class Proxy {
         let now = monotonicNanoseconds()
         while let (e, deadline) = queue.popDue(now: now) {
             let d = Direction(rawValue: Int(e.direction))!
-            counters[Int(e.direction)].lateMaxNs = max(counters[Int(e.direction)].lateMaxNs, now &- deadline)
+            counters[d.rawValue].lateMaxNs = max(counters[d.rawValue].lateMaxNs, now &- deadline)
             if let flow = flows[e.flow] {
                 send(UnsafeRawBufferPointer(start: queue.buffer(e.slot).baseAddress, count: Int(e.length)), flow: flow, direction: d)
             }

@@ -267,13 +267,10 @@ final class ImpairmentTests: ProcessTestCase {
         let speakerStart = try E2E.startNanoseconds(dir + "/b.status", stream: "playback")
         let delayMs = (Double(speakerStart) - Double(micStart)) / 1e6 + Double(lag * 10)
         let delays = flowing.map { ($0["jitter_delay_ms"] as? NSNumber)?.intValue ?? 0 }
-        func xruns(_ status: [String: Any]) -> Int {
-            ["capture_xruns", "playback_xruns"].reduce(0) { $0 + max(0, (status[$1] as? NSNumber)?.intValue ?? 0) }
-        }
         let proxyLate = ["up", "down"].map { ((proxyFinal[$0] as? [String: Any])?["late_max_ms"] as? NSNumber)?.doubleValue ?? 0 }.max() ?? 0
         return Run(correlation: corr, mouthToEarMs: delayMs, lastStatus: last, maxJitterDelayMs: delays.max() ?? 0,
                    proxy: proxyFinal, dir: dir, senderStatus: sender, jitterDelays: delays,
-                   xruns: xruns(last) + xruns(sender), proxyLateMs: proxyLate)
+                   xruns: E2E.xruns(last) + E2E.xruns(sender), proxyLateMs: proxyLate)
     }
 
     // MARK: Helpers

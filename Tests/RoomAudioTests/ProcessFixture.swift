@@ -247,6 +247,12 @@ enum E2E {
     }
 
     /// The JSON objects among a log's lines (roomd's status lines, the proxy's counters).
+    /// A roomd status or summary line's xruns, capture and playback (absent counts 0): a run
+    /// with any measured the machine, not the code under test.
+    static func xruns(_ status: [String: Any]) -> Int {
+        ["capture_xruns", "playback_xruns"].reduce(0) { $0 + max(0, (status[$1] as? NSNumber)?.intValue ?? 0) }
+    }
+
     static func jsonLines(_ path: String) throws -> [[String: Any]] {
         try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").compactMap { line in
             guard line.hasPrefix("{") else { return nil }

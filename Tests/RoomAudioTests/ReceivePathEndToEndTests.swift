@@ -74,7 +74,7 @@ final class ReceivePathEndToEndTests: ProcessTestCase {
 
         func lastStatus(_ key: String) -> Int { (statuses.last?[key] as? NSNumber)?.intValue ?? -1 }
         /// B's xruns: a run with any measures the machine, not the receive path.
-        var xruns: Int { max(lastStatus("capture_xruns"), 0) + max(lastStatus("playback_xruns"), 0) }
+        var xruns: Int { E2E.xruns(statuses.last ?? [:]) }
         /// B's status lines carry `t` (seconds since B started); B's engine starts within
         /// milliseconds of its process, close enough to place a line on the monotonic clock.
         func statusTime(_ s: [String: Any]) -> Int64? {

@@ -144,7 +144,7 @@ final class RoomdProcessTests: ProcessTestCase {
             XCTAssertEqual(r.status, 0, r.stderr)
             let lines = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             let summary = lines.last { $0["summary"] != nil } ?? [:]
-            let xruns = (summary["capture_xruns"] as? Int ?? 0) + (summary["playback_xruns"] as? Int ?? 0)
+            let xruns = E2E.xruns(summary)
             let talkers = r.stderr.split(separator: "\n").compactMap { line -> Double? in
                 guard let at = line.range(of: "talker at ") else { return nil }
                 return Double(line[at.upperBound...].prefix { $0 != "°" })

@@ -373,14 +373,14 @@ expect_silent() {
 }
 
 # --- State --------------------------------------------------------------------------------------
-# talker off|on: the talker at the dut's mics stops or talks again (a quiet room for a
-# self-test). Simulated board: the sim card's control file (`input off|on`, docs/sim-card.md);
-# a hardware rig sets HIL_TALKER_SWITCH_CMD (called as `HIL_TALKER_SWITCH_CMD off|on`).
 # sim_card COMMAND: one command to the simulated dut's sound card (docs/sim-card.md, "Control
 # file"), written whole so the card never reads half of it. Only with a simulated dut.
 sim_card() {
   echo "$1" > "$HIL_DUT_SIM_CONTROL.tmp" && mv "$HIL_DUT_SIM_CONTROL.tmp" "$HIL_DUT_SIM_CONTROL"
 }
+# talker off|on: the talker at the dut's mics stops or talks again (a quiet room for a
+# self-test). Simulated board: the sim card's control file (`input off|on`, docs/sim-card.md);
+# a hardware rig sets HIL_TALKER_SWITCH_CMD (called as `HIL_TALKER_SWITCH_CMD off|on`).
 talker() {
   case "$1" in off | on) ;; *) fail "talker: off or on, not '$1'" ;; esac
   if [ -n "${HIL_TALKER_SWITCH_CMD:-}" ]; then
