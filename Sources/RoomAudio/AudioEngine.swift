@@ -853,10 +853,11 @@ final class AudioLoop: @unchecked Sendable {
     }
 
     private func handleCaptureError(_ code: Int32) {
-        selfTest.abort()
         blockTesting = false
-        if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
-            stats.captureXruns.wrappingAdd(1, ordering: .relaxed)
+        let xrun = code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN
+        if xrun { stats.captureXruns.wrappingAdd(1, ordering: .relaxed) }
+        selfTest.abort()   // after the count: whoever sees a test aborted by an xrun sees the xrun
+        if xrun {
             post(.xrun(capture: true))
             if restartBothDirections(after: code, capture: true) { return }
         }
@@ -864,10 +865,11 @@ final class AudioLoop: @unchecked Sendable {
     }
 
     private func handlePlaybackError(_ code: Int32) {
-        selfTest.abort()
         blockTesting = false
-        if code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN {
-            stats.playbackXruns.wrappingAdd(1, ordering: .relaxed)
+        let xrun = code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN
+        if xrun { stats.playbackXruns.wrappingAdd(1, ordering: .relaxed) }
+        selfTest.abort()   // after the count: whoever sees a test aborted by an xrun sees the xrun
+        if xrun {
             post(.xrun(capture: false))
             if restartBothDirections(after: code, capture: false) { return }
         }
