@@ -232,7 +232,9 @@ public enum OpusAudioNegotiation {
         if let pt = opusPayloadType(in: m) {
             for line in m.attributes("fmtp") where line.hasPrefix("\(pt) ") {
                 for pair in line.dropFirst("\(pt) ".count).split(separator: ";") {
-                    let kv = pair.split(separator: "=", maxSplits: 1)
+                    // Not omitting empty pieces: "=" is ["", ""] (a split that omits them gives
+                    // [] for it, and indexing that trapped: issue 27).
+                    let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                     let key = kv[0].trimmingSpaces
                     guard !key.isEmpty else { continue }
                     fmtp[key] = kv.count == 2 ? kv[1].trimmingSpaces : ""

@@ -269,6 +269,27 @@ final class SessionDescriptionTests: XCTestCase {
                                                        to: try local(sends: false)).direction, .recvonly)
     }
 
+    /// Issue 27: a (fake) Janus answering `a=fmtp:111 =` made roomd exit with SIGILL (an index
+    /// into the empty split of "="). Odd parameter lists are read, never trapped on: empty keys
+    /// are skipped, the rest still counts.
+    func testOddOpusParameterListsAreReadNotTrappedOn() throws {
+        let me = try local()
+        for (fmtp, fec) in [("111 =", false), ("111 ;;", false), ("111 =1", false), ("111 = ; =;", false),
+                            ("111 useinbandfec=1;=;stereo", true), ("111 ;useinbandfec = 1", true), ("111 useinbandfec=", false)] {
+            let answer = Self.janusAnswer.replacingOccurrences(of: "a=fmtp:111 useinbandfec=1", with: "a=fmtp:" + fmtp)
+            XCTAssertTrue(answer.contains("a=fmtp:" + fmtp))
+            let agreement = try OpusAudioNegotiation.accept(answer: try SessionDescription(parsing: answer), to: me)
+            XCTAssertEqual(agreement.peerWantsFEC, fec, fmtp)
+            var offer = Self.browserOffer
+            if let r = offer.range(of: "a=fmtp:111 ") {
+                let end = offer[r.upperBound...].firstIndex(of: "\n") ?? offer.endIndex
+                offer.replaceSubrange(r.lowerBound..<end, with: "a=fmtp:" + fmtp)
+            }
+            XCTAssertTrue(offer.contains("a=fmtp:" + fmtp), "the browser offer has an Opus fmtp line to replace")
+            _ = try OpusAudioNegotiation.answer(to: try SessionDescription(parsing: offer), local: me, sessionID: "1")
+        }
+    }
+
     func testUnusableDescriptionsAreRefusedNamingTheField() throws {
         let me = try local()
         func answerError(_ text: String) -> SDPError? {
