@@ -90,6 +90,14 @@ public final class RoomSession {
     /// The keys `mediaCrypto` was made from (tests decrypt a capture with them; never logged).
     var mediaEncryption: MediaEncryption?
     var ssrc: UInt32 = 0
+    /// The SSRC each participant was last shown with (the server shows one only while its
+    /// participant is on stage; kept after a demotion, whose SSRC may still have been heard).
+    var shownSSRCs: [RoomParticipantID: UInt32] = [:]
+    /// SSRCs of participants who left, refused before SRTP looks at them: libsrtp's replay window
+    /// for a stream goes when the stream is forgotten, and a departed sender's recorded packets
+    /// then verified again under this connection's unchanged key (issue 27). The server never
+    /// gives a departed SSRC to anyone else in the room. Emptied with each new key (a welcome).
+    var departedSSRCs: Set<UInt32> = []
     /// RTP sequence of the packets actually sent. The engine numbers every frame it hands
     /// over, but frames dropped here (muted, off stage) never reach anyone: listeners would
     /// count them as lost and conceal. Timestamps keep their gap, as after DTX.
@@ -520,6 +528,8 @@ public final class RoomSession {
         phase = .joined
         joinInfo = info
         participants = Dictionary(welcome.participants.map { ($0.id, $0) }, uniquingKeysWith: { _, b in b })
+        shownSSRCs = [:]
+        for p in welcome.participants { if let s = p.ssrc { shownSSRCs[p.id] = s } }
         attributes = welcome.attributes
         previousParticipantID = welcome.participantID
         joinedBefore = true
@@ -581,16 +591,21 @@ public final class RoomSession {
             if t <= nowMs { statistics.lastSignalRTTMs = Int(nowMs - t) }
         case .participantJoined(let info):
             participants[info.id] = info
+            if let s = info.ssrc { shownSSRCs[info.id] = s }
             emit(.participantJoined(info))
         case .participantLeft(let id, let reason):
             let old = participants.removeValue(forKey: id)
-            // Its SRTP stream state goes with it (known when it was on stage, the only time a
-            // participant's SSRC is shown).
-            if let ssrc = old?.ssrc { mediaCrypto?.downlink.forget(ssrc: ssrc) }
+            // Its SRTP stream state goes with it, and its SSRC is refused from now on (see
+            // departedSSRCs).
+            if let ssrc = shownSSRCs.removeValue(forKey: id) {
+                departedSSRCs.insert(ssrc)
+                mediaCrypto?.downlink.forget(ssrc: ssrc)
+            }
             emit(.participantLeft(id: id, reason: reason, participant: old))
         case .participantUpdated(let info):
             let old = participants[info.id]
             participants[info.id] = info
+            if let s = info.ssrc { shownSSRCs[info.id] = s }
             emit(.participantUpdated(info))
             if info.id == joinInfo?.participantID { noteLocalChange(from: old, to: info, force: false) }
         case .stageRequest(let id):

@@ -75,6 +75,7 @@ extension RoomSession {
         mediaKey = nil
         mediaCrypto = nil
         mediaEncryption = nil
+        departedSSRCs = []
         if isMediaPathUp {
             isMediaPathUp = false
             emit(.mediaPathChanged(up: false))
@@ -194,6 +195,14 @@ extension RoomSession {
         let arrival = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         var length = received
         if let downlink = mediaCrypto?.downlink {
+            if received >= 12, !departedSSRCs.isEmpty {
+                let b = receiveBuffer
+                let ssrc = UInt32(b[8]) << 24 | UInt32(b[9]) << 16 | UInt32(b[10]) << 8 | UInt32(b[11])
+                if departedSSRCs.contains(ssrc) {
+                    statistics.srtpReplays += 1
+                    return
+                }
+            }
             switch downlink.unprotect(receiveBuffer, length: received) {
             case let .rtp(plain): length = plain
             case .authenticationFailure:

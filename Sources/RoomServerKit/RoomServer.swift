@@ -43,6 +43,9 @@ public final class RoomServer {
         public var lossReportMaxAgeMs: Int64 = 3_000
         /// Seconds since the epoch, for token times.
         public var wallClock: @Sendable () -> Int = RoomTokenVerifier.systemClock
+        /// Where a new participant's SSRC candidates come from (a test gives the same one twice
+        /// to show what a collision does); one in use or retired in the room is drawn again.
+        public var ssrcCandidate: @Sendable () -> UInt32 = { UInt32.random(in: 1 ... UInt32.max) }
 
         public init() {}
     }
@@ -368,6 +371,12 @@ public final class RoomServer {
         /// Participants in join order, for the media fan-out.
         var members: [Participant] = []
         var emptySinceMs: Int64?
+        /// SSRCs of participants who left this room: never given to anyone in it again. Each
+        /// listener's downlink key outlives the senders it heard, so a reused SSRC would reuse
+        /// that key's nonces (SSRC + packet index) and let a listener take a departed sender's
+        /// recorded packets for the newcomer's. 4 bytes (and the set's overhead) per departure,
+        /// for the room's life.
+        var retiredSSRCs: Set<UInt32> = []
 
         init(name: String, room: Room) {
             self.name = name
@@ -714,7 +723,7 @@ public final class RoomServer {
             refuseJoin(ErrorCode(error.code), error.message)
             return
         }
-        let p = Participant(id: id, room: state, ssrc: newSSRC(), mediaKey: .random(), crypto: crypto, claims: claims)
+        let p = Participant(id: id, room: state, ssrc: newSSRC(avoiding: state.retiredSSRCs), mediaKey: .random(), crypto: crypto, claims: claims)
         p.session = s
         s.participant = p
         participants[id] = p
@@ -829,10 +838,11 @@ public final class RoomServer {
         return now + ms
     }
 
-    private func newSSRC() -> UInt32 {
+    /// An SSRC nobody uses and nobody who left `retired`'s room used.
+    private func newSSRC(avoiding retired: Set<UInt32>) -> UInt32 {
         while true {
-            let ssrc = UInt32.random(in: 1 ... UInt32.max)
-            if !usedSSRCs.contains(ssrc) { return ssrc }
+            let ssrc = options.ssrcCandidate()
+            if ssrc != 0, !usedSSRCs.contains(ssrc), !retired.contains(ssrc) { return ssrc }
         }
     }
 
@@ -929,6 +939,7 @@ public final class RoomServer {
         if let address = p.mediaAddress, byAddress[address] === p { byAddress[address] = nil }
         p.mediaAddress = nil
         usedSSRCs.remove(p.ssrc)
+        p.room.retiredSSRCs.insert(p.ssrc)
         p.room.members.removeAll { $0 === p }
         // Each listener's downlink session keeps a stream (replay window, cipher) per SSRC it
         // forwarded; a room with many comers and goers would pile them up for its whole life.

@@ -79,6 +79,57 @@ final class RoomSessionSRTPTests: XCTestCase {
         heard.withPayload { XCTAssertEqual(Array($0), [1, 2, 3, 4, 5]) }
     }
 
+    /// Issue 27: a departed sender's packets, recorded on the way to this listener and replayed
+    /// from the server's address, played again: forgetting the SSRC's SRTP stream forgot its
+    /// replay window, and the key had not changed. Now a departed SSRC is refused outright, also
+    /// when its sender was demoted (its SSRC no longer shown) before it left.
+    func testPacketsOfADepartedSenderAreRefusedAsReplays() throws {
+        let server = try FakeRoomServer(loop: loop)
+        let keys = MediaEncryption.random()
+        server.mediaEncryption = keys
+        let bob = ParticipantInfo(id: 9, userID: "bob", name: "Bob", role: .streamer, stage: .onStage, muted: false,
+                                  moderator: false, ssrc: 0x9999)
+        server.others.append(bob)
+        let session = try RoomSession(loop: loop, configuration: configuration(server, role: .audience, requireEncryption: true),
+                                      outgoing: outgoing, incoming: incoming)
+        session.start()
+        XCTAssertTrue(try runLoop(loop) { session.connectionState == .connected && session.isMediaPathUp })
+        let serverDownlink = try SRTPSession(key: keys.downlink, direction: .protect)
+        func recorded(_ ssrc: UInt32, _ sequence: UInt16) -> [UInt8] {
+            var p = makePacket(sequence: sequence, timestamp: UInt32(sequence) * 960, payload: [7, 7, 7])
+            p.ssrc = ssrc
+            return protect(serverDownlink, rtpBytes(p))
+        }
+        let alice = (0 ..< 3).map { recorded(0x3333, 100 + UInt16($0)) }
+        let bobs = (0 ..< 3).map { recorded(0x9999, 200 + UInt16($0)) }
+        for d in alice + bobs { server.sendDatagram(d) }
+        XCTAssertTrue(try runLoop(loop) { session.statistics.packetsReceived == 6 }, "\(session.statistics)")
+        while incoming.pop() != nil {}
+
+        // Alice leaves while on stage; Bob is demoted (his SSRC no longer shown), then leaves.
+        server.send(.participantLeft(participantID: 3, reason: .left))
+        var demoted = bob
+        demoted.role = .audience
+        demoted.stage = .off
+        demoted.ssrc = nil
+        server.send(.participantUpdated(demoted))
+        server.send(.participantLeft(participantID: 9, reason: .left))
+        XCTAssertTrue(try runLoop(loop) { session.participants[3] == nil && session.participants[9] == nil })
+        let replaysBefore = session.statistics.srtpReplays
+        for d in alice + bobs { server.sendDatagram(d) }
+        // And packets the departed SSRCs never sent before (fresh sequence numbers) do not play either.
+        server.sendDatagram(recorded(0x3333, 300))
+        server.sendDatagram(recorded(0x9999, 300))
+        // Someone still in the room is heard.
+        server.sendDatagram(recorded(0x4444, 1))
+        XCTAssertTrue(try runLoop(loop) { session.statistics.packetsReceived == 7 }, "\(session.statistics)")
+        try runLoop(loop, for: 0.1)
+        XCTAssertEqual(session.statistics.srtpReplays - replaysBefore, 8, "\(session.statistics)")
+        XCTAssertEqual(session.statistics.packetsReceived, 7, "nothing of the departed reaches the jitter buffer")
+        XCTAssertEqual(incoming.pop()?.ssrc, 0x4444)
+        XCTAssertNil(incoming.pop())
+    }
+
     func testPlainRTPServerGetsNoMediaWhenEncryptionIsRequired() throws {
         let server = try FakeRoomServer(loop: loop)   // no SRTP keys in its welcome
         let session = try RoomSession(loop: loop, configuration: configuration(server, role: .streamer, requireEncryption: true),

@@ -3,6 +3,7 @@ import RoomMediaCrypto
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
+import Synchronization
 import XCTest
 
 /// Media encryption on the server (docs/security.md, "Media (SRTP)"): each publisher's packets
@@ -47,6 +48,26 @@ final class RoomServerSRTPTests: XCTestCase {
         // Carol's key does not open Bob's copy.
         XCTAssertNil(c.unprotect(toB))
         XCTAssertEqual(h.server.statistics.dropped.total, 0)
+    }
+
+    /// Issue 27: a listener's downlink key outlives the senders it hears, so an SSRC given to a
+    /// newcomer after its first owner left would reuse that key's nonces and make the departed
+    /// sender's recorded packets verify as the newcomer's. The room never hands it out again;
+    /// another room may.
+    func testTheSSRCOfAParticipantWhoLeftIsNeverGivenToAnotherInTheRoom() throws {
+        let candidates = Mutex<[UInt32]>([0x1111, 0x1111, 0x1111, 0x2222, 0x1111])
+        let h = try ServerHarness { options in
+            options.ssrcCandidate = { candidates.withLock { $0.isEmpty ? UInt32.random(in: 3 ... UInt32.max) : $0.removeFirst() } }
+        }
+        let listener = try h.join("listener", bind: false)   // draws 0x1111
+        XCTAssertEqual(listener.welcome?.ssrc, 0x1111)
+        let leaving = listener.request(.leave)
+        XCTAssertTrue(h.run { listener.closed })
+        XCTAssertTrue(listener.gotOK(leaving))
+        let next = try h.join("next", bind: false)            // 0x1111 retired here: draws again, 0x2222
+        XCTAssertEqual(next.welcome?.ssrc, 0x2222)
+        let elsewhere = try h.join("elsewhere", room: "other", bind: false)   // another room: 0x1111 is free
+        XCTAssertEqual(elsewhere.welcome?.ssrc, 0x1111)
     }
 
     func testBadTagIsDroppedCountedAndNotForwarded() throws {
