@@ -65,7 +65,9 @@ public final class RoomServer {
     public private(set) var tlsContext: TLSServerContext?
     private var media: UDPSocket?
     private var sessions: [ObjectIdentifier: Session] = [:]
-    private var rooms: [String: RoomState] = [:]
+    /// Rooms by tenant and name: two applications (keys in `[keys]`) may both have a "lobby",
+    /// and neither's token reaches the other's.
+    private var rooms: [RoomKey: RoomState] = [:]
     private var participants: [RoomParticipantID: Participant] = [:]
     private var byAddress: [SocketAddress: Participant] = [:]
     private var usedSSRCs: Set<UInt32> = []
@@ -167,9 +169,9 @@ public final class RoomServer {
     public var mediaAddress: SocketAddress? { media?.localAddress }
 
     /// Rooms currently held (including empty ones kept for the reconnect grace period).
-    public var roomNames: [String] { rooms.keys.sorted() }
+    public var roomKeys: [RoomKey] { rooms.keys.sorted() }
     /// A copy of a room's state, for status and tests.
-    public func room(named name: String) -> Room? { rooms[name]?.room }
+    public func room(named name: String, app: String) -> Room? { rooms[RoomKey(app: app, name: name)]?.room }
     public var participantCount: Int { participants.count }
     public var connectionCount: Int { sessions.count }
 
@@ -182,8 +184,8 @@ public final class RoomServer {
         for listener in listeners { listener.close() }
         listeners = []
         let now = nowMs()
-        for name in rooms.keys.sorted() {
-            guard let state = rooms[name] else { continue }
+        for key in rooms.keys.sorted() {
+            guard let state = rooms[key] else { continue }
             if let effects = try? state.room.handle(.close(by: nil), now: now) { execute(effects, in: state) }
         }
         rooms = [:]
@@ -366,7 +368,7 @@ public final class RoomServer {
     }
 
     final class RoomState {
-        let name: String
+        let key: RoomKey
         var room: Room
         /// Participants in join order, for the media fan-out.
         var members: [Participant] = []
@@ -378,8 +380,8 @@ public final class RoomServer {
         /// for the room's life.
         var retiredSSRCs: Set<UInt32> = []
 
-        init(name: String, room: Room) {
-            self.name = name
+        init(key: RoomKey, room: Room) {
+            self.key = key
             self.room = room
         }
     }
@@ -680,17 +682,18 @@ public final class RoomServer {
             return
         }
         let state: RoomState
-        if let existing = rooms[claims.room] {
+        let key = RoomKey(app: claims.app, name: claims.room)
+        if let existing = rooms[key] {
             state = existing
         } else {
             do {
-                state = RoomState(name: claims.room, room: try Room(config: configuration.room))
+                state = RoomState(key: key, room: try Room(config: configuration.room))
             } catch {
                 refuseJoin(.internalError, "room configuration: \(error)")
                 return
             }
-            rooms[claims.room] = state
-            Log.info("roomserver: room \"\(claims.room)\" opened")
+            rooms[key] = state
+            Log.info("roomserver: room \(key) opened")
         }
         if let seat = resumableSeat(in: state, claims: claims, hello: hello) {
             resume(seat, session: s, claims: claims, requestID: requestID)
@@ -731,7 +734,7 @@ public final class RoomServer {
         state.members.append(p)
         state.emptySinceMs = nil
         statistics.joins += 1
-        Log.info("roomserver: \(claims.sub) (\"\(claims.name)\") joined room \"\(claims.room)\" as participant \(id) from \(s.connection.peerAddress)")
+        Log.info("roomserver: \(claims.sub) (\"\(claims.name)\") joined room \(key) as participant \(id) from \(s.connection.peerAddress)")
         execute(effects, in: state)
     }
 
@@ -802,7 +805,7 @@ public final class RoomServer {
         s.participant = p
         statistics.joins += 1
         statistics.resumes += 1
-        Log.info("roomserver: \(claims.sub) resumed participant \(p.id) in room \"\(state.name)\" after \(away) ms from \(s.connection.peerAddress)")
+        Log.info("roomserver: \(claims.sub) resumed participant \(p.id) in room \(state.key) after \(away) ms from \(s.connection.peerAddress)")
         send(.stateSync(state.room.snapshot(for: p.id)), to: [p.id], in: state)
         execute(effects, in: state)
     }
@@ -866,9 +869,12 @@ public final class RoomServer {
             return
         case let .refreshToken(token):
             let claims: RoomTokenClaims
-            do {
-                claims = try verifier.verify(token, room: state.name, wantsRole: .audience)
+            do throws(TokenError) {
+                claims = try verifier.verify(token, room: state.key.name, wantsRole: .audience)
                 try checkApp(token, claims)
+                guard claims.app == state.key.app else {
+                    throw TokenError.wrongRoom(expected: "\(state.key)", got: "\(RoomKey(app: claims.app, name: claims.room))")
+                }
             } catch {
                 refuse(s, error.code, error.description, requestID: message.id, close: false)
                 return
@@ -922,10 +928,10 @@ public final class RoomServer {
             case let .send(event, recipients):
                 send(event, to: recipients, in: state)
             case let .forwardMedia(id, on):
-                Log.debug("roomserver: room \"\(state.name)\": forwarding of participant \(id) \(on ? "on" : "off")")
+                Log.debug("roomserver: room \(state.key): forwarding of participant \(id) \(on ? "on" : "off")")
             case let .close(id, reason):
                 guard let p = participants[id] else { continue }
-                Log.info("roomserver: participant \(id) (\(p.claims.sub)) left room \"\(state.name)\": \(reason.rawValue)")
+                Log.info("roomserver: participant \(id) (\(p.claims.sub)) left room \(state.key): \(reason.rawValue)")
                 detach(p)
             }
         }
@@ -963,7 +969,7 @@ public final class RoomServer {
                 var attributes: [String: String] = [:]
                 for a in snapshot.attributes { attributes[a.key] = a.value }
                 return .welcome(.init(
-                    participantID: id, room: state.name, ssrc: p.ssrc, udpPort: media?.localPort ?? 0,
+                    participantID: id, room: state.key.name, ssrc: p.ssrc, udpPort: media?.localPort ?? 0,
                     mediaKey: p.mediaKey, policy: snapshot.policy, speakerLimit: snapshot.speakerLimit,
                     participants: snapshot.participants.map(info), attributes: attributes,
                     tokenExpiresAt: p.claims.exp, lossReportIntervalMs: Int(options.lossReportIntervalMs),
@@ -1038,8 +1044,8 @@ public final class RoomServer {
         reapSessions()
         expireGrace(now: now)
         drainLost()
-        for name in rooms.keys.sorted() {
-            guard let state = rooms[name] else { continue }
+        for key in rooms.keys.sorted() {
+            guard let state = rooms[key] else { continue }
             let effects = state.room.tick(now: now)
             if !effects.isEmpty { execute(effects, in: state) }
             drainLost()
@@ -1047,8 +1053,8 @@ public final class RoomServer {
                 let since = state.emptySinceMs ?? now
                 state.emptySinceMs = since
                 if now - since > state.room.config.reconnectGraceMs {
-                    rooms[name] = nil
-                    Log.info("roomserver: room \"\(name)\" closed (empty)")
+                    rooms[key] = nil
+                    Log.info("roomserver: room \(key) closed (empty)")
                 }
             }
         }
@@ -1269,4 +1275,21 @@ struct MediaAllowance {
         bytes -= Double(count)
         return true
     }
+}
+
+/// A room's identity on the server: the application (tenant) whose key signed the token, and
+/// the room's name within it. Rooms, their participants, resumes and moderation never cross it.
+public struct RoomKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var app: String
+    public var name: String
+
+    public init(app: String, name: String) {
+        self.app = app
+        self.name = name
+    }
+
+    public static func < (a: RoomKey, b: RoomKey) -> Bool { (a.app, a.name) < (b.app, b.name) }
+
+    /// For logs: `"lobby" (app "acme")`, both quoted as they came.
+    public var description: String { "\"\(name)\" (app \"\(app)\")" }
 }

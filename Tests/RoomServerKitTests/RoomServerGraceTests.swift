@@ -30,11 +30,11 @@ final class RoomServerGraceTests: XCTestCase {
         XCTAssertTrue(h.run { h.server.connectionCount == 1 })
         h.settle(seconds: 0.2)
         XCTAssertNil(a.left(bobID), "announced before the grace ran out")
-        XCTAssertEqual(h.server.room(named: "lobby")?.participants.map(\.id), [a.id, bobID])
+        XCTAssertEqual(h.server.room(named: "lobby", app: ServerHarness.app)?.participants.map(\.id), [a.id, bobID])
         // After it: left, reason timeout, and the seat is gone.
         XCTAssertTrue(h.run(seconds: 10) { a.left(bobID) != nil })
         XCTAssertEqual(a.left(bobID), .timeout)
-        XCTAssertEqual(h.server.room(named: "lobby")?.participants.map(\.id), [a.id])
+        XCTAssertEqual(h.server.room(named: "lobby", app: ServerHarness.app)?.participants.map(\.id), [a.id])
         XCTAssertEqual(h.server.participantCount, 1)
     }
 
@@ -42,11 +42,11 @@ final class RoomServerGraceTests: XCTestCase {
         let h = try ServerHarness(policy: .moderated, speakerLimit: 1, reconnectGraceMs: 60_000) { $0.tickIntervalMs = 50 }
         let mod = try h.join("mod", publish: true, moderate: true)
         let talker = try h.join("talker", role: .streamer, publish: true, bind: false)
-        XCTAssertTrue(h.run { h.server.room(named: "lobby")?.participant(talker.id)?.stage == .handRaised })
+        XCTAssertTrue(h.run { h.server.room(named: "lobby", app: ServerHarness.app)?.participant(talker.id)?.stage == .handRaised })
         let approve = mod.request(.approve(participantID: talker.id))
         XCTAssertTrue(h.run { mod.gotOK(approve) })
         let waiting = try h.join("waiting", role: .streamer, publish: true, bind: false)   // queued: stage full
-        XCTAssertEqual(h.server.room(named: "lobby")?.handQueue, [waiting.id])
+        XCTAssertEqual(h.server.room(named: "lobby", app: ServerHarness.app)?.handQueue, [waiting.id])
         let oldID = talker.id, oldSSRC = talker.welcome!.ssrc
         h.settle()
         let seen = mod.messages.count
@@ -65,7 +65,7 @@ final class RoomServerGraceTests: XCTestCase {
         XCTAssertEqual(w.participants.first { $0.id == oldID }?.stage, .onStage, "still on stage, no new approval")
         h.settle(seconds: 0.3)
         XCTAssertEqual(leftOrJoined(mod, after: seen), [], "the others saw nothing")
-        XCTAssertEqual(h.server.room(named: "lobby")?.handQueue, [waiting.id], "the queue is as it was")
+        XCTAssertEqual(h.server.room(named: "lobby", app: ServerHarness.app)?.handQueue, [waiting.id], "the queue is as it was")
         XCTAssertEqual(h.server.statistics.resumes, 1)
 
         // Media flows again once the new connection binds.
@@ -140,7 +140,7 @@ extension RoomServerGraceTests {
         let again = try h.join("bob", publish: true, bind: false)
         XCTAssertNotEqual(again.id, oldID)
         XCTAssertTrue(h.run { a.left(oldID) == .replaced })
-        XCTAssertEqual(h.server.room(named: "lobby")?.participants.map(\.id), [a.id, again.id])
+        XCTAssertEqual(h.server.room(named: "lobby", app: ServerHarness.app)?.participants.map(\.id), [a.id, again.id])
     }
 }
 

@@ -174,7 +174,7 @@ final class RoomServerSignallingTests: XCTestCase {
         XCTAssertEqual(first.removed()?.0, .replaced)
         XCTAssertFalse(second.closed)
         XCTAssertTrue(h.run { watcher.left(first.id) == .replaced })
-        XCTAssertEqual(h.server.room(named: "lobby")?.participants.map(\.id), [watcher.id, second.id])
+        XCTAssertEqual(h.server.room(named: "lobby", app: ServerHarness.app)?.participants.map(\.id), [watcher.id, second.id])
     }
 
     func testKickClosesWithReasonKicked() throws {

@@ -24,7 +24,7 @@ final class SignallingTLSTests: XCTestCase {
             if case .success = result { answered = true }
         }
         XCTAssertTrue(h.run { answered && b.session.attributes["topic"] == "budget" })
-        XCTAssertEqual(h.server.room(named: "lobby")?.attributes.count, 1)
+        XCTAssertEqual(h.server.room(named: "lobby", app: "app")?.attributes.count, 1)
         XCTAssertFalse(a.states.contains { if case .failed = $0 { true } else { false } })
     }
 
