@@ -128,6 +128,7 @@ public enum Roomctl {
             self.options = options
             var usage = "roomctl \(name)"
             for o in options { usage += " [\(o.0) \(o.1.name.uppercased())]" }
+            if name == "join" { usage += " [--token-file FILE]" }
             for p in positionals { usage += p.optional ? " [\(p.argument.name.uppercased())]" : " \(p.argument.name.uppercased())" }
             self.usage = usage
         }
@@ -149,6 +150,9 @@ public enum Roomctl {
                     lines.append("  \(p.argument.name.uppercased().padded(to: 18)) \(p.argument.help)\(p.optional ? " (optional)" : "")")
                 }
                 for o in options { lines.append("  \((o.flag + " " + o.argument.name.uppercased()).padded(to: 18)) \(o.argument.help)") }
+                if name == "join" {
+                    lines.append("  \("--token-file FILE".padded(to: 18)) the join token from FILE, read by roomctl (needed for a server other than the configured one)")
+                }
                 lines.append("")
                 lines.append(spec.access == .control
                     ? "Changes the appliance: needs root or membership in roomd's control group."
@@ -280,6 +284,23 @@ public enum Roomctl {
             if let eq = arg.firstIndex(of: "=") {
                 flag = String(arg[..<eq])
                 inline = String(arg[arg.index(after: eq)...])
+            }
+            if flag == "--token-file", sub.name == "join" {
+                // roomctl reads the file (as the person running it), roomd gets the token over
+                // the socket: a token on the command line would be in /proc for everyone.
+                let path: String
+                if let inline { path = inline } else {
+                    guard index < args.count else { throw fail("--token-file needs a path") }
+                    path = args[index]
+                    index += 1
+                }
+                let token: String
+                do { token = String(try Files.readText(path).filter { !$0.isWhitespace }) } catch {
+                    throw fail("--token-file: \(error)")
+                }
+                guard !token.isEmpty else { throw fail("--token-file: \(path) is empty") }
+                values["token"] = .string(token)
+                continue
             }
             guard let option = sub.options.first(where: { $0.flag == flag }) else {
                 throw fail("unknown option \(flag)")

@@ -66,6 +66,26 @@ final class Appliance {
     /// reload must not send the file's token to another server).
     private var settingsToken: String?
 
+    /// Why a `join` with these overrides is refused, if it is: the configured token (roomserver)
+    /// or room PIN and secret (Janus) are the configured server's, and go to no other. A
+    /// `roomctl join --server X` to another server brings its own token (`--token-file`);
+    /// a Janus room's PIN and secret cannot be given that way, so another Janus server is refused
+    /// while they are configured. Same server: the same host text and port as a configured one.
+    func secretsStayWithTheirServer(addresses requested: [HostPort]?, token: String?) -> String? {
+        guard let requested else { return nil }
+        let e = settings.effective
+        let configured = Set((try? Self.addresses(e.servers)) ?? [])
+        let others = requested.filter { !configured.contains($0) }
+        guard !others.isEmpty else { return nil }
+        let list = others.map(\.description).joined(separator: ", ")
+        if e.backend == .janus {
+            guard e.janusPin != nil || e.janusSecret != nil else { return nil }
+            return "room.janus_pin and room.janus_secret are sent only to room.server (\(e.servers.joined(separator: ", "))), not to \(list)"
+        }
+        guard token == nil else { return nil }
+        return "the configured token is sent only to room.server (\(e.servers.joined(separator: ", "))); give a token for \(list) (roomctl join --server \(list) --token-file FILE)"
+    }
+
     /// Joins with the effective settings, or with what a `join` request overrides (`addresses`
     /// already parsed by the caller, so a bad one is reported as a bad argument).
     func join(addresses requested: [HostPort]? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {

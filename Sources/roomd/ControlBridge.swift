@@ -88,6 +88,9 @@ final class ControlBridge {
                     }
                 }
             }
+            if let problem = appliance.secretsStayWithTheirServer(addresses: addresses, token: token) {
+                return reply(.failure(.badRequest(field: "args.server", problem)))
+            }
             do {
                 try appliance.join(addresses: addresses, token: token, role: role)
                 reply(.ok)

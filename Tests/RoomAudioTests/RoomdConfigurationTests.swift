@@ -356,6 +356,47 @@ final class RoomdConfigurationTests: ProcessTestCase {
         stop(p)
     }
 
+    /// Issue 27: `roomctl join --server OTHERHOST` sent the configured token to that host, in
+    /// `hello`, three times with retries (a roomctl user is deliberately kept out of /etc/roomd).
+    /// Now the configured token goes only to the configured server; another server needs its own
+    /// token, which roomctl reads from a file (`--token-file`) so it never sits in argv.
+    func testTheConfiguredTokenGoesToNoOtherServer() throws {
+        let server = try executable("roomserver")
+        let (tcp, _, _) = try startServer(server, dir: dir)
+        // Another server with the same keys and the same CA's certificate: it would accept the token.
+        let other = dir + "/other"
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let (otherTCP, _, _) = try startServer(server, dir: other)
+        try write(dir + "/token", try mintToken(server, config: dir + "/server.conf", room: "cfg", user: "dev1", ["--publish"]))
+        let config = dir + "/roomd.conf"
+        try write(config, "[room]\nserver = 127.0.0.1:\(tcp)\ntoken_file = token\nrole = streamer\n")
+        let p = try start(config: config)
+        XCTAssertEqual(try ctl(["wait", "joined", "--timeout", "5"]).status, 0)
+
+        let refused = try json(["join", "--server", "127.0.0.1:\(otherTCP)"])
+        let error = try XCTUnwrap(refused["error"] as? [String: Any], "\(refused)")
+        XCTAssertEqual(error["code"] as? String, "bad_request")
+        XCTAssertTrue((error["message"] as? String)?.contains("args.server") == true, "\(error)")
+        XCTAssertTrue((error["message"] as? String)?.contains("--token-file") == true, "\(error)")
+        Thread.sleep(forTimeInterval: 1.0)
+        let otherLog = { (try? String(contentsOfFile: other + "/server.log", encoding: .utf8)) ?? "" }
+        XCTAssertFalse(otherLog().contains("joined room"), otherLog())
+        XCTAssertFalse(otherLog().contains("join refused"), "no hello reached the other server: \(otherLog())")
+        XCTAssertEqual(try status()["joined"] as? Bool, true, "still in the configured room")
+        // The configured server itself, named explicitly, is fine.
+        XCTAssertEqual(try ctl(["join", "--server", "127.0.0.1:\(tcp)"]).status, 0)
+        XCTAssertEqual(try ctl(["wait", "joined", "--timeout", "5"]).status, 0)
+
+        // With its own token, read by roomctl from a file: joined there.
+        try write(dir + "/other-token", try mintToken(server, config: other + "/server.conf", room: "elsewhere", user: "dev2", []))
+        let moved = try ctl(["join", "--server", "127.0.0.1:\(otherTCP)", "--token-file", dir + "/other-token", "--role", "audience"])
+        XCTAssertEqual(moved.status, 0, moved.out)
+        try waitUntil("joined the other server") { otherLog().contains("dev2") && otherLog().contains("joined room") }
+        XCTAssertEqual(try ctl(["join", "--server", "127.0.0.1:\(otherTCP)", "--token-file", dir + "/nothing"]).status, 2,
+                       "a token file roomctl cannot read is a usage error")
+        stop(p)
+    }
+
     private func waitUntil(_ what: String, timeout: TimeInterval = 5, _ condition: () throws -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
