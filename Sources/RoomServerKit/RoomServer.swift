@@ -311,12 +311,16 @@ public final class RoomServer {
         var mediaKey: MediaKey
         /// Its SRTP keys and sessions (nil when `media.srtp = no`), replaced with the media key.
         var crypto: ParticipantCrypto?
-        /// Forwarded sequence numbers continue across a resume (see `rebaseSequence`).
+        /// Forwarded sequence numbers continue across a resume and across the packets the room
+        /// chose not to forward (see `rebaseSequence`).
         var sequenceOffset: UInt16 = 0
         var lastForwardedSequence: UInt16?
         /// Set when the seat is resumed: a restarted client numbers from anywhere again, and
         /// each listener's SRTP stream for this SSRC would refuse numbers behind the ones it saw
         /// (replay), so the next packet's number is rebased to follow the last one forwarded.
+        /// Set too when a packet is dropped on purpose (not forwarded, not allowed to publish):
+        /// the listeners see no gap there, only the timestamps' jump, as after DTX. Loss
+        /// between the publisher and the server still shows as a gap everywhere else.
         var rebaseSequence = false
         var claims: RoomTokenClaims
         weak var session: Session?
@@ -1183,10 +1187,16 @@ public final class RoomServer {
         }
         guard state.room.mayPublish(p.id) else {
             statistics.dropped.notPublishing += 1
+            p.rebaseSequence = true
             return
         }
         guard state.room.isForwarded(p.id) else {
+            // Not among the loudest `top_n`: dropped on purpose. The listeners must not read
+            // the gap as loss (they reported it, and every publisher's encoder went to SILK
+            // with 10 % expected loss for the rest of a four-party call: issue 27), so the
+            // next forwarded packet follows the last one forwarded.
             statistics.dropped.notForwarded += 1
+            p.rebaseSequence = true
             return
         }
         statistics.packetsForwarded += 1
@@ -1208,11 +1218,10 @@ public final class RoomServer {
         }
     }
 
-    /// Rewrites the decrypted packet's sequence number (in `datagramBuffer`) to continue the
-    /// publisher's forwarded sequence after its seat was resumed (`Participant.rebaseSequence`).
-    /// Only with SRTP: plain RTP is forwarded exactly as received.
+    /// Rewrites the (decrypted) packet's sequence number in `datagramBuffer` to continue the
+    /// publisher's forwarded sequence after a resume or a deliberate drop
+    /// (`Participant.rebaseSequence`); plain RTP too, which is otherwise forwarded as received.
     private func rebaseSequence(of p: Participant, packet: RTPPacket) {
-        guard p.crypto != nil else { return }
         if p.rebaseSequence {
             p.rebaseSequence = false
             if let last = p.lastForwardedSequence { p.sequenceOffset = last &+ 1 &- packet.sequenceNumber }

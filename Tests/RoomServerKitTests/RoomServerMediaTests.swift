@@ -5,14 +5,22 @@ import RoomSystem
 import XCTest
 
 final class RoomServerMediaTests: XCTestCase {
-    /// Sends one packet from `sender` and returns who received exactly it.
+    /// Sends one packet from `sender` and returns who received it: exactly it, but for the
+    /// sequence number, which the server renumbers after packets it dropped on purpose.
     private func deliver(_ h: ServerHarness, from sender: TestClient, to listeners: [TestClient]) throws -> [Bool] {
         for l in listeners + [sender] { l.datagrams.removeAll() }
         let packet = try sender.sendRTP()
-        h.run(seconds: 0.4) { listeners.allSatisfy { $0.datagrams.contains(packet) } }
+        func sameButSequence(_ d: [UInt8]) -> Bool {
+            d.count == packet.count && d.indices.allSatisfy { $0 == 2 || $0 == 3 || d[$0] == packet[$0] }
+        }
+        h.run(seconds: 0.4) { listeners.allSatisfy { $0.datagrams.contains(where: sameButSequence) } }
         h.settle(seconds: 0.05)
-        XCTAssertFalse(sender.datagrams.contains(packet), "media must not go back to its sender")
-        return listeners.map { $0.datagrams.contains(packet) }
+        XCTAssertFalse(sender.datagrams.contains(where: sameButSequence), "media must not go back to its sender")
+        return listeners.map { $0.datagrams.contains(where: sameButSequence) }
+    }
+
+    private func sequence(_ datagram: [UInt8]?) -> UInt16? {
+        datagram.map { UInt16($0[2]) << 8 | UInt16($0[3]) }
     }
 
     func testStreamerIsForwardedToOthersAudienceIsNot() throws {
@@ -27,6 +35,45 @@ final class RoomServerMediaTests: XCTestCase {
         // Bob is audience: its media goes nowhere, and is counted.
         XCTAssertEqual(try deliver(h, from: b, to: [a, c]), [false, false])
         XCTAssertEqual(h.server.statistics.dropped.notPublishing, 1)
+    }
+
+    /// Issue 27: the server forwards the loudest `top_n` (3) and drops the rest on purpose; the
+    /// listeners read those drops as sequence gaps, reported them as loss, and every publisher's
+    /// encoder went to SILK with 10 % expected loss for the rest of a four-party call. A stream
+    /// dropped and forwarded again now continues its numbers without a gap, over SRTP and plain.
+    func testAStreamTheRoomStopsForwardingResumesWithoutASequenceGap() throws {
+        for srtp in [true, false] {
+            let h = try ServerHarness(srtp: srtp) { $0.tickIntervalMs = 20 }
+            let talkers = try ["a", "b", "c", "d"].map { try h.join($0, role: .streamer, publish: true) }
+            let listener = try h.join("listener")
+            let (a, d) = (talkers[0], talkers[3])
+            func round(_ loud: [(TestClient, UInt8)]) throws {
+                for (t, level) in loud { try t.sendRTP(level: level) }
+                h.run(seconds: 0.02) { false }
+            }
+            // b, c and d talk (d forwarded); a, louder than d, joins them (d dropped); a stops and,
+            // once a's hold time is over, d is forwarded again.
+            for _ in 0 ..< 15 { try round([(talkers[1], 10), (talkers[2], 10), (d, 40)]) }
+            let droppedBefore = h.server.statistics.dropped.notForwarded
+            for _ in 0 ..< 40 { try round([(a, 5), (talkers[1], 10), (talkers[2], 10), (d, 40)]) }
+            XCTAssertGreaterThan(h.server.statistics.dropped.notForwarded, droppedBefore + 20, "d was dropped while a talked")
+            for _ in 0 ..< 80 { try round([(talkers[1], 10), (talkers[2], 10), (d, 40)]) }
+            h.settle(seconds: 0.1)
+
+            var sequences: [UInt32: [UInt16]] = [:]
+            for datagram in listener.datagrams {
+                guard let packet = try? datagram.withUnsafeBytes({ try RTPPacket.parse($0) }) else { continue }
+                sequences[packet.ssrc, default: []].append(packet.sequenceNumber)
+            }
+            let heardOfD = try XCTUnwrap(sequences[d.welcome!.ssrc], "d was heard")
+            let sentByD = Int(d.sequence)
+            XCTAssertGreaterThan(heardOfD.count, 40, "d heard before and after a talked")
+            XCTAssertLessThan(heardOfD.count, sentByD - 20, "and not while a talked")
+            for (ssrc, heard) in sequences {
+                let gaps = zip(heard, heard.dropFirst()).filter { $1 != $0 &+ 1 }
+                XCTAssertEqual(gaps.count, 0, "srtp \(srtp): ssrc \(ssrc) heard with gaps \(gaps.prefix(3))")
+            }
+        }
     }
 
     func testModeratedRaiseHandThenApproveThenForwarded() throws {
@@ -67,12 +114,14 @@ final class RoomServerMediaTests: XCTestCase {
         let a = try h.join("alice", role: .streamer, publish: true)
         let b = try h.join("bob")
         XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+        let before = try XCTUnwrap(sequence(b.datagrams.last))
         let mute = a.request(.setMute(muted: true))
         XCTAssertTrue(h.run { a.gotOK(mute) })
         XCTAssertEqual(try deliver(h, from: a, to: [b]), [false])
         let unmute = a.request(.setMute(muted: false))
         XCTAssertTrue(h.run { a.gotOK(unmute) })
         XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+        XCTAssertEqual(sequence(b.datagrams.last), before &+ 1, "the muted packet is no gap for the listener")
     }
 
     func testBadDatagramsAreDroppedAndCountedOthersUnaffected() throws {
