@@ -109,6 +109,13 @@ public final class RoomSession {
     var lastBindingAnswerNs: UInt64 = 0
     var mediaStartNs: UInt64 = 0
     var lastBindingTimestampMs: UInt64 = 0
+    /// The address cookie from the server's last answer or challenge, echoed in every binding
+    /// (docs/protocol.md, "Binding/keepalive datagram"); nil until the first answer.
+    var bindingCookie: AddressCookie?
+    /// Challenges answered at once since the last ordinary answer: a path on which the server
+    /// never sees the cookie come back (a NAT that changes the port per datagram) must not
+    /// turn into a ping-pong; after a few the client waits for its next scheduled binding.
+    var challengesAnswered = 0
     let sendBuffer: UnsafeMutableRawBufferPointer
     let receiveBuffer: UnsafeMutableRawBufferPointer
 

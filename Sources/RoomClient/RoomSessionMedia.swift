@@ -76,6 +76,8 @@ extension RoomSession {
         mediaCrypto = nil
         mediaEncryption = nil
         departedSSRCs = []
+        bindingCookie = nil
+        challengesAnswered = 0
         if isMediaPathUp {
             isMediaPathUp = false
             emit(.mediaPathChanged(up: false))
@@ -104,7 +106,8 @@ extension RoomSession {
         let timestamp = max(now / 1_000_000, lastBindingTimestampMs &+ 1)
         lastBindingTimestampMs = timestamp
         do {
-            let n = try BindingDatagram(participantID: me, timestampMs: timestamp).write(into: sendBuffer, key: key)
+            let n = try BindingDatagram(participantID: me, timestampMs: timestamp, cookie: bindingCookie)
+                .write(into: sendBuffer, key: key)
             if try udp.send(UnsafeRawBufferPointer(rebasing: sendBuffer[0 ..< n]), to: destination) {
                 statistics.bindingsSent += 1
             }
@@ -240,6 +243,18 @@ extension RoomSession {
             return
         }
         let now = monotonicNanoseconds()
+        if answer.isChallenge {
+            // The server has not seen this address prove itself: echo its cookie from here.
+            statistics.bindingChallenges += 1
+            bindingCookie = answer.cookie
+            if challengesAnswered < 3 {
+                challengesAnswered += 1
+                sendBinding(now: now)
+            }
+            return
+        }
+        if let cookie = answer.cookie { bindingCookie = cookie }
+        challengesAnswered = 0
         let nowMs = now / 1_000_000
         statistics.bindingAnswers += 1
         lastBindingAnswerNs = now

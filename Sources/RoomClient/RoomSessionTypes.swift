@@ -243,6 +243,8 @@ public struct RoomSessionStatistics: Sendable, Equatable {
     public var srtpProtectFailures = 0
     public var bindingsSent = 0
     public var bindingAnswers = 0
+    /// Server answers saying the address is not proven yet (the next binding echoes the cookie).
+    public var bindingChallenges = 0
     /// Signalling frames that did not decode (logged, dropped; the connection stays).
     public var malformedFrames = 0
     /// Connection attempts (TCP connects) made.

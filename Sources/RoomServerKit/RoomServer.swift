@@ -71,6 +71,13 @@ public final class RoomServer {
     private var participants: [RoomParticipantID: Participant] = [:]
     private var byAddress: [SocketAddress: Participant] = [:]
     private var usedSSRCs: Set<UInt32> = []
+    /// Keys the address cookies of binding datagrams; drawn at start, never sent.
+    private let cookieSecret = MediaKey.random()
+    /// A cookie is good for the minute it was made in and the next.
+    static let cookieEpochMs: UInt64 = 60_000
+    /// Binding budgets by source address, hashed into a fixed table: spoofed sources cost
+    /// no memory, and an address that shares a slot shares its budget (rarely: 4096 slots).
+    private var sourceBindingBudgets = [BindingBudget](repeating: BindingBudget(BindingBudget.perSource), count: 4096)
     private var nextParticipantID: RoomParticipantID = 1
     /// Participants to remove at once with reason `timeout` (cut off by the server), drained
     /// outside any effect loop.
@@ -328,6 +335,8 @@ public final class RoomServer {
         /// with its seat kept and nothing said to the room; nil while connected.
         var lostAtMs: Int64?
         var replayGuard = BindingReplayGuard()
+        /// Bindings this participant may still send (`BindingBudget.perParticipant`).
+        var bindingBudget = BindingBudget(BindingBudget.perParticipant)
         var mediaAddress: SocketAddress?
         var lastMediaMs: Int64 = 0
         /// What this publisher may still have forwarded (`limits.media_*_per_second`).
@@ -1101,16 +1110,46 @@ public final class RoomServer {
         }
     }
 
+    /// A binding datagram: budgets first (per source address, then per claimed participant),
+    /// then the MAC and the replay guard, then the address cookie. Media moves to `source` only
+    /// when the binding proves it receives there (docs/protocol.md, "Binding/keepalive
+    /// datagram"); otherwise the answer is a challenge carrying that address's cookie, no
+    /// larger than the binding, at most as often as the budgets allow.
     private func handleBinding(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, socket: UDPSocket) {
-        guard let claimed = try? BindingDatagram.claimedParticipantID(bytes),
-              let p = participants[claimed],
-              let binding = try? BindingDatagram.parse(bytes, key: p.mediaKey)
-        else {
+        let now = nowMs()
+        let slot = Int(UInt(bitPattern: source.hashValue) % UInt(sourceBindingBudgets.count))
+        guard sourceBindingBudgets[slot].take(now: now, BindingBudget.perSource) else {
+            statistics.dropped.bindingRateLimited += 1
+            return
+        }
+        guard let claimed = try? BindingDatagram.claimedParticipantID(bytes), let p = participants[claimed] else {
             statistics.dropped.badBinding += 1
             return
         }
-        guard p.replayGuard.accept(binding.timestampMs, receiverNowMs: nowMs()) else {
+        guard p.bindingBudget.take(now: now, BindingBudget.perParticipant) else {
+            statistics.dropped.bindingRateLimited += 1
+            return
+        }
+        guard let binding = try? BindingDatagram.parse(bytes, key: p.mediaKey) else {
+            statistics.dropped.badBinding += 1
+            return
+        }
+        guard p.replayGuard.accept(binding.timestampMs, receiverNowMs: now) else {
             statistics.dropped.bindingReplay += 1
+            return
+        }
+        let address = Array(source.description.utf8)
+        let epoch = UInt64(max(now, 0)) / Self.cookieEpochMs
+        let cookie = AddressCookie.derive(secret: cookieSecret, epoch: epoch, participantID: p.id, address: address)
+        let proven = p.mediaAddress == source || binding.cookie.map {
+            $0 == cookie || $0 == AddressCookie.derive(secret: cookieSecret, epoch: epoch &- 1, participantID: p.id, address: address)
+        } == true
+        guard proven else {
+            statistics.bindingChallenges += 1
+            let challenge = BindingDatagram(participantID: BindingDatagram.serverParticipantID, timestampMs: binding.timestampMs,
+                                            cookie: cookie, isChallenge: true)
+            guard let n = try? challenge.write(into: replyBuffer, key: p.mediaKey) else { return }
+            sendDatagram(UnsafeRawBufferPointer(rebasing: replyBuffer[0 ..< n]), to: source, socket: socket)
             return
         }
         if p.mediaAddress != source {
@@ -1122,17 +1161,19 @@ public final class RoomServer {
         }
         p.lastMediaMs = nowMs()
         statistics.bindingsAccepted += 1
-        let answer = BindingDatagram(participantID: BindingDatagram.serverParticipantID, timestampMs: binding.timestampMs)
+        let answer = BindingDatagram(participantID: BindingDatagram.serverParticipantID, timestampMs: binding.timestampMs,
+                                     cookie: cookie)
         guard let n = try? answer.write(into: replyBuffer, key: p.mediaKey) else { return }
         sendDatagram(UnsafeRawBufferPointer(rebasing: replyBuffer[0 ..< n]), to: source, socket: socket)
     }
 
     /// An RTP or SRTP packet in `datagramBuffer[0..<received]`.
     ///
-    /// The rate limit is taken before the packet is decrypted, so a flood costs the server a
-    /// header read per packet, not a decryption. SRTP authenticates the RTP header but leaves it
-    /// readable, so the SSRC check comes first too; the RFC 6464 level is read after the tag
-    /// has verified (a forged level could otherwise steer the top-N selection).
+    /// SRTP authenticates the RTP header but leaves it readable, so the address and SSRC checks
+    /// come first; the publisher's budget is charged after the tag has verified (see below), and
+    /// the RFC 6464 level is read after it too (a forged level could otherwise steer the top-N
+    /// selection). A flood with a publisher's address and SSRC spoofed costs a tag check per
+    /// packet (~1 µs), never the publisher's budget.
     private func handleRTP(_ received: Int, from source: SocketAddress, socket: UDPSocket) {
         guard let p = byAddress[source] else {
             statistics.dropped.unknownAddress += 1
@@ -1149,9 +1190,14 @@ public final class RoomServer {
             return
         }
         let now = nowMs()
-        guard p.mediaAllowance.take(bytes: received, now: now, limits: configuration.limits) else {
-            statistics.dropped.rateLimited += 1
-            return
+        // The budget is charged for packets that prove to be the publisher's: with SRTP after the
+        // tag has verified (a flood with the publisher's address and SSRC spoofed would
+        // otherwise spend its budget and silence it); plain RTP cannot tell, so before.
+        if p.crypto == nil {
+            guard p.mediaAllowance.take(bytes: received, now: now, limits: configuration.limits) else {
+                statistics.dropped.rateLimited += 1
+                return
+            }
         }
         var length = received
         if let crypto = p.crypto {
@@ -1165,6 +1211,10 @@ public final class RoomServer {
                 return
             case .malformed:
                 statistics.dropped.malformedRTP += 1
+                return
+            }
+            guard p.mediaAllowance.take(bytes: received, now: now, limits: configuration.limits) else {
+                statistics.dropped.rateLimited += 1
                 return
             }
         }
@@ -1301,4 +1351,28 @@ public struct RoomKey: Hashable, Comparable, Sendable, CustomStringConvertible {
 
     /// For logs: `"lobby" (app "acme")`, both quoted as they came.
     public var description: String { "\"\(name)\" (app \"\(app)\")" }
+}
+
+/// A token bucket for binding datagrams: `rate` a second, up to `burst` at once. A client sends
+/// one every 5 s and one more per challenge; the budgets are many times that.
+struct BindingBudget {
+    struct Limit {
+        var rate: Double
+        var burst: Double
+    }
+    static let perSource = Limit(rate: 20, burst: 40)
+    static let perParticipant = Limit(rate: 10, burst: 20)
+
+    private var tokens: Double
+    private var lastMs: Int64 = 0
+
+    init(_ limit: Limit) { tokens = limit.burst }
+
+    mutating func take(now: Int64, _ limit: Limit) -> Bool {
+        tokens = min(limit.burst, tokens + Double(max(now - lastMs, 0)) * limit.rate / 1000)
+        lastMs = now
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
 }

@@ -36,6 +36,9 @@ public struct RoomServerStatistics: Sendable, Equatable {
     // Media.
     public var datagramsReceived = 0
     public var bindingsAccepted = 0
+    /// Valid bindings from an address not proven yet (no cookie, or another address's): answered
+    /// with a challenge, the media address unchanged.
+    public var bindingChallenges = 0
     /// RTP packets accepted from a bound participant and forwarded (each counts once).
     public var packetsForwarded = 0
     /// Datagrams sent (forwarded copies and binding answers).
@@ -54,6 +57,9 @@ public struct RoomServerStatistics: Sendable, Equatable {
         public var badBinding = 0
         /// A valid binding datagram whose timestamp was not newer than the last accepted.
         public var bindingReplay = 0
+        /// Binding datagrams beyond the budget of their source address or their participant,
+        /// dropped unanswered before any other work.
+        public var bindingRateLimited = 0
         /// RTP from an address no valid binding datagram came from.
         public var unknownAddress = 0
         /// RTP that does not parse.
@@ -76,7 +82,7 @@ public struct RoomServerStatistics: Sendable, Equatable {
         public var srtpReplay = 0
 
         public var total: Int {
-            garbage + truncated + badBinding + bindingReplay + unknownAddress + malformedRTP + wrongSSRC
+            garbage + truncated + badBinding + bindingReplay + bindingRateLimited + unknownAddress + malformedRTP + wrongSSRC
                 + notPublishing + notForwarded + rateLimited + disconnected + srtpAuthentication + srtpReplay
         }
     }

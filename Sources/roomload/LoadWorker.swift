@@ -19,6 +19,8 @@ final class LoadClient {
     var downlink: SRTPSession?
     var welcomed = false
     var bound = false
+    /// The server's address cookie, echoed in every binding (docs/protocol.md).
+    var cookie: AddressCookie?
     var onStage = false
     var countedReady = false
     var failed = false
@@ -276,7 +278,7 @@ final class LoadWorker {
         // Milliseconds of the monotonic clock, strictly increasing per participant.
         let ms = max(now / 1_000_000, c.lastBindingMs + 1)
         c.lastBindingMs = ms
-        let binding = BindingDatagram(participantID: c.participantID, timestampMs: ms)
+        let binding = BindingDatagram(participantID: c.participantID, timestampMs: ms, cookie: c.cookie)
         guard let n = try? binding.write(into: bindingBuffer, key: key) else { return }
         if Glibc.send(udp.fileDescriptor, bindingBuffer.baseAddress, n, Int32(MSG_DONTWAIT)) < 0 { result.sendFailures += 1 }
         // Retry after 1 s until answered, then every 5 s (protocol: binding keepalive).
@@ -395,10 +397,15 @@ final class LoadWorker {
                 if delay > maxNs { maxNs = delay }
                 let bin = delay / DelayHistogram.binNs
                 if bin < UInt64(DelayHistogram.binCount) { bins[Int(bin)] &+= 1 } else { overflow &+= 1 }
-            } else if b0 == 0x52, n == BindingDatagram.size, let key = c.mediaKey {
+            } else if b0 == 0x52, let key = c.mediaKey {
                 guard let answer = try? BindingDatagram.parse(UnsafeRawBufferPointer(rebasing: datagramBuffer[0 ..< n]), key: key),
                       answer.participantID == BindingDatagram.serverParticipantID
                 else { continue }
+                if let cookie = answer.cookie { c.cookie = cookie }
+                if answer.isChallenge {
+                    sendBinding(c, now: now)   // echo the cookie from this address
+                    continue
+                }
                 if !c.bound {
                     c.bound = true
                     c.nextBindingNs = now + UInt64.random(in: 1 ... UInt64(BindingDatagram.interval) * 1_000_000_000)

@@ -30,7 +30,7 @@ final class RoomServerMediaTests: XCTestCase {
         let c = try h.join("carol")
         XCTAssertEqual(try deliver(h, from: a, to: [b, c]), [true, true])
         XCTAssertEqual(h.server.statistics.packetsForwarded, 1)
-        XCTAssertEqual(h.server.statistics.datagramsSent - h.server.statistics.bindingsAccepted, 2)
+        XCTAssertEqual(h.server.statistics.datagramsSent - h.server.statistics.bindingsAccepted - h.server.statistics.bindingChallenges, 2)
 
         // Bob is audience: its media goes nowhere, and is counted.
         XCTAssertEqual(try deliver(h, from: b, to: [a, c]), [false, false])
@@ -164,11 +164,28 @@ final class RoomServerMediaTests: XCTestCase {
         let h = try ServerHarness()
         let a = try h.join("alice", role: .streamer, publish: true)
         let b = try h.join("bob")
-        // Bob's client moves to a new socket (NAT rebinding): a valid binding from it moves the stream.
+        // Bob's client moves to a new socket (NAT rebinding): a valid binding from it is
+        // challenged (the cookie for the old address proves nothing here); echoing the new
+        // address's cookie from there moves the stream.
         let moved = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        let server = SocketAddress.ipv4Loopback(port: h.mediaPort)
         b.bindingClock += 1
-        _ = try moved.send(BindingDatagram(participantID: b.id, timestampMs: b.bindingClock).encoded(key: b.welcome!.mediaKey),
-                           to: .ipv4Loopback(port: h.mediaPort))
+        _ = try moved.send(BindingDatagram(participantID: b.id, timestampMs: b.bindingClock, cookie: b.cookie)
+            .encoded(key: b.welcome!.mediaKey), to: server)
+        var challenge: BindingDatagram?
+        XCTAssertTrue(h.run {
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            if let d = try? buffer.withUnsafeMutableBytes({ try moved.receive(into: $0) }) {
+                challenge = try? BindingDatagram.parse(Array(buffer[0 ..< d.count]), key: b.welcome!.mediaKey)
+            }
+            return challenge != nil
+        })
+        XCTAssertEqual(challenge?.isChallenge, true)
+        XCTAssertNotEqual(challenge?.cookie, b.cookie, "a cookie per address")
+        XCTAssertEqual(h.server.statistics.bindingsAccepted, 2, "not moved yet")
+        b.bindingClock += 1
+        _ = try moved.send(BindingDatagram(participantID: b.id, timestampMs: b.bindingClock, cookie: challenge?.cookie)
+            .encoded(key: b.welcome!.mediaKey), to: server)
         XCTAssertTrue(h.run { h.server.statistics.bindingsAccepted == 3 })
         let packet = try a.sendRTP()
         var got: [UInt8] = []

@@ -154,8 +154,7 @@ final class RoomServerSRTPTests: XCTestCase {
         XCTAssertTrue(h.run { back.welcome != nil })
         XCTAssertEqual(back.welcome?.participantID, id)
         XCTAssertNotEqual(back.welcome?.mediaEncryption, a.welcome?.mediaEncryption, "a resumed seat gets fresh SRTP keys")
-        try back.sendBinding()
-        XCTAssertTrue(h.run { !back.datagrams.isEmpty })
+        try h.bind(back)
         // The old connection's key is dead: its packets are forgeries now.
         _ = try a.udp.send(a.protect(TestClient.rtp(ssrc: a.welcome!.ssrc, sequence: 50)), to: server)
         for _ in 0 ..< 3 { try back.sendRTP() }   // sequence 1, 2, 3 again
@@ -207,6 +206,49 @@ final class RoomServerSRTPTests: XCTestCase {
         var buffer = [UInt8](repeating: 0, count: 2048)
         h.settle(seconds: 0.05)
         XCTAssertNil(try buffer.withUnsafeMutableBytes { try attacker.receive(into: $0) }, "the attacker got nothing")
+    }
+
+    /// Issue 27: a participant holds its own media key, so its binding is valid wherever it
+    /// comes from. One binding with a spoofed source (the victim's address) moved its media
+    /// there: 2899 datagrams, 536 kB in 15 s, for one 60-byte datagram. Now the media moves only
+    /// to an address that echoes its cookie, which only that address received: the victim gets
+    /// one challenge no larger than the binding, and the room's media stays where it was.
+    /// Bindings beyond the budget of their source or participant are dropped unanswered.
+    func testABindingFromAnAddressThatDoesNotReceiveThereMovesNothing() throws {
+        let h = try harness()
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let attacker = try h.join("mallory")
+        let victim = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        // What the spoofed datagram would be: Mallory's valid binding, sent "from" the victim.
+        attacker.bindingClock += 1
+        let forged = BindingDatagram(participantID: attacker.id, timestampMs: attacker.bindingClock, cookie: attacker.cookie)
+            .encoded(key: attacker.welcome!.mediaKey)
+        _ = try victim.send(forged, to: server)
+        XCTAssertTrue(h.run { h.server.statistics.bindingChallenges == 3 }, "\(h.server.statistics)")  // 2 joins + this
+        attacker.datagrams.removeAll()
+        for _ in 0 ..< 20 { try a.sendRTP() }
+        XCTAssertTrue(h.run { attacker.datagrams.count == 20 }, "the media stays at Mallory's own address")
+        h.settle(seconds: 0.05)
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var toVictim: [Int] = []
+        while let d = try buffer.withUnsafeMutableBytes({ try victim.receive(into: $0) }) { toVictim.append(d.count) }
+        XCTAssertEqual(toVictim, [BindingDatagram.sizeWithCookie], "one challenge, as large as the binding, and no media")
+        XCTAssertLessThanOrEqual(BindingDatagram.sizeWithCookie, forged.count)
+
+        // A burst of bindings from one address: the budget (40 at once) is answered, the rest dropped unanswered.
+        let flooder = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        let limitedBefore = h.server.statistics.dropped.bindingRateLimited
+        for _ in 0 ..< 200 {
+            attacker.bindingClock += 1
+            _ = try flooder.send(BindingDatagram(participantID: attacker.id, timestampMs: attacker.bindingClock)
+                .encoded(key: attacker.welcome!.mediaKey), to: server)
+        }
+        XCTAssertTrue(h.run { h.server.statistics.dropped.bindingRateLimited - limitedBefore >= 150 }, "\(h.server.statistics.dropped)")
+        h.settle(seconds: 0.05)
+        var answers = 0
+        while try buffer.withUnsafeMutableBytes({ try flooder.receive(into: $0) }) != nil { answers += 1 }
+        XCTAssertLessThanOrEqual(answers, 40, "answered within the budget only")
+        XCTAssertGreaterThan(answers, 0)
     }
 
     func testReplayedAndStaleBindingsFromElsewhereAreDroppedAndCounted() throws {

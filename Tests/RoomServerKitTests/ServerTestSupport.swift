@@ -82,16 +82,27 @@ final class ServerHarness {
             XCTFail("\(user) got no welcome: \(client.messages)", file: file, line: line)
             throw TestFailure()
         }
-        if bind {
+        if bind { try self.bind(client, file: file, line: line) }
+        return client
+    }
+
+    /// Binds `client`'s media address as a client does: a binding, the server's challenge with
+    /// the address cookie, the binding again with the cookie, the answer.
+    func bind(_ client: TestClient, file: StaticString = #filePath, line: UInt = #line) throws {
+        for attempt in 0 ..< 2 {
+            client.datagrams.removeAll()
             try client.sendBinding()
             guard run(until: { !client.datagrams.isEmpty }) else {
-                XCTFail("\(user) got no binding answer", file: file, line: line)
+                XCTFail("no binding answer", file: file, line: line)
                 throw TestFailure()
             }
             let answer = try BindingDatagram.parse(client.datagrams.removeFirst(), key: client.welcome!.mediaKey)
             XCTAssertEqual(answer.participantID, 0, file: file, line: line)
+            client.cookie = answer.cookie
+            if !answer.isChallenge { return }
+            XCTAssertEqual(attempt, 0, "a second challenge after echoing the cookie", file: file, line: line)
         }
-        return client
+        throw TestFailure()
     }
 }
 
@@ -116,6 +127,8 @@ final class TestClient {
     var downlink: SRTPSession?
     var closed = false
     var bindingClock: UInt64 = 1000
+    /// The server's address cookie for this client's socket (`ServerHarness.bind`).
+    var cookie: AddressCookie?
     var sequence: UInt16 = 0
     var nextID = 1
 
@@ -201,7 +214,7 @@ final class TestClient {
 
     func sendBinding(participantID: RoomParticipantID? = nil, key: MediaKey? = nil) throws {
         bindingClock += 1
-        let datagram = BindingDatagram(participantID: participantID ?? id, timestampMs: bindingClock)
+        let datagram = BindingDatagram(participantID: participantID ?? id, timestampMs: bindingClock, cookie: cookie)
             .encoded(key: key ?? welcome!.mediaKey)
         _ = try udp.send(datagram, to: .ipv4Loopback(port: mediaPort))
     }
