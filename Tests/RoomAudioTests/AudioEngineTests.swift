@@ -51,19 +51,36 @@ final class AudioEngineTests: XCTestCase {
 
     /// Pacing: 3 s of engine time is 300 periods of 10 ms, within 2 %.
     func testEngineIsPacedInRealTime() throws {
-        let dir = SimCard.scratch("pacing")
-        SimCard.useRoom(dir, ["echo": "off"])
-        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
-        try engine.start()
-        Thread.sleep(forTimeInterval: 0.5)
-        let p0 = engine.stats.snapshot().periods
-        let t0 = Date()
-        Thread.sleep(forTimeInterval: 3)
-        let p1 = engine.stats.snapshot().periods
-        let elapsed = Date().timeIntervalSince(t0)
-        engine.stop()
-        let expected = elapsed * 100
-        XCTAssertEqual(Double(p1 - p0), expected, accuracy: expected * 0.02 + 2)
+        struct Pacing { var periods: Int; var seconds: Double; var xruns: Int }
+        // An xrun restarts both streams (periods lost while they do), and a stall of the audio
+        // thread or of this one skews periods against wall time: such a run measures the
+        // machine (the suite's one policy). An xrun is made again; so is a count off the bound
+        // while the stall witness saw the machine stall. The last run is judged.
+        func off(_ run: Pacing) -> Bool {
+            let expected = run.seconds * 100
+            return abs(Double(run.periods) - expected) > expected * 0.02 + 2
+        }
+        var attempt = 0
+        let run = try Disturbance.rerun("testEngineIsPacedInRealTime", disturbed: { (run: Pacing, machineStallMs: Double) in
+            run.xruns > 0 || (off(run) && machineStallMs >= Disturbance.machineStallMilliseconds)
+        }) { () throws -> Pacing in
+            let dir = SimCard.scratch("pacing-\(attempt)")
+            attempt += 1
+            SimCard.useRoom(dir, ["echo": "off"])
+            let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+            try engine.start()
+            Thread.sleep(forTimeInterval: 0.5)
+            let p0 = engine.stats.snapshot().periods
+            let t0 = Date()
+            Thread.sleep(forTimeInterval: 3)
+            let s1 = engine.stats.snapshot()
+            let elapsed = Date().timeIntervalSince(t0)
+            engine.stop()
+            return Pacing(periods: s1.periods - p0, seconds: elapsed, xruns: s1.captureXruns + s1.playbackXruns)
+        }
+        XCTAssertEqual(run.xruns, 0, "xruns in every run the policy allowed")
+        let expected = run.seconds * 100
+        XCTAssertEqual(Double(run.periods), expected, accuracy: expected * 0.02 + 2)
     }
 
     /// The audio thread's CPU time (the status line's `audio_thread_cpu_ns`) is read from its
