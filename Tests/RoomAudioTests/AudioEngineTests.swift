@@ -51,19 +51,36 @@ final class AudioEngineTests: XCTestCase {
 
     /// Pacing: 3 s of engine time is 300 periods of 10 ms, within 2 %.
     func testEngineIsPacedInRealTime() throws {
-        let dir = SimCard.scratch("pacing")
-        SimCard.useRoom(dir, ["echo": "off"])
-        let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
-        try engine.start()
-        Thread.sleep(forTimeInterval: 0.5)
-        let p0 = engine.stats.snapshot().periods
-        let t0 = Date()
-        Thread.sleep(forTimeInterval: 3)
-        let p1 = engine.stats.snapshot().periods
-        let elapsed = Date().timeIntervalSince(t0)
-        engine.stop()
-        let expected = elapsed * 100
-        XCTAssertEqual(Double(p1 - p0), expected, accuracy: expected * 0.02 + 2)
+        struct Pacing { var periods: Int; var seconds: Double; var xruns: Int }
+        // An xrun restarts both streams (periods lost while they do), and a stall of the audio
+        // thread or of this one skews periods against wall time: such a run measures the
+        // machine (the suite's one policy). An xrun is made again; so is a count off the bound
+        // while the stall witness saw the machine stall. The last run is judged.
+        func off(_ run: Pacing) -> Bool {
+            let expected = run.seconds * 100
+            return abs(Double(run.periods) - expected) > expected * 0.02 + 2
+        }
+        var attempt = 0
+        let run = try Disturbance.rerun("testEngineIsPacedInRealTime", disturbed: { (run: Pacing, machineStallMs: Double) in
+            run.xruns > 0 || (off(run) && machineStallMs >= Disturbance.machineStallMilliseconds)
+        }) { () throws -> Pacing in
+            let dir = SimCard.scratch("pacing-\(attempt)")
+            attempt += 1
+            SimCard.useRoom(dir, ["echo": "off"])
+            let engine = try AudioEngine(configuration: SimCard.simBoardConfiguration())
+            try engine.start()
+            Thread.sleep(forTimeInterval: 0.5)
+            let p0 = engine.stats.snapshot().periods
+            let t0 = Date()
+            Thread.sleep(forTimeInterval: 3)
+            let s1 = engine.stats.snapshot()
+            let elapsed = Date().timeIntervalSince(t0)
+            engine.stop()
+            return Pacing(periods: s1.periods - p0, seconds: elapsed, xruns: s1.captureXruns + s1.playbackXruns)
+        }
+        XCTAssertEqual(run.xruns, 0, "xruns in every run the policy allowed")
+        let expected = run.seconds * 100
+        XCTAssertEqual(Double(run.periods), expected, accuracy: expected * 0.02 + 2)
     }
 
     /// The audio thread's CPU time (the status line's `audio_thread_cpu_ns`) is read from its
@@ -324,17 +341,23 @@ final class AudioEngineTests: XCTestCase {
     /// echo off; returns the median delay from each burst's onset at the mics to its onset at
     /// the speaker, in ms, and the run's counters. Both files start with their stream, and the
     /// engine starts capture and playback back to back.
-    private func loopbackDelay(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot) {
+    private func loopbackDelay(periodMilliseconds: Int, name: String,
+                               file: StaticString = #filePath, line: UInt = #line) throws -> (ms: Double, stats: EngineSnapshot) {
         // An xrun re-primes playback and moves the speaker file against the mic file, so such a
         // run measures nothing: a debug build on a shared 2-core machine gets one now and then.
+        // Only the last run is asserted on, after the rerun (an assertion inside the run would
+        // record a failure of a run that is then repeated).
         var attempt = 0
-        return try Disturbance.rerun("loopback delay", disturbed: { $0.stats.captureXruns + $0.stats.playbackXruns > 0 }) {
+        let run = try Disturbance.rerun("loopback delay", disturbed: { $0.stats.captureXruns + $0.stats.playbackXruns > 0 }) {
             defer { attempt += 1 }
             return try loopbackDelayOnce(periodMilliseconds: periodMilliseconds, name: name + (attempt == 0 ? "" : "-\(attempt)"))
         }
+        XCTAssertGreaterThanOrEqual(run.heard, run.bursts - 1, "bursts heard at the speaker (\(periodMilliseconds) ms periods)",
+                                    file: file, line: line)
+        return (run.ms, run.stats)
     }
 
-    private func loopbackDelayOnce(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot) {
+    private func loopbackDelayOnce(periodMilliseconds: Int, name: String) throws -> (ms: Double, stats: EngineSnapshot, heard: Int, bursts: Int) {
         let dir = SimCard.scratch(name)
         let rate = 48000
         var mic = [Float](repeating: 0, count: rate * 3)
@@ -373,9 +396,8 @@ final class AudioEngineTests: XCTestCase {
                 delays.append(Double(hit - onset) * 1000 / Double(rate))
             }
         }
-        XCTAssertGreaterThanOrEqual(delays.count, onsets.count - 1, "bursts heard at the speaker (\(periodMilliseconds) ms periods)")
         delays.sort()
-        return (delays.isEmpty ? .infinity : delays[delays.count / 2], engine.stats.snapshot())
+        return (delays.isEmpty ? .infinity : delays[delays.count / 2], engine.stats.snapshot(), delays.count, onsets.count)
     }
 
     /// 5 ms periods: the engine still processes 10 ms blocks (100 a second, two periods each)

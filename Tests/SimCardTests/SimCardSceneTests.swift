@@ -66,9 +66,8 @@ final class SimCardSceneTests: XCTestCase {
             talker1 = click.wav
             talker1_at = \(talker[0]) \(talker[1]) \(talker[2])
             """)
-        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
-        defer { pcm.close() }
-        let got = try pcm.readAll(48000)
+        defer { withExtendedLifetime(room) {} }   // each run opens the room's files again
+        let got = try captureAll("testTalkerReachesEachMicAtItsDistanceAndTheRoomDecaysInItsRT60", channels: 4, frames: 48000)
         var arrivals: [Int] = []
         for m in 0..<4 {
             let d = Self.distance(talker, Self.micPosition(m))
@@ -134,9 +133,8 @@ final class SimCardSceneTests: XCTestCase {
             talker1 = noise.wav
             talker1_path = 3.3 2.0 1.0 @ 0.5; 1.7 2.0 1.0 @ 2.5
             """)
-        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
-        defer { pcm.close() }
-        let got = try pcm.readAll(3 * 48000)
+        defer { withExtendedLifetime(room) {} }
+        let got = try captureAll("testWalkingTalkerMovesFromOneSideOfTheArrayToTheOther", channels: 4, frames: 3 * 48000)
         let mic0 = (0..<(3 * 48000)).map { Double(got[$0 * 4]) }, mic2 = (0..<(3 * 48000)).map { Double(got[$0 * 4 + 2]) }
         // mic0 sits at +x: while the talker is on the +x side mic2 hears it later, then earlier
         let early = lag(mic0[4800..<24000], mic2[4800..<24000], maxLag: 12)

@@ -252,19 +252,54 @@ final class PCM {
         }
     }
 
-    /// Reads exactly `frames` frames (blocking), failing on any error.
-    func readAll(_ frames: Int) throws -> [Int16] {
+    /// Reads `frames` frames (blocking). An overrun (-EPIPE: this process came to the card later
+    /// than its buffer allows, 40 ms with the default 4 periods, which a stalled machine does)
+    /// ends the read there and is reported, not thrown, so that the caller's `Disturbance.rerun`
+    /// can judge the run; any other error throws.
+    func readAll(_ frames: Int) throws -> CaptureRead {
         var buf = [Int16](repeating: 0, count: frames * channels)
         var done = 0
         while done < frames {
             let n = read(&buf, frames: min(period, frames - done), at: done)
+            if n == -Int(EPIPE) { return CaptureRead(samples: buf, framesRead: done, overran: true) }
             if n < 0 { throw AlsaError(what: "snd_pcm_readi", code: Int32(n)) }
             done += n
         }
-        return buf
+        return CaptureRead(samples: buf, framesRead: done, overran: false)
     }
 
     func close() { snd_pcm_close(handle) }
+}
+
+/// What `PCM.readAll` got.
+struct CaptureRead {
+    /// Interleaved; zeros after `framesRead` when the read overran.
+    let samples: [Int16]
+    let framesRead: Int
+    /// The capture stream overran (-EPIPE) before all the frames were read.
+    let overran: Bool
+
+    /// The samples of a read that was not spoilt by an overrun; throws (failing the test) when
+    /// it was: the caller's rerun policy let this run stand, so every run it allowed overran.
+    func whole() throws -> [Int16] {
+        guard !overran else {
+            throw AlsaError(what: "snd_pcm_readi: overrun after \(framesRead) frames in every run the rerun policy allowed",
+                            code: -EPIPE)
+        }
+        return samples
+    }
+}
+
+/// Opens a capture stream of `channels` on the current room (ROOMSIM_CONFIG), reads `frames`
+/// frames and closes it; again, by the suite's one policy, while an overrun spoilt the read (a
+/// new open starts the input file at frame 0 again, so every run captures the same thing).
+/// Throws when the last run overran too, or on any other error.
+func captureAll(_ label: String, channels: Int, frames: Int) throws -> [Int16] {
+    try Disturbance.rerun(label, disturbed: { (read: CaptureRead) in read.overran }) {
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: channels)
+        defer { pcm.close() }
+        return try pcm.readAll(frames)
+    }.whole()
 }
 
 /// What the 4 mics captured while the speaker played an impulse, and the room's status after.
