@@ -337,6 +337,8 @@ public final class RoomServer {
         var replayGuard = BindingReplayGuard()
         /// Bindings this participant may still send (`BindingBudget.perParticipant`).
         var bindingBudget = BindingBudget(BindingBudget.perParticipant)
+        /// App messages it may still send (`limits.app_messages_*`).
+        var messageBudget: AppMessageBudget
         var mediaAddress: SocketAddress?
         var lastMediaMs: Int64 = 0
         /// What this publisher may still have forwarded (`limits.media_*_per_second`).
@@ -351,7 +353,8 @@ public final class RoomServer {
         var lossSent: (permille: UInt16, atMs: Int64)?
 
         init(id: RoomParticipantID, room: RoomState, ssrc: UInt32, mediaKey: MediaKey, crypto: ParticipantCrypto?,
-             claims: RoomTokenClaims) {
+             claims: RoomTokenClaims, messageLimit: AppMessageBudget.Limit) {
+            messageBudget = AppMessageBudget(messageLimit)
             self.id = id
             self.room = room
             self.ssrc = ssrc
@@ -392,10 +395,13 @@ public final class RoomServer {
         /// recorded packets for the newcomer's. 4 bytes (and the set's overhead) per departure,
         /// for the room's life.
         var retiredSSRCs: Set<UInt32> = []
+        /// App messages the room may still carry, whoever sends them (`limits.room_app_*`).
+        var messageBudget: AppMessageBudget
 
-        init(key: RoomKey, room: Room) {
+        init(key: RoomKey, room: Room, messageLimit: AppMessageBudget.Limit) {
             self.key = key
             self.room = room
+            messageBudget = AppMessageBudget(messageLimit)
         }
     }
 
@@ -700,7 +706,8 @@ public final class RoomServer {
             state = existing
         } else {
             do {
-                state = RoomState(key: key, room: try Room(config: configuration.room))
+                state = RoomState(key: key, room: try Room(config: configuration.room),
+                                  messageLimit: configuration.limits.appMessagesPerRoom)
             } catch {
                 refuseJoin(.internalError, "room configuration: \(error)")
                 return
@@ -739,7 +746,8 @@ public final class RoomServer {
             refuseJoin(ErrorCode(error.code), error.message)
             return
         }
-        let p = Participant(id: id, room: state, ssrc: newSSRC(avoiding: state.retiredSSRCs), mediaKey: .random(), crypto: crypto, claims: claims)
+        let p = Participant(id: id, room: state, ssrc: newSSRC(avoiding: state.retiredSSRCs), mediaKey: .random(), crypto: crypto, claims: claims,
+                            messageLimit: configuration.limits.appMessagesPerParticipant)
         p.session = s
         s.participant = p
         participants[id] = p
@@ -915,6 +923,19 @@ public final class RoomServer {
         guard let command = message.body.roomCommand(from: p.id) else {
             refuse(s, .unexpectedMessage, "\"\(message.body.typeName)\" is not a request", requestID: message.id, close: false)
             return
+        }
+        if case let .appMessage(m) = message.body {
+            // What the message costs each recipient's connection: the data as JSON escapes it
+            // (a control character is 6 bytes there) plus the event around it. Charged to the
+            // sender and to the room; beyond either, refused to the sender alone.
+            let cost = Double(AppMessageBudget.encodedCost(m.data))
+            let limits = configuration.limits
+            if let refusal = p.messageBudget.refusal(cost: cost, now: now, limits.appMessagesPerParticipant, who: "this participant")
+                ?? state.messageBudget.refusal(cost: cost, now: now, limits.appMessagesPerRoom, who: "the room") {
+                statistics.appMessagesRefused += 1
+                refuse(s, .rateLimited, refusal, requestID: message.id, close: false)
+                return
+            }
         }
         var kicked: Participant?
         if case let .kick(target, reason) = message.body, let t = participants[target], t.room === state {
@@ -1374,5 +1395,63 @@ struct BindingBudget {
         guard tokens >= 1 else { return false }
         tokens -= 1
         return true
+    }
+}
+
+/// Budgets for app messages (docs/roomserver.md, "Limits"): every message is copied to each
+/// recipient, so one participant at 95 messages a second of 8 KiB of control characters pushed
+/// 4.27 MB/s to every other one and got listeners cut off for not reading fast enough (issue 27).
+/// Token buckets for messages and for encoded bytes, per participant and per room; the byte
+/// buckets hold one largest message (8 KiB of control characters is 48 kB escaped) and refill at
+/// the configured rate, so a listener receives the room's rate in the long run and one largest
+/// message more at most.
+struct AppMessageBudget {
+    struct Limit: Sendable, Equatable {
+        var messagesPerSecond: Double
+        var bytesPerSecond: Double
+        /// Messages at once: one second's worth, at least one.
+        var messageBurst: Double { max(messagesPerSecond, 1) }
+        /// Bytes at once: one second's worth, at least one largest message.
+        var byteBurst: Double { max(bytesPerSecond, Double(AppMessageBudget.largestCost)) }
+    }
+    /// The JSON event around the data (type, from, to): counted with each message.
+    static let eventOverhead = 64
+    static let largestCost = SignalLimits.maxAppMessageBytes * 6 + eventOverhead
+
+    private var messages: Double
+    private var bytes: Double
+    private var lastMs: Int64 = 0
+
+    init(_ limit: Limit) {
+        messages = limit.messageBurst
+        bytes = limit.byteBurst
+    }
+
+    /// Nil (and charged) when a message of `cost` encoded bytes fits; otherwise why not, for the sender.
+    mutating func refusal(cost: Double, now: Int64, _ limit: Limit, who: String) -> String? {
+        let elapsed = Double(max(now - lastMs, 0)) / 1000
+        lastMs = now
+        messages = min(limit.messageBurst, messages + elapsed * limit.messagesPerSecond)
+        bytes = min(limit.byteBurst, bytes + elapsed * limit.bytesPerSecond)
+        guard messages >= 1, bytes >= cost else {
+            return "app messages: \(who) may send \(Int(limit.messagesPerSecond)) a second and \(Int(limit.bytesPerSecond)) bytes of message a second (as relayed, JSON escapes included); wait and send again"
+        }
+        messages -= 1
+        bytes -= cost
+        return nil
+    }
+
+    /// The bytes `data` takes in a JSON string (RFC 8259 escapes: `"` and `\\` two, other
+    /// control characters six) plus the event's own.
+    static func encodedCost(_ data: String) -> Int {
+        var n = eventOverhead
+        for b in data.utf8 {
+            switch b {
+            case 0x22, 0x5C, 0x08, 0x0C, 0x0A, 0x0D, 0x09: n += 2
+            case 0 ..< 0x20: n += 6
+            default: n += 1
+            }
+        }
+        return n
     }
 }

@@ -51,6 +51,27 @@ public struct RoomServerLimits: Sendable, Equatable {
     /// and counted (`dropped.rateLimited`) before they cost every listener a copy.
     public var mediaPacketsPerSecond = 800
     public var mediaBytesPerSecond = 160_000
+    /// App messages one participant may send, and all of a room's together, per second: count
+    /// and bytes as relayed (JSON escapes included, docs/roomserver.md "Limits"). Beyond, a
+    /// message is refused to its sender (`rate_limited`); the listeners see nothing of it.
+    var appMessagesPerParticipant = AppMessageBudget.Limit(messagesPerSecond: 10, bytesPerSecond: 16_384)
+    var appMessagesPerRoom = AppMessageBudget.Limit(messagesPerSecond: 20, bytesPerSecond: 32_768)
+    public var appMessagesPerSecond: Int {
+        get { Int(appMessagesPerParticipant.messagesPerSecond) }
+        set { appMessagesPerParticipant.messagesPerSecond = Double(newValue) }
+    }
+    public var appMessageBytesPerSecond: Int {
+        get { Int(appMessagesPerParticipant.bytesPerSecond) }
+        set { appMessagesPerParticipant.bytesPerSecond = Double(newValue) }
+    }
+    public var roomAppMessagesPerSecond: Int {
+        get { Int(appMessagesPerRoom.messagesPerSecond) }
+        set { appMessagesPerRoom.messagesPerSecond = Double(newValue) }
+    }
+    public var roomAppMessageBytesPerSecond: Int {
+        get { Int(appMessagesPerRoom.bytesPerSecond) }
+        set { appMessagesPerRoom.bytesPerSecond = Double(newValue) }
+    }
 
     public init() {}
 }
@@ -105,7 +126,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         ("keys", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
         ("media", ["srtp"]),
-        ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second"]),
+        ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second",
+                    "app_messages_per_second", "app_message_bytes_per_second", "room_app_messages_per_second",
+                    "room_app_message_bytes_per_second"]),
     ]
 
     /// Reads and validates a configuration file.
@@ -206,6 +229,13 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         limits.maxUnjoinedPerAddress = try values.int("limits.max_unjoined_per_address", in: 1 ... 100_000) ?? limits.maxUnjoinedPerAddress
         limits.mediaPacketsPerSecond = try values.int("limits.media_packets_per_second", in: 50 ... 100_000) ?? limits.mediaPacketsPerSecond
         limits.mediaBytesPerSecond = try values.int("limits.media_bytes_per_second", in: 10_000 ... 100_000_000) ?? limits.mediaBytesPerSecond
+        limits.appMessagesPerSecond = try values.int("limits.app_messages_per_second", in: 1 ... 10_000) ?? limits.appMessagesPerSecond
+        limits.appMessageBytesPerSecond = try values.int("limits.app_message_bytes_per_second", in: 1_000 ... 100_000_000)
+            ?? limits.appMessageBytesPerSecond
+        limits.roomAppMessagesPerSecond = try values.int("limits.room_app_messages_per_second", in: 1 ... 100_000)
+            ?? limits.roomAppMessagesPerSecond
+        limits.roomAppMessageBytesPerSecond = try values.int("limits.room_app_message_bytes_per_second", in: 1_000 ... 1_000_000_000)
+            ?? limits.roomAppMessageBytesPerSecond
         configuration.limits = limits
         configuration.srtp = try values.yesNo("media.srtp") ?? true
         // Last, so a typo elsewhere is reported as itself first.

@@ -33,6 +33,9 @@ public struct RoomServerStatistics: Sendable, Equatable {
     /// oldest first), so a flood of silent connections cannot keep appliances out.
     public var connectionsEvicted = 0
 
+    /// App messages refused to their sender for the participant's or the room's budget.
+    public var appMessagesRefused = 0
+
     // Media.
     public var datagramsReceived = 0
     public var bindingsAccepted = 0

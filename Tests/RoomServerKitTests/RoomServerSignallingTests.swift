@@ -229,8 +229,57 @@ final class RoomServerSignallingTests: XCTestCase {
         XCTAssertEqual(h.server.connectionCount, 0)
     }
 
+    /// Issue 27: one participant at 95 messages a second of 8 KiB of control characters (45 kB
+    /// frames once escaped) pushed 4.27 MB/s to every other participant, and a listener reading
+    /// at 640 kB/s was cut off and removed. Now the flooder's messages beyond its budget are
+    /// refused to it (`rate_limited`), each listener gets at most the room's budget, another
+    /// participant's message still goes through, and nobody is disconnected.
+    func testAnAppMessageFloodCostsListenersLittleAndDisconnectsNobody() throws {
+        let h = try ServerHarness { $0.maxRequestsPerSecond = 1000 }
+        let flooder = try h.join("flooder", bind: false)
+        let listener = try h.join("listener", bind: false)
+        let other = try h.join("other", bind: false)
+        let data = String(repeating: "\u{1}", count: 8000)
+        let escaped = try JSONEncoder().encode(data).count
+        XCTAssertGreaterThan(escaped, 45_000)
+        let start = Date()
+        var sent = 0
+        var otherID: Int?
+        while Date().timeIntervalSince(start) < 2 {
+            flooder.request(.appMessage(.init(data: data)))
+            sent += 1
+            if sent == 100 { otherID = other.request(.appMessage(.init(data: "hello"))) }
+            h.run(seconds: 0.0105) { false }
+        }
+        h.settle(seconds: 0.2)
+        let seconds = Date().timeIntervalSince(start)
+        var received = 0, receivedBytes = 0, fromOther = 0
+        for m in listener.messages {
+            guard case let .appMessage(a) = m.body else { continue }
+            if a.from == other.id { fromOther += 1; continue }
+            received += 1
+            receivedBytes += try JSONEncoder().encode(a.data).count + 64
+        }
+        let refused = flooder.errors().filter { $0.code == .rateLimited }.count
+        print("app message flood: \(sent) sent in \(seconds) s, \(received) relayed (\(receivedBytes) bytes to the listener), \(refused) refused")
+        XCTAssertGreaterThan(sent, 150)
+        XCTAssertGreaterThan(refused, sent - received - 2)
+        XCTAssertLessThanOrEqual(Double(receivedBytes), 64_000 * seconds, "≤ 64 kB/s for each listener")
+        XCTAssertGreaterThan(received, 0, "a budget, not a ban")
+        XCTAssertEqual(fromOther, 1, "another participant's message still goes through")
+        XCTAssertTrue(other.gotOK(try XCTUnwrap(otherID)))
+        XCTAssertFalse(flooder.closed || listener.closed || other.closed, "nobody is disconnected")
+        XCTAssertEqual(h.server.statistics.backpressureDisconnects, 0)
+        XCTAssertEqual(h.server.statistics.appMessagesRefused, refused)
+    }
+
     func testClientThatNeverReadsIsCutOff() throws {
-        let h = try ServerHarness {
+        var limits = RoomServerLimits()
+        limits.appMessagesPerSecond = 10_000
+        limits.appMessageBytesPerSecond = 100_000_000
+        limits.roomAppMessagesPerSecond = 10_000
+        limits.roomAppMessageBytesPerSecond = 100_000_000
+        let h = try ServerHarness(limits: limits) {
             $0.outgoingLimit = 32 * 1024
             $0.maxRequestsPerSecond = 100_000
         }
