@@ -2,6 +2,7 @@ import RoomCore
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
+import Foundation
 import XCTest
 
 /// What one peer may take from the server (issue 11): connections that never say hello are
@@ -27,6 +28,66 @@ final class RoomServerLimitsTests: XCTestCase {
         XCTAssertEqual(h.server.statistics.helloTimeouts, 1)
         h.settle(seconds: 0.6)
         XCTAssertFalse(member.closed, "a joined participant is not touched")
+    }
+
+    /// Issue 27: accepting a connection scanned every session (and formatted each peer's
+    /// address), so 4000 silent connections from 40 addresses cost the server 6.3 s of CPU and a
+    /// real join 3.5 s. Now accepting is constant time: 4000 silent connections from 40 loopback
+    /// addresses, then a join, both timed on this thread (which turns the server's loop too).
+    /// Loose bounds here; the figures are printed, and `scripts/bench server` measures the
+    /// released build.
+    func testThousandsOfSilentConnectionsCostLittleAndAJoinStaysQuick() throws {
+        var limits = RoomServerLimits()
+        limits.maxConnections = 10_000
+        let h = try ServerHarness(limits: limits)
+        let quietJoin = try timed { _ = try h.join("first", bind: false) }
+        var silent: [Int32] = []
+        defer { for fd in silent { close(fd) } }
+        let cpuBefore = processCPUSeconds()
+        let t0 = Date()
+        for i in 0 ..< 4000 {
+            silent.append(try rawConnect(from: "127.0.1.\(i % 40 + 1)", port: h.signallingPort))
+            if i % 50 == 49 { h.run(seconds: 0.005) { false } }
+        }
+        XCTAssertTrue(h.run(seconds: 20) { h.server.connectionCount >= 4001 }, "accepted: \(h.server.connectionCount)")
+        let acceptCPU = processCPUSeconds() - cpuBefore, acceptWall = Date().timeIntervalSince(t0)
+        let loadedJoin = try timed { _ = try h.join("second", bind: false) }
+        print("4000 silent connections: accepted in \(acceptWall) s, \(acceptCPU) s of CPU (server and test); join \(quietJoin * 1000) ms quiet, \(loadedJoin * 1000) ms with them open")
+        XCTAssertLessThan(acceptCPU, 4, "accepting 4000 connections (the test's connects included)")
+        XCTAssertLessThan(loadedJoin, 0.5, "a join among 4000 silent connections")
+        XCTAssertEqual(h.server.statistics.connectionsRefused, 0)
+    }
+
+    private func timed(_ body: () throws -> Void) throws -> Double {
+        let t0 = Date()
+        try body()
+        return Date().timeIntervalSince(t0)
+    }
+
+    private func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// A blocking TCP connect from `source` (a loopback address: each counts as a host).
+    private func rawConnect(from source: String, port: UInt16) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, source, &local.sin_addr)
+        var remote = sockaddr_in()
+        remote.sin_family = sa_family_t(AF_INET)
+        remote.sin_port = port.bigEndian
+        inet_pton(AF_INET, "127.0.0.1", &remote.sin_addr)
+        let ok = withUnsafePointer(to: &local) { l in
+            l.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        } && withUnsafePointer(to: &remote) { r in
+            r.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard ok else { close(fd); throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return fd
     }
 
     /// One address may hold only so many connections that have not joined: the next is closed
