@@ -33,6 +33,7 @@ done
 WORK="$(mktemp -d /tmp/roomd-bench-server.XXXXXX)"
 SERVER_PID=""
 cleanup() {
+  [ -z "${IDLE_PID:-}" ] || kill "$IDLE_PID" 2>/dev/null || true
   if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -95,12 +96,38 @@ for _ in $(seq 100); do
 done
 grep -q "running" "$WORK/server.log" || { cat "$WORK/server.log" >&2; echo "bench_server: roomserver did not start" >&2; exit 1; }
 
+# IDLE_CONNECTIONS=N: N connections that never say hello, from 40 loopback addresses (so the
+# per-address cap is not what stops them), held open for the whole run and renewed as the
+# server closes them at its hello deadline: what a scan or a flood leaves on a server while
+# calls go on. Every JSON line then carries "idle_connections": N.
+IDLE_PID=""
+if [ "${IDLE_CONNECTIONS:-0}" -gt 0 ]; then
+  python3 "$ROOT/scripts/bench.d/idle_connections.py" "$TCP_PORT" "$IDLE_CONNECTIONS" > "$WORK/idle.out" 2> "$WORK/idle.err" &
+  IDLE_PID=$!
+  for _ in $(seq 400); do grep -q "^open" "$WORK/idle.out" 2>/dev/null && break; sleep 0.05; done
+  grep -q "^open" "$WORK/idle.out" || { cat "$WORK/idle.err" >&2; echo "bench_server: the idle connections did not open" >&2; exit 1; }
+fi
+
 TLS_OPTS=()
 if [ "$LISTEN_KEY" = listen ]; then TLS_OPTS=(--tls-ca-file "$WORK/tls/ca.pem"); fi
 status=0
 timeout --signal=TERM --kill-after=5 $(( join_timeout + warmup + duration + 30 )) \
   "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/server.conf" --server-pid "$SERVER_PID" "${TLS_OPTS[@]}" \
-  --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" || status=$?
+  --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" > "$WORK/roomload.jsonl" || status=$?
+[ -z "$IDLE_PID" ] || kill "$IDLE_PID" 2>/dev/null || true
+python3 -c '
+import json, sys
+idle = int(sys.argv[1])
+for line in open(sys.argv[2]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        print(line, end="")
+        continue
+    if idle:
+        r["idle_connections"] = idle
+    print(json.dumps(r))
+' "${IDLE_CONNECTIONS:-0}" "$WORK/roomload.jsonl"
 
 kill -TERM "$SERVER_PID" 2>/dev/null || true
 wait "$SERVER_PID" 2>/dev/null || true

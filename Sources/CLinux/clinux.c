@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -89,6 +90,13 @@ int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *g
 }
 
 int clinux_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
+
+int clinux_keep_memory_private(void)
+{
+    struct rlimit none = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &none) != 0) return -1;
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
 
 int clinux_thread_name(char *buffer)
 {

@@ -77,6 +77,9 @@ public final class RoomServer {
     private var waitingQueue: [Session] = []
     private var waitingHead = 0
     private var lastHelloTimeoutLogMs: Int64 = -100_000
+    /// Connections closed for want of a hello in one round (20 rounds a second): more than a
+    /// silent flood renews (4000 connections every 5 s deadline is 800 a second).
+    static let helloTimeoutsPerRound = 50
     /// Keys the address cookies of binding datagrams; drawn at start, never sent.
     private let cookieSecret = MediaKey.random()
     /// A cookie is good for the minute it was made in and the next.
@@ -89,6 +92,7 @@ public final class RoomServer {
     /// outside any effect loop.
     private var lostQueue: [RoomParticipantID] = []
     private var tickTimer: EventLoop.TimerID?
+    private var helloDeadlineTimer: EventLoop.TimerID?
     private var isShuttingDown = false
     /// `limits.max_connections`, lowered at start to fit the file descriptor limit.
     private var connectionCapacity: Int
@@ -116,6 +120,7 @@ public final class RoomServer {
 
     deinit {
         if let tickTimer { loop.cancel(tickTimer) }
+        if let helloDeadlineTimer { loop.cancel(helloDeadlineTimer) }
         for s in sessions.values { s.connection.close() }
         readBuffer.deallocate()
         datagramBuffer.deallocate()
@@ -164,6 +169,9 @@ public final class RoomServer {
         tickTimer = loop.schedule(
             after: .milliseconds(options.tickIntervalMs), repeating: .milliseconds(options.tickIntervalMs)
         ) { [weak self] in self?.tick() }
+        helloDeadlineTimer = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [weak self] in
+            self?.closeSilentConnections()
+        }
         Log.info("roomserver: signalling on \((signallingAddresses + plainSignallingAddresses).map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
         if configuration.srtp {
             // Now, not at the first join: libsrtp's set-up runs known-answer tests of every cipher.
@@ -208,6 +216,8 @@ public final class RoomServer {
         media = nil
         if let tickTimer { loop.cancel(tickTimer) }
         tickTimer = nil
+        if let helloDeadlineTimer { loop.cancel(helloDeadlineTimer) }
+        helloDeadlineTimer = nil
         let deadline = now + options.closeFlushTimeoutMs + 100
         func poll() {
             reapSessions()
@@ -1097,11 +1107,16 @@ public final class RoomServer {
 
     // MARK: - Tick
 
-    private func tick() {
+    /// Closes connections that did not say hello in time: oldest first, only those past the
+    /// deadline, at most `helloTimeoutsPerRound` every 50 ms. 4000 connections that came
+    /// together were all closed in one tick before, an error frame and a close each: ~90 ms in
+    /// which no media was forwarded (the server bench's p99 forward delay 96 ms against 0.5).
+    private func closeSilentConnections() {
         let now = nowMs()
-        // Oldest first, and only those past the deadline: a tick costs what it closes.
         var timedOut = 0
-        while let s = oldestWaiting(), now - s.acceptedMs > configuration.limits.helloTimeoutMs {
+        var helloTimeoutFrame: [UInt8] = []
+        while timedOut < Self.helloTimeoutsPerRound, let s = oldestWaiting(),
+              now - s.acceptedMs > configuration.limits.helloTimeoutMs {
             statistics.helloTimeouts += 1
             timedOut += 1
             // One line per 10 s at most: thousands of silent connections must not become
@@ -1110,9 +1125,19 @@ public final class RoomServer {
                 lastHelloTimeoutLogMs = now
                 Log.info("roomserver: \(s.connection.peerAddress): no hello within \(configuration.limits.helloTimeoutMs) ms; closing (\(statistics.helloTimeouts) so far; the next are counted, not logged, for 10 s)")
             }
-            refuse(s, .notJoined, "no hello within \(configuration.limits.helloTimeoutMs) ms", requestID: nil, close: true)
-            stopWaiting(s)   // refuse closes after flushing; it waits no longer either way
+            // The same refusal for all of them, encoded once per round.
+            if helloTimeoutFrame.isEmpty {
+                helloTimeoutFrame = (try? FrameEncoder(maxFrameSize: options.maxFrameSize).encode(SignalMessage(
+                    .error(.init(code: .notJoined, message: "no hello within \(configuration.limits.helloTimeoutMs) ms"))))) ?? []
+            }
+            statistics.requestsRefused += 1
+            write(helloTimeoutFrame, to: s)
+            closeSession(s, flush: true)
         }
+    }
+
+    private func tick() {
+        let now = nowMs()
         for s in Array(sessions.values) where !s.closing && now - s.lastHeardMs > options.keepaliveTimeoutMs {
             statistics.keepaliveTimeouts += 1
             Log.info("roomserver: \(s.connection.peerAddress): silent for \(options.keepaliveTimeoutMs) ms; closing")

@@ -30,6 +30,7 @@ struct Daemon {
     }
 
     private func runChecked() throws(StartFailure) -> Int32 {
+        if let problem = PrivateMemory.keep() { Log.warning("roomd: cannot keep keys out of core dumps: \(problem)") }
         // Settings first: a bad configuration file is reported before anything opens.
         let settings: SettingsStore
         do { settings = try SettingsStore(options: options) } catch { throw .config("\(error)") }

@@ -164,6 +164,11 @@ struct Options {
                 o.role = v
             case "--control-socket":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: --control-socket needs a path (or none)", 2) }
+                // An abstract socket ("@name") has no file, so no owner, group or mode: any local
+                // user could drive the appliance through it.
+                guard !v.hasPrefix("@") else {
+                    return .exit("roomd: --control-socket \(v): abstract sockets have no permissions (anyone on the machine could use it); give a path", 2)
+                }
                 o.controlSocket = v
             case "--config", "--control-group", "--state-dir":
                 guard let v = value(a), !v.isEmpty else { return .exit("roomd: \(a) needs a value", 2) }

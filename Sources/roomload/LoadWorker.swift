@@ -18,6 +18,8 @@ final class LoadClient {
     var uplink: SRTPSession?
     var downlink: SRTPSession?
     var welcomed = false
+    /// When its TCP connect started (monotonic ns): the join time runs to its `welcome`.
+    var connectStartNs: UInt64 = 0
     var bound = false
     /// The server's address cookie, echoed in every binding (docs/protocol.md).
     var cookie: AddressCookie?
@@ -130,6 +132,7 @@ final class LoadWorker {
     private func startMoreConnections() {
         while connecting < plan.maxConnecting, let client = waiting.popLast() {
             connecting += 1
+            client.connectStartNs = monotonicNanoseconds()
             do {
                 let stream = try StreamConnection.connect(to: plan.server, loop: loop)
                 let connection: any StreamTransport = try tlsContext.map { (context) throws(SystemError) in
@@ -215,6 +218,7 @@ final class LoadWorker {
 
     private func welcomed(_ c: LoadClient, _ w: SignalMessage.Welcome) {
         c.welcomed = true
+        result.joinMs.append(Double(monotonicNanoseconds() - c.connectStartNs) / 1e6)
         c.participantID = w.participantID
         c.ssrc = w.ssrc
         c.mediaKey = w.mediaKey

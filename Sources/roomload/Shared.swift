@@ -84,6 +84,8 @@ struct WorkerResult: Sendable {
     /// Clients the server gave SRTP keys, and packets SRTP refused (to protect or to unprotect).
     var srtpClients = 0
     var srtpFailures: UInt64 = 0
+    /// Per joined client: TCP connect to `welcome`, ms (TLS handshake included when TLS).
+    var joinMs: [Double] = []
 }
 
 /// Shared between the main thread and the workers.

@@ -307,7 +307,9 @@ var sent: UInt64 = 0, expected: UInt64 = 0, received: UInt64 = 0, sendFailures: 
 var onStage = 0, streamers = 0, lossyReceivers = 0, worstLoss = 0.0
 var failures: [String] = []
 var srtpClients = 0, srtpFailures: UInt64 = 0
+var clientJoinMs: [Double] = []
 for r in Shared.results.withLock({ $0 }) {
+    clientJoinMs += r.joinMs
     srtpClients += r.srtpClients
     srtpFailures += r.srtpFailures
     histogram.merge(r.histogram)
@@ -335,6 +337,14 @@ let context = "\"srtp\":\"\(srtpState)\",\"rooms\":\(args.rooms),\"participants\
 func emit(_ metric: String, _ value: Double?, _ unit: String, _ extra: String = "") {
     guard let value else { return }
     printLine("{\"bench\":\"server\",\"metric\":\"\(metric)\",\"value\":\(number(value)),\"unit\":\"\(unit)\",\(context)\(extra)}")
+}
+
+// How long joining took (connect to welcome), all clients connecting at once, a few at a time
+// per worker: what an appliance reconnecting after a server restart waits.
+clientJoinMs.sort()
+if !clientJoinMs.isEmpty {
+    emit("server.join_ms_p50", clientJoinMs[clientJoinMs.count / 2], "ms", ",\"joins\":\(clientJoinMs.count)")
+    emit("server.join_ms_max", clientJoinMs.last!, "ms", ",\"joins\":\(clientJoinMs.count)")
 }
 
 let clockTicks = Double(sysconf(Int32(_SC_CLK_TCK)))

@@ -138,6 +138,8 @@ if let logLevelOverride = options.logLevel {
     Log.level = configuration.logLevel
 }
 if configuration.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
+// The signing keys and every participant's media keys are in this process's memory.
+if let problem = PrivateMemory.keep() { Log.warning("roomserver: cannot keep keys out of core dumps: \(problem)") }
 
 /// SIGHUP: the configuration file again. Everything is checked first (`load` validates the
 /// whole file); an error leaves the server exactly as it was and says so with file, line and

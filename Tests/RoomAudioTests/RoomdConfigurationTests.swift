@@ -397,6 +397,22 @@ final class RoomdConfigurationTests: ProcessTestCase {
         stop(p)
     }
 
+    /// Issue 27: tokens and keys live in roomd's memory; a crash must not write them to a core
+    /// file (RLIMIT_CORE 0, and not dumpable), and an abstract control socket — which has no
+    /// file and so no permissions — is refused.
+    func testNoCoreFileHoldsTheKeysAndAbstractControlSocketsAreRefused() throws {
+        try write(dir + "/roomd.conf", "")
+        let p = try start(config: dir + "/roomd.conf")
+        let limits = try String(contentsOfFile: "/proc/\(p.processIdentifier)/limits", encoding: .utf8)
+        let core = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }, limits)
+        XCTAssertEqual(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).map(String.init), ["0", "0"], String(core))
+        stop(p)
+        let abstract = try runSeparated(roomd, ["--board", SimCard.repoRoot + "/board/sim", "--control-socket", "@roomd-test",
+                                                "--duration", "1"])
+        XCTAssertEqual(abstract.status, 2)
+        XCTAssertTrue(abstract.stderr.contains("abstract sockets have no permissions"), abstract.stderr)
+    }
+
     private func waitUntil(_ what: String, timeout: TimeInterval = 5, _ condition: () throws -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {

@@ -61,6 +61,11 @@ int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *g
 /// with errno set. prctl is variadic, so Swift cannot call it directly.
 int clinux_set_thread_name(const char *name);
 
+/// Keeps the process's memory out of core dumps and away from other users' debuggers:
+/// RLIMIT_CORE 0 and prctl PR_SET_DUMPABLE 0 (which also makes /proc/PID root's). Returns 0, or
+/// -1 with errno set (the first call that failed).
+int clinux_keep_memory_private(void);
+
 /// The calling thread's name into `buffer` (at least 16 bytes, NUL-terminated). Returns 0, or -1.
 int clinux_thread_name(char *buffer);
 
