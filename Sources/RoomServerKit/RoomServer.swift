@@ -953,7 +953,7 @@ public final class RoomServer {
             let effects: [RoomEffect]
             do {
                 effects = try state.room.handle(
-                    .refreshToken(p.id, expiresAt: roomInstant(forExpiry: claims.exp, now: now)), now: now)
+                    .refreshToken(p.id, expiresAt: roomInstant(forExpiry: claims.exp, now: now), grants: claims.grants), now: now)
             } catch {
                 refuse(s, ErrorCode(error.code), error.message, requestID: message.id, close: false)
                 return

@@ -76,6 +76,29 @@ final class RoomServerMediaTests: XCTestCase {
         }
     }
 
+    /// Issue 27: a refreshed token with fewer grants left the old ones in force for the rest of
+    /// the session. Now the new token's grants replace them: without publish, off the stage and
+    /// no longer forwarded; without moderate, no more kicks.
+    func testARefreshedTokenWithFewerGrantsTakesThemAway() throws {
+        let h = try ServerHarness()
+        let a = try h.join("alice", role: .streamer, publish: true, moderate: true)
+        let b = try h.join("bob")
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [true])
+        let refresh = a.request(.refreshToken(token: h.token(user: "alice")))
+        XCTAssertTrue(h.run { a.gotOK(refresh) })
+        XCTAssertTrue(h.run { h.server.room(named: "lobby", app: ServerHarness.app)?.participant(a.id)?.stage == .off })
+        XCTAssertTrue(h.run {
+            b.has { if case let .participantUpdated(info) = $0 { info.id == a.id && info.stage == .off && !info.moderator } else { false } }
+        }, "the others see it too")
+        XCTAssertEqual(try deliver(h, from: a, to: [b]), [false], "no longer forwarded")
+        let kick = a.request(.kick(participantID: b.id, reason: nil))
+        XCTAssertTrue(h.run { a.lastError()?.requestID == kick })
+        XCTAssertFalse(b.closed)
+        let raise = a.request(.raiseHand)
+        XCTAssertTrue(h.run { a.lastError()?.requestID == raise })
+        XCTAssertEqual(a.lastError()?.code, .missingGrant)
+    }
+
     func testModeratedRaiseHandThenApproveThenForwarded() throws {
         let h = try ServerHarness(policy: .moderated)
         let m = try h.join("mod", publish: true, moderate: true)

@@ -282,10 +282,20 @@ public struct Room: Sendable, Equatable {
                 out.send(.attributeChanged(key: key, value: nil), to: order)
             }
 
-        case .refreshToken(let id, let expiresAt):
-            _ = try member(id)
+        case .refreshToken(let id, let expiresAt, let grants):
+            let m = try member(id)
             members[id]!.tokenExpiresAt = expiresAt
             members[id]!.warnedExpiry = false
+            // The new token's grants replace the old ones (a service that revokes a grant by
+            // issuing a token without it: before, the old grants stayed in force for the session).
+            if let grants, grants != m.grants {
+                members[id]!.grants = grants
+                if !grants.publish && m.stage != .off {
+                    setStage(id, .off, out: &out)   // sends the update
+                } else {
+                    updated(id, out: &out)
+                }
+            }
 
         case .close(let by):
             if let by {

@@ -61,7 +61,10 @@ public enum RoomCommand: Sendable, Equatable {
     case setAttribute(by: RoomParticipantID?, key: String, value: String)
     case deleteAttribute(by: RoomParticipantID?, key: String)
     /// The participant presented a new (verified) token.
-    case refreshToken(RoomParticipantID, expiresAt: RoomInstant)
+    /// A new token for the participant: its expiry, and its grants (nil: unchanged, as for a
+    /// resume). Fewer grants take effect at once: off stage without publish, no moderation
+    /// without moderate.
+    case refreshToken(RoomParticipantID, expiresAt: RoomInstant, grants: RoomGrants? = nil)
     /// Closes the room: everyone is removed with `room_closed`. `by: nil` is the server;
     /// a participant needs the moderate grant.
     case close(by: RoomParticipantID?)
