@@ -508,7 +508,8 @@ public enum Roomctl {
     private static func failure(_ error: ControlClientError, _ what: String, _ io: IO) -> Int32 {
         switch error {
         case .refused(let e):
-            io.err("roomctl: \(what): \(e.codeText): \(e.message)")
+            // The message may carry a server's or Janus's own text: inert on a terminal.
+            io.err("roomctl: \(what): \(e.codeText): \(inertText(e.message))")
             return e.code == .tooManyClients || e.code == .timeout ? Exit.tryAgain : Exit.refused
         case .timeout(let m):
             io.err("roomctl: \(what): roomd did not answer (\(m))")
@@ -532,7 +533,7 @@ public enum Roomctl {
                 let answer = try client.requestRaw(command, arguments, timeout: requestTimeout(command))
                 io.out(answer.jsonText)
                 if answer["ok"]?.boolValue == true { return outcome(command, answer["result"]?.objectValue ?? [:]) }
-                if let e = answer["error"].flatMap(ControlError.init(json:)) { io.err("roomctl: \(sub): \(e.codeText): \(e.message)") }
+                if let e = answer["error"].flatMap(ControlError.init(json:)) { io.err("roomctl: \(sub): \(e.codeText): \(inertText(e.message))") }
                 return Exit.refused
             } catch {
                 return failure(error, sub, io)

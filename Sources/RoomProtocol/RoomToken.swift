@@ -198,6 +198,7 @@ public struct RoomTokenVerifier: Sendable {
         guard let payloadBytes = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
         guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
 
+        if let key = JSONDuplicateKeys.first(in: headerBytes) { throw .malformed("header: key \"\(key)\" twice") }
         let header: TokenHeader
         do {
             header = try JSONDecoder().decode(TokenHeader.self, from: Data(headerBytes))
@@ -219,6 +220,7 @@ public struct RoomTokenVerifier: Sendable {
         let expected = HMACSHA256.mac(key: secret, message: Array(signingInput))
         guard HMACSHA256.equal(expected, signature) else { throw .badSignature }
 
+        if let key = JSONDuplicateKeys.first(in: payloadBytes) { throw .malformed("claims: key \"\(key)\" twice") }
         let claims: RoomTokenClaims
         do {
             claims = try JSONDecoder().decode(RoomTokenClaims.self, from: Data(payloadBytes))

@@ -58,6 +58,7 @@ extension SignalMessage {
 
     /// `decode` without the fast path (what the fast path is tested against).
     package static func decodeCodable(_ payload: [UInt8]) throws(SignalMessageError) -> SignalMessage {
+        if let key = JSONDuplicateKeys.first(in: payload) { throw .malformedJSON("key \"\(key)\" twice in one object") }
         do {
             return try JSONDecoder().decode(SignalMessage.self, from: Data(payload))
         } catch let error as SignalMessageError {

@@ -45,6 +45,8 @@ final class FakeDaemon: Sendable {
                     }
                 case .leave: reply(.failure(.notInRoom()))
                 case .moderate(.kick, _, _): reply(.failure(.room(code: "not_moderator", "only moderators can kick")))
+                // A server's (or a fake Janus's) own text, passed on by roomd.
+                case .moderate(.deny, _, _): reply(.failure(.room(code: "janus", "no\u{1b}[2J\n<0>roomd: forged line")))
                 case .participants:
                     reply(.success(["participants": [["id": 1, "name": "alice", "role": "streamer"], ["id": 7, "name": "bob", "role": "audience", "muted": true]]]))
                 default: reply(.success(["cmd": .string(request.name), "args": .object(request.arguments)]))
@@ -255,6 +257,9 @@ final class RoomctlTests: XCTestCase {
             XCTAssertEqual(refused, Roomctl.Exit.refused)
             XCTAssertEqual(r.err, ["roomctl: kick: room_error: only moderators can kick"])
             XCTAssertEqual(run(["leave"], socket: d.path).0, Roomctl.Exit.refused)
+            // Issue 27: a server's text was printed raw, escapes and line breaks included.
+            let (_, hostile) = run(["deny", "7"], socket: d.path)
+            XCTAssertEqual(hostile.err, ["roomctl: deny: room_error: no\\x1B[2J\\n<0>roomd: forged line"])
             let (json, j) = run(["--json", "mute"], socket: d.path)
             XCTAssertEqual(json, Roomctl.Exit.ok)
             XCTAssertEqual(try JSONValue.parse(j.out.first ?? ""), ["id": 1, "ok": true, "result": [:]])

@@ -174,6 +174,25 @@ final class RoomTokenTests: XCTestCase {
         assertRefused(forge(header: header, payload: "{}", key: Array("wrong".utf8)), .badSignature)
     }
 
+    /// Issue 27: a token with `grants` twice was accepted, meaning whichever the decoder kept.
+    /// A key twice in one object is refused, also when spelled with escapes; the same key in
+    /// two different objects is fine.
+    func testAKeyTwiceInOneObjectIsRefused() {
+        let header = #"{"alg":"HS256","kid":"k1"}"#
+        let now = 1_700_000_000
+        let body = #""app":"a","room":"standup","sub":"u","name":"n","exp":\#(now + 60),"nbf":1,"iat":1"#
+        assertMalformed(forge(header: header, payload: #"{\#(body),"grants":{"publish":false,"moderate":false},"grants":{"publish":true,"moderate":true}}"#),
+                        contains: #"claims: key "grants" twice"#)
+        assertMalformed(forge(header: header, payload: #"{\#(body),"grants":{"publish":true,"moderate":false,"publish":false}}"#),
+                        contains: #"key "publish" twice"#)
+        assertMalformed(forge(header: header, payload: #"{\#(body),"grants":{"publish":true,"moderate":false},"grants":{"publish":true,"moderate":false}}"#),
+                        contains: #"key "grants" twice"#)
+        assertMalformed(forge(header: #"{"alg":"HS256","kid":"k1","kid":"k2"}"#, payload: "{}"), contains: #"header: key "kid" twice"#)
+        XCTAssertNoThrow(try RoomTokenVerifier(keys: ["k1": secret], clock: { now }).verify(
+            forge(header: header, payload: #"{\#(body),"grants":{"publish":true,"moderate":false}}"#), room: "standup", wantsRole: .streamer),
+            "the same keys in two objects")
+    }
+
     func testRandomTokensNeverTrap() {
         var generator = SystemRandomNumberGenerator()
         let good = Array(RoomToken.mint(claims: claims(), keyID: "k1", secret: secret).utf8)

@@ -360,4 +360,16 @@ enum JSONSerializationLite {
             return "\(value)"
         }
     }
+
+    /// Issue 27: duplicate keys are refused in signalling frames as in tokens (JSONDecoder would
+    /// keep one silently); nested objects and arrays keep their own keys.
+    func testAKeyTwiceInOneObjectIsRefused() {
+        for text in [#"{"type":"ping","t":1,"t":2}"#, #"{"type":"app_message","data":"a","da\u0074a":"b"}"#,
+                     #"{"type":"hello","type":"ping","t":1}"#] {
+            XCTAssertThrowsError(try SignalMessage.decode(Array(text.utf8)), text) { error in
+                XCTAssertTrue("\(error)".contains("twice"), "\(error)")
+            }
+        }
+        XCTAssertNoThrow(try SignalMessage.decode(Array(#"{"type":"loss_report","ssrcs":[1,2],"lost_permille":[3,4]}"#.utf8)))
+    }
 }

@@ -245,7 +245,9 @@ final class RoomServerSignallingTests: XCTestCase {
         let start = Date()
         var sent = 0
         var otherID: Int?
-        while Date().timeIntervalSince(start) < 2 {
+        // 190 messages paced at ~95 a second (slower on a busy machine: the bound below is per
+        // second actually taken).
+        while sent < 190 {
             flooder.request(.appMessage(.init(data: data)))
             sent += 1
             if sent == 100 { otherID = other.request(.appMessage(.init(data: "hello"))) }
@@ -262,7 +264,6 @@ final class RoomServerSignallingTests: XCTestCase {
         }
         let refused = flooder.errors().filter { $0.code == .rateLimited }.count
         print("app message flood: \(sent) sent in \(seconds) s, \(received) relayed (\(receivedBytes) bytes to the listener), \(refused) refused")
-        XCTAssertGreaterThan(sent, 150)
         XCTAssertGreaterThan(refused, sent - received - 2)
         XCTAssertLessThanOrEqual(Double(receivedBytes), 64_000 * seconds, "≤ 64 kB/s for each listener")
         XCTAssertGreaterThan(received, 0, "a budget, not a ban")
