@@ -65,7 +65,10 @@ final class SettingsStore {
         configPath = chosen.flatMap { $0 == "none" || $0.isEmpty ? nil : Files.absolute($0) }
         file = ApplianceConfiguration()
         runtime = RuntimeSettings()
-        if let configPath { file = try Self.read(configPath) }
+        if let configPath {
+            file = try Self.read(configPath)
+            try Self.checkSignalling(file, against: options, path: configPath)
+        }
         let stateDirectory = options.stateDirectory ?? file.stateDirectory ?? Environment.get("STATE_DIRECTORY")
         if let dir = stateDirectory, dir != "none", !dir.isEmpty {
             // systemd may pass several directories separated by colons; the first is ours.
@@ -182,7 +185,28 @@ final class SettingsStore {
     /// and only then commits, so a bad edit leaves the running appliance as it was.
     func readAgain() throws(ConfigError) -> ApplianceConfiguration {
         guard let configPath else { return file }
-        return try Self.read(configPath)
+        let next = try Self.read(configPath)
+        try Self.checkSignalling(next, against: options, path: configPath)
+        return next
+    }
+
+    /// The file turning TLS off while the command line sets how TLS is checked (or the other
+    /// way round) is an error naming both: before, `plaintext_signalling = yes` in the file
+    /// silently beat `--tls-ca-file` on the command line, and the appliance spoke plaintext to
+    /// a server its installer meant to verify (issue 27).
+    static func checkSignalling(_ file: ApplianceConfiguration, against o: Options, path: String) throws(ConfigError) {
+        let commandLineTLS = [("--tls-ca-file", o.tlsCAFile != nil), ("--tls-pin", o.tlsPins != nil),
+                              ("--tls-server-name", o.tlsServerName != nil)].first(where: \.1)?.0
+        if file.plaintextSignalling == true, let flag = commandLineTLS {
+            throw ConfigError(file: path, line: nil, key: "room.plaintext_signalling",
+                              message: "yes turns TLS off, but \(flag) on the command line sets how TLS is checked: choose one")
+        }
+        let fileTLS = [("room.tls_ca_file", file.tlsCAFile != nil), ("room.tls_pin", !file.tlsPins.isEmpty),
+                       ("room.tls_server_name", file.tlsServerName != nil)].first(where: \.1)?.0
+        if o.plaintextSignalling, let key = fileTLS {
+            throw ConfigError(file: path, line: nil, key: key,
+                              message: "sets how TLS is checked, but --plaintext-signalling on the command line turns TLS off: choose one")
+        }
     }
 
     /// Makes `next` the configuration file's content. Run-time values of keys the file changed

@@ -76,6 +76,21 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertTrue(missing.stderr.contains("nothing.conf"), missing.stderr)
     }
 
+    /// Issue 27: `plaintext_signalling = yes` in the file silently beat `--tls-ca-file` on the
+    /// command line. Now either way round it is an error naming both.
+    func testTLSSettingsThatContradictEachOtherAreRefusedNamingBoth() throws {
+        try write(dir + "/plain.conf", "[room]\nplaintext_signalling = yes\n")
+        let a = try runSeparated(roomd, ["--config", dir + "/plain.conf", "--board", SimCard.repoRoot + "/board/sim",
+                                         "--tls-ca-file", dir + "/ca.pem", "--duration", "1"])
+        XCTAssertEqual(a.status, 78, a.stderr)
+        XCTAssertTrue(a.stderr.contains("room.plaintext_signalling") && a.stderr.contains("--tls-ca-file"), a.stderr)
+        try write(dir + "/tls.conf", "[room]\ntls_server_name = rooms.example.org\n")
+        let b = try runSeparated(roomd, ["--config", dir + "/tls.conf", "--board", SimCard.repoRoot + "/board/sim",
+                                         "--plaintext-signalling", "--duration", "1"])
+        XCTAssertEqual(b.status, 78, b.stderr)
+        XCTAssertTrue(b.stderr.contains("room.tls_server_name") && b.stderr.contains("--plaintext-signalling"), b.stderr)
+    }
+
     func testReloadAppliesChangesAndABadEditChangesNothing() throws {
         let config = dir + "/roomd.conf"
         try write(config, "[audio]\nvolume_db = 0\n[log]\nlevel = info\n")
