@@ -89,6 +89,16 @@ int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *g
     return 0;
 }
 
+int clinux_peer_groups(int fd, unsigned int *groups, int capacity)
+{
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+    socklen_t length = (socklen_t)(capacity * (int)sizeof(unsigned int));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &length) != 0) return -1;
+    return (int)(length / sizeof(unsigned int));
+}
+
 int clinux_set_thread_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 
 int clinux_keep_memory_private(void)

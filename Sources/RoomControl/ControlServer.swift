@@ -486,20 +486,22 @@ public final class ControlServer {
 /// The default authorization policy for `control` commands.
 public enum ControlAuthorization {
     /// Root, roomd's own user, and members of `allowedGroup` (primary group from SO_PEERCRED,
-    /// or supplementary groups from /proc/<pid>/status) may run `control` commands.
+    /// supplementary groups from SO_PEERGROUPS: both as they were when the peer connected) may
+    /// run `control` commands. /proc/<pid>/status is read only where the kernel has no
+    /// SO_PEERGROUPS: a connection can outlive its process, and the pid then names another one.
     public static func policy(allowedGroup: gid_t?) -> ControlServer.Authorizer {
         let me = geteuid()
         return { credentials, _ in
-            isAllowed(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid, allowedGroup: allowedGroup, daemonUID: me)
+            isAllowed(uid: credentials.uid, gid: credentials.gid, groups: credentials.groups ?? supplementaryGroups(pid: credentials.pid),
+                      allowedGroup: allowedGroup, daemonUID: me)
         }
     }
 
     /// The rule behind `policy`, on plain numbers (testable without a peer).
-    public static func isAllowed(uid: uid_t, gid: gid_t, pid: pid_t, allowedGroup: gid_t?, daemonUID: uid_t) -> Bool {
+    public static func isAllowed(uid: uid_t, gid: gid_t, groups: [gid_t], allowedGroup: gid_t?, daemonUID: uid_t) -> Bool {
         if uid == 0 || uid == daemonUID { return true }
         guard let group = allowedGroup else { return false }
-        if gid == group { return true }
-        return supplementaryGroups(pid: pid).contains(group)
+        return gid == group || groups.contains(group)
     }
 
     /// The supplementary groups of a running process (empty when it has gone).

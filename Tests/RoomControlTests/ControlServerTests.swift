@@ -211,13 +211,18 @@ final class ControlServerTests: XCTestCase {
         XCTAssertEqual(asked.map(\.1), ["mute", "raise_hand"])
         XCTAssertEqual(asked.first?.0.uid, geteuid())
         XCTAssertEqual(asked.first?.0.pid, getpid())
+        // Issue 27: the groups come from the socket (SO_PEERGROUPS, as at connect time), not from
+        // /proc/<pid>, which may name another process by the time a request is read.
+        XCTAssertEqual(asked.first?.0.groups.map(Set.init), Set(ControlAuthorization.supplementaryGroups(pid: getpid())))
         XCTAssertEqual(server.statistics.permissionDenied, 1)
     }
 
     func testDefaultPolicy() {
-        func allowed(uid: uid_t, gid: gid_t, group: gid_t?) -> Bool {
-            ControlAuthorization.isAllowed(uid: uid, gid: gid, pid: getpid(), allowedGroup: group, daemonUID: 4242)
+        func allowed(uid: uid_t, gid: gid_t, group: gid_t?, groups: [gid_t] = ControlAuthorization.supplementaryGroups(pid: getpid())) -> Bool {
+            ControlAuthorization.isAllowed(uid: uid, gid: gid, groups: groups, allowedGroup: group, daemonUID: 4242)
         }
+        XCTAssertTrue(allowed(uid: 54321, gid: 54321, group: 777, groups: [5, 777]), "a supplementary group")
+        XCTAssertFalse(allowed(uid: 54321, gid: 54321, group: 777, groups: [5]))
         XCTAssertTrue(allowed(uid: 4242, gid: 1, group: nil), "roomd's own user")
         XCTAssertTrue(allowed(uid: 0, gid: 0, group: nil), "root")
         XCTAssertFalse(allowed(uid: 54321, gid: 54321, group: nil))

@@ -57,6 +57,11 @@ int clinux_accept(int fd, void *address, unsigned int *length);
 /// The credentials of a Unix socket's peer (SO_PEERCRED). Returns 0, or -1 with errno set.
 int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid);
 
+/// The supplementary groups a Unix socket's peer had when it connected (SO_PEERGROUPS, Linux
+/// 4.13), at most `capacity` into `groups`. Returns how many, or -1 with errno set (ERANGE: more
+/// than `capacity`).
+int clinux_peer_groups(int fd, unsigned int *groups, int capacity);
+
 /// Names the calling thread (prctl PR_SET_NAME; the kernel keeps 15 bytes). Returns 0, or -1
 /// with errno set. prctl is variadic, so Swift cannot call it directly.
 int clinux_set_thread_name(const char *name);

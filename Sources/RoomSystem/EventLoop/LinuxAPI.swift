@@ -47,6 +47,14 @@ enum LinuxAPI {
         return (pid, uid, gid)
     }
 
+    /// The supplementary groups the peer had when it connected, or nil with errno set.
+    static func peerGroups(_ fd: Int32) -> [gid_t]? {
+        var groups = [UInt32](repeating: 0, count: 256)
+        let n = groups.withUnsafeMutableBufferPointer { clinux_peer_groups(fd, $0.baseAddress, Int32($0.count)) }
+        guard n >= 0 else { return nil }
+        return Array(groups.prefix(Int(n)))
+    }
+
     static var socketFlags: Int32 { Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue) }
 
     static func isWouldBlock(_ code: Int32) -> Bool { code == EAGAIN || code == EWOULDBLOCK }

@@ -1,12 +1,21 @@
 import Glibc
 
-/// Who is on the other end of a Unix stream socket (SO_PEERCRED): the credentials the peer had
-/// when it connected.
+/// Who is on the other end of a Unix stream socket (SO_PEERCRED, SO_PEERGROUPS): the
+/// credentials the peer had when it connected — not whatever process holds that pid now.
 public struct PeerCredentials: Sendable, Equatable, CustomStringConvertible {
     public let pid: pid_t
     public let uid: uid_t
     public let gid: gid_t
+    /// Supplementary groups at connect time; nil where the kernel cannot say (before 4.13).
+    public let groups: [gid_t]?
     public var description: String { "pid \(pid) uid \(uid) gid \(gid)" }
+
+    public init(pid: pid_t, uid: uid_t, gid: gid_t, groups: [gid_t]? = nil) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
 }
 
 /// TCP connections are stream connections.
@@ -207,7 +216,7 @@ public final class StreamConnection {
     /// The peer's pid/uid/gid (Unix sockets; SO_PEERCRED).
     public func peerCredentials() throws(SystemError) -> PeerCredentials {
         guard let cred = LinuxAPI.peerCredentials(fd) else { throw .errno("SO_PEERCRED") }
-        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
+        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid, groups: LinuxAPI.peerGroups(fd))
     }
 
     // MARK: Loop side
