@@ -113,7 +113,20 @@ if [ "$LISTEN_KEY" = listen ]; then TLS_OPTS=(--tls-ca-file "$WORK/tls/ca.pem");
 status=0
 timeout --signal=TERM --kill-after=5 $(( join_timeout + warmup + duration + 30 )) \
   "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/server.conf" --server-pid "$SERVER_PID" "${TLS_OPTS[@]}" \
-  --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" > "$WORK/roomload.jsonl" || status=$?
+  --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" > "$WORK/roomload.jsonl" 2> >(tee "$WORK/roomload.err" >&2) &
+LOAD_PID=$!
+# JOIN_PROBE=N (plain signalling only): N single joins, one after another, timed from connect
+# to welcome while roomload's call runs (started after its warm-up): what an appliance joining
+# a busy server waits, without roomload's own crowd of joins in the figure.
+if [ "${JOIN_PROBE:-0}" -gt 0 ]; then
+  [ "$LISTEN_KEY" = plain_listen ] || { echo "bench_server: JOIN_PROBE needs SERVER_SIGNALLING=plain" >&2; exit 2; }
+  for _ in $(seq 600); do grep -q "joined in" "$WORK/roomload.err" 2>/dev/null && break; sleep 0.1; done
+  sleep "$warmup"
+  python3 "$ROOT/scripts/bench.d/join_probe.py" "$BIN/roomserver" "$WORK/server.conf" "$TCP_PORT" "$JOIN_PROBE" >> "$WORK/probe.jsonl" \
+    || echo "bench_server: the join probe failed" >&2
+fi
+wait "$LOAD_PID" || status=$?
+[ ! -f "$WORK/probe.jsonl" ] || cat "$WORK/probe.jsonl" >> "$WORK/roomload.jsonl"
 [ -z "$IDLE_PID" ] || kill "$IDLE_PID" 2>/dev/null || true
 python3 -c '
 import json, sys
