@@ -96,10 +96,17 @@ public struct WebSocketClient {
 
     private enum HandshakeResult { case needMore, accepted, failed(String) }
 
+    /// The most an upgrade response may take, its blank line included.
+    private static let maximumResponseSize = 4096
+
     private mutating func acceptHandshake() -> HandshakeResult {
+        // The cap is on the response, whatever the reads: a blank line past it is refused when
+        // one read brings it all too, and without one the response cannot end within the cap
+        // once that much is buffered.
         guard let end = headerEnd() else {
-            return inbound.count > 4096 ? .failed("handshake response longer than 4 KiB") : .needMore
+            return inbound.count >= Self.maximumResponseSize ? .failed("handshake response longer than 4 KiB") : .needMore
         }
+        guard end + 4 <= Self.maximumResponseSize else { return .failed("handshake response longer than 4 KiB") }
         let head = String(decoding: inbound[0..<end], as: UTF8.self)
         inbound.removeSubrange(0..<(end + 4))
         var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)

@@ -83,6 +83,13 @@ enum FuzzTarget: String, CaseIterable {
     /// RTCP compound packets and SRTCP from a WebRTC peer (issue 12), and the receive
     /// statistics and reports of `RTCPSession`.
     case rtcp
+    /// Janus's JSON messages (`JanusMessage`) as a `JanusAudioBridgeSession` takes them, in each
+    /// state of a join.
+    case janus
+    /// The WebSocket to Janus (`WebSocketClient`): the server's upgrade response, then frames.
+    case websocket
+    /// STUN datagrams on the WebRTC media socket: `STUNMessage` and the `ICEAgent`'s checks.
+    case stun
 
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
@@ -98,6 +105,9 @@ enum FuzzTarget: String, CaseIterable {
         case .sdp: fuzzSDP(bytes)
         case .janusurl: fuzzJanusURL(bytes)
         case .rtcp: fuzzRTCP(bytes)
+        case .janus: fuzzJanus(bytes)
+        case .websocket: fuzzWebSocket(bytes)
+        case .stun: fuzzSTUN(bytes)
         }
     }
 }
