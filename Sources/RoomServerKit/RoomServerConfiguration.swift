@@ -126,9 +126,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         ("keys", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
         ("media", ["srtp"]),
-        ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second",
-                    "app_messages_per_second", "app_message_bytes_per_second", "room_app_messages_per_second",
-                    "room_app_message_bytes_per_second"]),
+        ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second", "app_messages_per_second", "app_message_bytes_per_second", "room_app_messages_per_second", "room_app_message_bytes_per_second"]),
     ]
 
     /// Reads and validates a configuration file.
