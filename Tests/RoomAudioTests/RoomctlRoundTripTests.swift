@@ -54,11 +54,6 @@ final class RoomctlRoundTripTests: ProcessTestCase {
         try ctl("a", ["profile", "music"])
         try ctl("a", ["profile", "speech"])
         try ctl("a", ["reload"])  // --config none: nothing to apply, still an answer
-        // An xrun during the self-test (this shared 2-core VM stalls now and then) makes roomd
-        // refuse the result with `device_error`, "run it again": so the test does, through the
-        // suite's one policy, as people and the HIL rig do.
-        let selftest = try result(try ctl("a", ["selftest"], againOnDeviceError: true))
-        XCTAssertEqual((selftest["mics"] as? [Any])?.count, 4)
 
         // Messages and attributes.
         try ctl("a", ["send-message", "--to", "\(b)", "hello B"])
@@ -112,6 +107,15 @@ final class RoomctlRoundTripTests: ProcessTestCase {
         let mic = try XCTUnwrap(statusText.range(of: #""mic_dbfs":-?[0-9.]+"#, options: .regularExpression).map { String(statusText[$0]) })
         let decimals = mic.contains(".") ? mic.split(separator: ".").last?.count ?? 0 : 0
         XCTAssertLessThanOrEqual(decimals, 1, "one decimal at most: \(mic)")
+
+        // The self-test last, seconds after the daemons started and after the profile switches
+        // above: three attempts in a row, each within 5 s of start and right after two profile
+        // changes, all ended in device_error in one fresh-clone CI run (not reproduced in
+        // three runs here). An xrun during the self-test makes roomd refuse the result with
+        // `device_error`, "run it again": so the test does, through the suite's one policy, as
+        // people and the HIL rig do.
+        let selftest = try result(try ctl("a", ["selftest"], againOnDeviceError: true))
+        XCTAssertEqual((selftest["mics"] as? [Any])?.count, 4)
 
         exercised.insert("subscribe")  // `wait` and `events` subscribe
         let missing = Set(ControlCommands.all.map(\.name)).subtracting(exercised)
