@@ -710,6 +710,13 @@ public final class RoomServer {
         if close { closeSession(s, flush: true) }
     }
 
+    /// The same with the error frame already encoded (one refusal sent to many), then closed.
+    private func refuseAndClose(_ s: Session, encodedError frame: [UInt8]) {
+        statistics.requestsRefused += 1
+        write(frame, to: s)
+        closeSession(s, flush: true)
+    }
+
     private func refuseVersion(_ s: Session, _ version: Int, requestID: Int?) {
         statistics.joinsRefused += 1
         refuse(s, .unsupportedVersion, "this server speaks protocol \(roomProtocolVersion), not \(version)",
@@ -1130,9 +1137,7 @@ public final class RoomServer {
                 helloTimeoutFrame = (try? FrameEncoder(maxFrameSize: options.maxFrameSize).encode(SignalMessage(
                     .error(.init(code: .notJoined, message: "no hello within \(configuration.limits.helloTimeoutMs) ms"))))) ?? []
             }
-            statistics.requestsRefused += 1
-            write(helloTimeoutFrame, to: s)
-            closeSession(s, flush: true)
+            refuseAndClose(s, encodedError: helloTimeoutFrame)
         }
     }
 

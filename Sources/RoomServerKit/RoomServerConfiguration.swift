@@ -54,23 +54,15 @@ public struct RoomServerLimits: Sendable, Equatable {
     /// App messages one participant may send, and all of a room's together, per second: count
     /// and bytes as relayed (JSON escapes included, docs/roomserver.md "Limits"). Beyond, a
     /// message is refused to its sender (`rate_limited`); the listeners see nothing of it.
-    var appMessagesPerParticipant = AppMessageBudget.Limit(messagesPerSecond: 10, bytesPerSecond: 16_384)
-    var appMessagesPerRoom = AppMessageBudget.Limit(messagesPerSecond: 20, bytesPerSecond: 32_768)
-    public var appMessagesPerSecond: Int {
-        get { Int(appMessagesPerParticipant.messagesPerSecond) }
-        set { appMessagesPerParticipant.messagesPerSecond = Double(newValue) }
+    public var appMessagesPerSecond = 10
+    public var appMessageBytesPerSecond = 16_384
+    public var roomAppMessagesPerSecond = 20
+    public var roomAppMessageBytesPerSecond = 32_768
+    var appMessagesPerParticipant: AppMessageBudget.Limit {
+        AppMessageBudget.Limit(messagesPerSecond: Double(appMessagesPerSecond), bytesPerSecond: Double(appMessageBytesPerSecond))
     }
-    public var appMessageBytesPerSecond: Int {
-        get { Int(appMessagesPerParticipant.bytesPerSecond) }
-        set { appMessagesPerParticipant.bytesPerSecond = Double(newValue) }
-    }
-    public var roomAppMessagesPerSecond: Int {
-        get { Int(appMessagesPerRoom.messagesPerSecond) }
-        set { appMessagesPerRoom.messagesPerSecond = Double(newValue) }
-    }
-    public var roomAppMessageBytesPerSecond: Int {
-        get { Int(appMessagesPerRoom.bytesPerSecond) }
-        set { appMessagesPerRoom.bytesPerSecond = Double(newValue) }
+    var appMessagesPerRoom: AppMessageBudget.Limit {
+        AppMessageBudget.Limit(messagesPerSecond: Double(roomAppMessagesPerSecond), bytesPerSecond: Double(roomAppMessageBytesPerSecond))
     }
 
     public init() {}
