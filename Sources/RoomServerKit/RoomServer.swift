@@ -1378,16 +1378,34 @@ public final class RoomServer {
         p.lastForwardedSequence = forwarded
     }
 
-    /// Sends `sender` the worst loss among the fresh reports on its stream: at most once per
-    /// report interval, except at once when the loss rises by 2 % or more (protection should
-    /// follow a deteriorating network quickly; relaxing it can wait).
+    /// Sends `sender` the loss its listeners share (`sharedLoss`): at most once per report
+    /// interval, except at once when the loss rises by 2 % or more (protection should follow a
+    /// deteriorating network quickly; relaxing it can wait).
     private func tellSenderItsLoss(_ sender: Participant, now: Int64) {
         sender.lossByReceiver = sender.lossByReceiver.filter { now - $0.value.atMs <= options.lossReportMaxAgeMs }
-        guard let session = sender.session, let worst = sender.lossByReceiver.values.map(\.permille).max() else { return }
-        if let last = sender.lossSent, now - last.atMs < options.lossReportIntervalMs, worst < last.permille + 20 { return }
-        sender.lossSent = (worst, now)
+        guard let session = sender.session,
+              let shared = Self.sharedLoss(reports: sender.lossByReceiver.values.map(\.permille),
+                                           listeners: sender.room.members.count - 1)
+        else { return }
+        if let last = sender.lossSent, now - last.atMs < options.lossReportIntervalMs, shared < last.permille + 20 { return }
+        sender.lossSent = (shared, now)
         statistics.receiverLossSent += 1
-        write(SignalMessage(.receiverLoss(.init(lostPermille: worst, receivers: sender.lossByReceiver.count))), to: session)
+        write(SignalMessage(.receiverLoss(.init(lostPermille: shared, receivers: sender.lossByReceiver.count))), to: session)
+    }
+
+    /// The loss a sender protects its stream against: one the listeners have in common, never
+    /// what one of them says alone, because the sender's FEC changes what every listener hears
+    /// (a participant reporting 100 % on everyone pushed every talker into SILK with FEC).
+    /// With one listener its report counts (the stream reaches nobody else); with more, the
+    /// second-worst, a listener with no fresh report counting as no loss. Loss on the sender's
+    /// own uplink reaches every listener, so it still counts; one listener's bad downlink is
+    /// that listener's own, and is concealed by its jitter buffer (docs/protocol.md, "Loss
+    /// feedback"). nil when nobody reported.
+    static func sharedLoss(reports: [UInt16], listeners: Int) -> UInt16? {
+        guard !reports.isEmpty else { return nil }
+        let sorted = reports.sorted(by: >)
+        if max(listeners, reports.count) <= 1 { return sorted[0] }
+        return sorted.count >= 2 ? sorted[1] : 0
     }
 
     private func sendDatagram(_ bytes: UnsafeRawBufferPointer, to address: SocketAddress, socket: UDPSocket) {
