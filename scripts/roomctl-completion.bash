@@ -52,7 +52,7 @@ _roomctl() {
 
     local opts="--help --json --socket"
     case "$sub" in
-        join) opts+=" --server --token --role" ;;
+        join) opts+=" --server --token-file --role" ;;
         kick) opts+=" --reason" ;;
         send-message) opts+=" --to" ;;
         events) opts+=" --event --levels --count --timeout" ;;

@@ -64,8 +64,9 @@ struct Options {
       --display-name NAME    the name people in a Janus room see (default: the host name)
       --stun-server ADDR     a STUN server (host:port): also offer Janus this appliance's
                              address outside its NAT
-      --token TOKEN          the room token (JWT from the room service, or roomserver mint-token)
-      --token-file PATH      read the token from PATH instead (keeps it out of ps and the journal)
+      --token-file PATH      the room token (from the room service, or roomserver mint-token),
+                             read from PATH: on the command line it is in every process list
+      --token TOKEN          the token itself, for tests and benches only (visible in ps)
       --tls-ca-file PATH     trust the server's certificate when it chains to a CA in PATH (PEM)
       --tls-pin PIN[,PIN]    accept only these server keys (sha256/..., see roomserver(8));
                              with --tls-ca-file both must hold, alone it replaces the CA

@@ -76,6 +76,37 @@ final class RoomServerMediaTests: XCTestCase {
         }
     }
 
+    /// Issue 27 item 8: levels are the publishers' own claims. Mallory, on stage, claims the
+    /// loudest level with voice in every packet; with `top_n` 1 alice, talking all along, was
+    /// never forwarded. Now she is heard for her turns (the turn is 0.6 s here, 5 s by default).
+    func testAClaimedLevelCannotKeepATalkerOutForever() throws {
+        for turn: Int64 in [600, 0] {
+            let h = try ServerHarness(topN: 1, speakerTurnMs: turn) { $0.tickIntervalMs = 20 }
+            let mallory = try h.join("mallory", role: .streamer, publish: true)
+            let alice = try h.join("alice", role: .streamer, publish: true)
+            let bob = try h.join("bob")
+            for _ in 0 ..< 150 {  // 3 s
+                try mallory.sendRTP(level: 0)
+                try alice.sendRTP(level: 30)
+                h.run(seconds: 0.02) { false }
+            }
+            h.settle(seconds: 0.1)
+            var heard: [UInt32: Int] = [:]
+            for datagram in bob.datagrams {
+                guard let packet = try? datagram.withUnsafeBytes({ try RTPPacket.parse($0) }) else { continue }
+                heard[packet.ssrc, default: 0] += 1
+            }
+            let (ofAlice, ofMallory) = (heard[alice.welcome!.ssrc] ?? 0, heard[mallory.welcome!.ssrc] ?? 0)
+            print("level claims: turn \(turn) ms: bob heard alice \(ofAlice), mallory \(ofMallory) of 150 each")
+            if turn == 0 {
+                XCTAssertLessThan(ofAlice, 10, "without turns the loudest claim holds the place")
+            } else {
+                XCTAssertGreaterThan(ofAlice, 45, "alice heard for her turns")
+                XCTAssertGreaterThan(ofMallory, 45, "mallory for hers")
+            }
+        }
+    }
+
     /// Issue 27: a refreshed token with fewer grants left the old ones in force for the rest of
     /// the session. Now the new token's grants replace them: without publish, off the stage and
     /// no longer forwarded; without moderate, no more kicks.

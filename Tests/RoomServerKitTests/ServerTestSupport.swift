@@ -17,6 +17,7 @@ final class ServerHarness {
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
          reconnectGraceMs: Int64 = 20_000, limits: RoomServerLimits = RoomServerLimits(), srtp: Bool = true,
+         topN: Int = 3, speakerTurnMs: Int64 = RoomConfig().speakerTurnMs,
          configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
@@ -27,7 +28,8 @@ final class ServerHarness {
                 "k1": RoomServerKey(keyID: "k1", appID: Self.app, secret: Self.secret),
                 "other": RoomServerKey(keyID: "other", appID: "another-app", secret: [UInt8](repeating: 9, count: 32)),
             ],
-            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: 3, reconnectGraceMs: reconnectGraceMs),
+            room: RoomConfig(policy: policy, speakerLimit: speakerLimit, topN: topN, reconnectGraceMs: reconnectGraceMs,
+                             speakerTurnMs: speakerTurnMs),
             maxParticipants: maxParticipants)
         configuration.plainListen = [.ipv4Loopback(port: 0)]
         configuration.limits = limits

@@ -398,7 +398,8 @@ talker() {
 # dut_join: join the rig's room again (after a leave), with the server and token of the rig.
 dut_join() {
   local out
-  out="$(dut_ctl join --server "$HIL_DUT_SERVER" --token "$HIL_DUT_TOKEN" --role audience 2>&1)" ||
+  # The token on standard input (ssh carries it): on a command line it is in every process list.
+  out="$(dut_ctl join --server "$HIL_DUT_SERVER" --token-file /dev/stdin --role audience <<< "$HIL_DUT_TOKEN" 2>&1)" ||
     fail "dut: roomctl join refused: $out"
   step "dut: roomctl join (the rig's room, as audience)"
 }

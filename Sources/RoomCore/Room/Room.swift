@@ -33,6 +33,11 @@ public struct Room: Sendable, Equatable {
         var lastVoicedAt: RoomInstant?
         /// When it last entered the active-speaker set.
         var activeSince: RoomInstant?
+        /// Since when it has been talking outside a full set (`RoomConfig.speakerTurnMs`).
+        var waitingSince: RoomInstant?
+        /// It lost its place to a turn while still talking: until it pauses, it comes back by
+        /// its own turn or into a free place, not by claiming to be louder.
+        var turnTaken = false
 
         var mayPublish: Bool { stage == .onStage && !muted }
 
@@ -455,10 +460,12 @@ public struct Room: Sendable, Equatable {
         }
         for id in order where !members[id]!.mayPublish {
             let m = members[id]!
-            if m.level != 0 || m.lastVoicedAt != nil || m.activeSince != nil {
+            if m.level != 0 || m.lastVoicedAt != nil || m.activeSince != nil || m.waitingSince != nil || m.turnTaken {
                 members[id]!.level = 0
                 members[id]!.lastVoicedAt = nil
                 members[id]!.activeSince = nil
+                members[id]!.waitingSince = nil
+                members[id]!.turnTaken = false
             }
         }
         active.removeAll { !members[$0]!.mayPublish }

@@ -7,6 +7,7 @@ extension Room {
     /// 3. a talking participant outside the set replaces the weakest member only when it is
     ///    louder by `speakerHysteresisDB` and that member has been in the set for at least
     ///    the hold time.
+    /// 4. under contention, turns (`takeTurns`).
     /// The loudness used is the smoothed level while talking, and 0 after `voiceWindowMs`
     /// without a voiced report (a held, silent speaker is the first to go).
     mutating func selectSpeakers(now: RoomInstant) {
@@ -21,6 +22,11 @@ extension Room {
             members[id]!.activeSince = nil
         }
 
+        // A pause ends what a turn took: the publisher competes by its level again.
+        for id in order where members[id]!.turnTaken && !isTalking(members[id]!, now: now) {
+            members[id]!.turnTaken = false
+        }
+
         // Talking publishers outside the set, loudest first (ties: join order).
         let candidates = order.enumerated()
             .filter { let m = members[$0.element]!; return m.mayPublish && !active.contains(m.id) && isTalking(m, now: now) }
@@ -33,10 +39,14 @@ extension Room {
             let id = candidates[next]
             active.append(id)
             members[id]!.activeSince = now
+            members[id]!.turnTaken = false
             next += 1
         }
-        while next < candidates.count {
-            let challenger = candidates[next]
+        let outside = candidates.filter { !active.contains($0) }
+        let byLevel = outside.filter { !members[$0]!.turnTaken }
+        next = 0
+        while next < byLevel.count {
+            let challenger = byLevel[next]
             // The weakest member that has had its minimum time (ties: the one that entered last).
             var weakest: Int?
             for (i, id) in active.enumerated() {
@@ -58,11 +68,44 @@ extension Room {
             members[challenger]!.activeSince = now
             next += 1
         }
+        takeTurns(now: now)
         // Loudest first (stable, so ties keep their current order).
         let scores = active.map { score(members[$0]!, now: now) }
         active = zip(active, scores).enumerated()
             .sorted { $0.element.1 > $1.element.1 || ($0.element.1 == $1.element.1 && $0.offset < $1.offset) }
             .map { $0.element.0 }
+    }
+
+    /// Turns under contention (`RoomConfig.speakerTurnMs`): the publisher that has waited
+    /// longest, once it has waited a turn, replaces the speaker that has held its place longest,
+    /// once that one has held it a turn. Levels decide who is heard first, turns bound how long
+    /// a level — a claim the server cannot check — keeps anyone else out. Whoever loses its
+    /// place this way while still talking waits for its own turn (or a free place, or a pause)
+    /// rather than coming straight back by its claimed level.
+    mutating func takeTurns(now: RoomInstant) {
+        let turn = config.speakerTurnMs
+        for id in order {
+            let m = members[id]!
+            let waits = m.mayPublish && !active.contains(id) && isTalking(m, now: now) && active.count >= config.topN
+            if !waits { members[id]!.waitingSince = nil } else if m.waitingSince == nil { members[id]!.waitingSince = now }
+        }
+        guard turn > 0 else { return }
+        let due = order.filter { id in members[id]!.waitingSince.map { now - $0 >= turn } ?? false }
+            .sorted { members[$0]!.waitingSince! < members[$1]!.waitingSince! }
+        for challenger in due {
+            guard let w = active.indices
+                .filter({ now - (members[active[$0]]!.activeSince ?? now) >= turn })
+                .min(by: { members[active[$0]]!.activeSince! < members[active[$1]]!.activeSince! })
+            else { return }
+            let holder = active[w]
+            members[holder]!.activeSince = nil
+            members[holder]!.turnTaken = isTalking(members[holder]!, now: now)
+            members[holder]!.waitingSince = members[holder]!.turnTaken ? now : nil
+            active[w] = challenger
+            members[challenger]!.activeSince = now
+            members[challenger]!.waitingSince = nil
+            members[challenger]!.turnTaken = false
+        }
     }
 
     func isTalking(_ m: Member, now: RoomInstant) -> Bool {

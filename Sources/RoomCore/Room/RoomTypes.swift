@@ -138,6 +138,12 @@ public struct RoomConfig: Sendable, Equatable {
     public var voiceWindowMs: Int64
     /// Weight of each new audio-level report in the smoothed level (exponential average).
     public var levelSmoothing: Double
+    /// Under contention (more publishers talking than `topN`), one that has waited outside the
+    /// set this long takes the place of the speaker that has held its place longest, if that
+    /// one has held it this long too, whatever their levels. Levels are the publishers' own
+    /// claims (the server does not decode audio), so without turns a publisher claiming to be
+    /// the loudest held a place for as long as it liked (docs/room-semantics.md). 0: no turns.
+    public var speakerTurnMs: Int64
 
     public static let maxAttributeKeyBytes = 64
     public static let maxAttributeValueBytes = 1024
@@ -147,7 +153,7 @@ public struct RoomConfig: Sendable, Equatable {
                 attributes: [String: String] = [:], tokenWarningMs: Int64 = 60_000,
                 reconnectGraceMs: Int64 = 20_000, speakerHoldMs: Int64 = 1_000,
                 speakerHysteresisDB: Double = 6, voiceWindowMs: Int64 = 300,
-                levelSmoothing: Double = 0.25) {
+                levelSmoothing: Double = 0.25, speakerTurnMs: Int64 = 5_000) {
         self.policy = policy
         self.speakerLimit = speakerLimit
         self.topN = topN
@@ -158,6 +164,7 @@ public struct RoomConfig: Sendable, Equatable {
         self.speakerHysteresisDB = speakerHysteresisDB
         self.voiceWindowMs = voiceWindowMs
         self.levelSmoothing = levelSmoothing
+        self.speakerTurnMs = speakerTurnMs
     }
 
     /// Throws `invalid_config` (or `attribute_limit` for the initial attributes).
@@ -169,6 +176,7 @@ public struct RoomConfig: Sendable, Equatable {
         if speakerHoldMs < 0 { throw RoomError(.invalidConfig, "speaker_hold_ms must be >= 0") }
         if !(speakerHysteresisDB >= 0) { throw RoomError(.invalidConfig, "speaker_hysteresis_db must be >= 0") }
         if voiceWindowMs < 0 { throw RoomError(.invalidConfig, "voice_window_ms must be >= 0") }
+        if speakerTurnMs < 0 { throw RoomError(.invalidConfig, "speaker_turn_ms must be >= 0") }
         if !(levelSmoothing > 0 && levelSmoothing <= 1) {
             throw RoomError(.invalidConfig, "level_smoothing must be in (0, 1], got \(levelSmoothing)")
         }

@@ -4,8 +4,9 @@ import XCTest
 /// Active-speaker selection and the forwarded set.
 final class RoomSpeakerTests: XCTestCase {
     /// Streamers 1...streamers on stage, plus listener 100.
-    private func stage(streamers: RoomParticipantID, topN: Int, limit: Int = 10) -> Room {
+    private func stage(streamers: RoomParticipantID, topN: Int, limit: Int = 10, turnMs: Int64? = nil) -> Room {
         var room = makeRoom(.open, limit: limit, topN: topN)
+        if let turnMs { room = try! Room(config: RoomConfig(policy: .open, speakerLimit: limit, topN: topN, speakerTurnMs: turnMs)) }
         for id in 1...streamers { room.add(id, role: .streamer) }
         room.add(100)
         return room
@@ -118,7 +119,9 @@ final class RoomSpeakerTests: XCTestCase {
             }
             events += speakerEvents(room.tick(now: t + 99)).count
         }
-        XCTAssertEqual(events, 1, "only the first selection is announced")
+        // The first selection, and one turn at 5 s (both talk all the time: the one kept out
+        // gets its turn, testAClaimedLevelHoldsAPlaceForOneTurn); no change on level swings.
+        XCTAssertEqual(events, 2, "the first selection and one turn are announced")
     }
 
     func testSilentSpeakerIsDroppedAfterHold() {
@@ -162,5 +165,56 @@ final class RoomSpeakerTests: XCTestCase {
         XCTAssertEqual(room.activeSpeakers, [4])
         XCTAssertEqual(room.forwardedSpeakers, [1, 4], "a filler takes the place")
         XCTAssertEqual(speakerEvents(e), [[4]])
+    }
+
+    /// The ids active at the end of each 250 ms tick over [from, to).
+    private func holders(_ room: inout Room, _ levels: [RoomParticipantID: UInt8], from: RoomInstant, to: RoomInstant) -> [[RoomParticipantID]] {
+        stride(from: from, to: to, by: 250).map { t in
+            _ = talk(&room, levels, from: t, to: t + 250)
+            return room.activeSpeakers
+        }
+    }
+
+    /// Issue 27 item 8: a publisher claiming the loudest level with voice, all the time, kept a
+    /// real talker out for as long as it liked (levels are the publishers' own claims). Now the
+    /// one kept out gets a turn after 5 s, and the claimant waits for its own turn.
+    func testAClaimedLevelHoldsAPlaceForOneTurn() {
+        var room = stage(streamers: 2, topN: 1)
+        let ticks = holders(&room, [1: 0, 2: 35], from: 0, to: 20_000)
+        let withTwo = ticks.filter { $0 == [2] }.count
+        XCTAssertEqual(ticks.first, [1], "the loudest claim is heard first")
+        // 80 ticks: 1 holds 0-5 s, 2 5-10 s, 1 10-15 s, 2 15-20 s.
+        XCTAssertEqual(withTwo, 40, "\(ticks)")
+        XCTAssertEqual(ticks[19], [1]); XCTAssertEqual(ticks[21], [2])
+        XCTAssertEqual(ticks[39], [2], "the claimant does not come straight back by its level")
+        XCTAssertEqual(ticks[41], [1], "it comes back by its own turn")
+        XCTAssertTrue(room.forwardedSpeakers == room.activeSpeakers)
+
+        var noTurns = stage(streamers: 2, topN: 1, turnMs: 0)
+        XCTAssertTrue(holders(&noTurns, [1: 0, 2: 35], from: 0, to: 20_000).allSatisfy { $0 == [1] },
+                      "speaker_turn_ms 0: the level alone decides, as before")
+    }
+
+    /// Turns only share what is contended: with a place free nobody waits, and a speaker that
+    /// lost its place to a turn competes by level again after a pause.
+    func testTurnsOnlyUnderContentionAndAPauseEndsThem() {
+        var room = stage(streamers: 4, topN: 3)
+        var ticks = holders(&room, [1: 0, 2: 10, 3: 20], from: 0, to: 12_000)
+        XCTAssertTrue(ticks.allSatisfy { Set($0) == [1, 2, 3] }, "three talkers, three places: no turns")
+        // A fourth talker, the quietest: after 5 s of waiting it takes a place held longer than
+        // a turn (all three entered together; which of them goes does not matter here).
+        ticks = holders(&room, [1: 0, 2: 10, 3: 20, 4: 40], from: 12_000, to: 17_500)
+        XCTAssertFalse(ticks.prefix(19).contains { $0.contains(4) }, "\(ticks)")
+        XCTAssertTrue(ticks.last!.contains(4), "\(ticks)")
+        let out = Set([1, 2, 3]).subtracting(ticks.last!).first!
+        // The one that lost its place pauses, then talks again, louder than 4 by far: it comes
+        // back by its level once 4 has held its place for the hold time.
+        var levels: [RoomParticipantID: UInt8] = [1: 0, 2: 10, 3: 20, 4: 40]
+        levels[out] = nil
+        _ = holders(&room, levels, from: 17_500, to: 18_500)
+        levels[out] = 0
+        ticks = holders(&room, levels, from: 18_500, to: 19_500)
+        XCTAssertTrue(ticks.last!.contains(out), "after a pause the level counts again: \(ticks)")
+        XCTAssertFalse(ticks.last!.contains(4))
     }
 }
