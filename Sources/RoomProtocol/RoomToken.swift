@@ -128,13 +128,22 @@ public enum RoomToken {
     public static let algorithm = "HS256"
 
     public static func mint(claims: RoomTokenClaims, keyID: String, secret: [UInt8]) -> String {
+        mint(claims: claims, keyID: keyID) { HMACSHA256.mac(key: secret, message: $0) }
+    }
+
+    /// With a key held in locked memory (the server's `[keys]`).
+    public static func mint(claims: RoomTokenClaims, keyID: String, secret: SecretBytes) -> String {
+        mint(claims: claims, keyID: keyID) { HMACSHA256.mac(key: secret, message: $0) }
+    }
+
+    private static func mint(claims: RoomTokenClaims, keyID: String, sign: ([UInt8]) -> [UInt8]) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         // Encoding plain strings, bools and integers cannot fail.
         let header = (try? encoder.encode(TokenHeader(alg: algorithm, typ: "JWT", kid: keyID))) ?? Data()
         let payload = (try? encoder.encode(claims)) ?? Data()
         let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
-        let signature = HMACSHA256.mac(key: secret, message: Array(signingInput.utf8))
+        let signature = sign(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
     }
 
@@ -156,7 +165,9 @@ public struct RoomTokenVerifier: Sendable {
     /// Longer strings are refused before any parsing (a token is a few hundred bytes).
     public static let maxTokenLength = 4096
 
-    public let keys: [String: [UInt8]]
+    /// Key id → secret, in locked memory that is wiped when the verifier goes (a configuration
+    /// reload replaces it).
+    public let keys: [String: SecretBytes]
     public let leeway: Int
     private let clock: @Sendable () -> Int
 
@@ -167,6 +178,13 @@ public struct RoomTokenVerifier: Sendable {
     /// pass a fixed one.
     public init(
         keys: [String: [UInt8]], leeway: Int = RoomTokenVerifier.defaultLeeway,
+        clock: @escaping @Sendable () -> Int = RoomTokenVerifier.systemClock
+    ) {
+        self.init(secretKeys: keys.mapValues { SecretBytes($0) }, leeway: leeway, clock: clock)
+    }
+
+    public init(
+        secretKeys keys: [String: SecretBytes], leeway: Int = RoomTokenVerifier.defaultLeeway,
         clock: @escaping @Sendable () -> Int = RoomTokenVerifier.systemClock
     ) {
         self.keys = keys

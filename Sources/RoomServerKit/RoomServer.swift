@@ -111,7 +111,7 @@ public final class RoomServer {
         self.loop = loop
         connectionCapacity = configuration.limits.maxConnections
         verifier = RoomTokenVerifier(
-            keys: configuration.keys.mapValues(\.secret), leeway: configuration.tokenLeeway, clock: options.wallClock)
+            secretKeys: configuration.keys.mapValues(\.secret), leeway: configuration.tokenLeeway, clock: options.wallClock)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         replyBuffer = .allocate(byteCount: 64, alignment: 8)
@@ -299,7 +299,7 @@ public final class RoomServer {
         kept.srtp = old.srtp
         configuration = kept
         if new.keys != old.keys || new.tokenLeeway != old.tokenLeeway {
-            verifier = RoomTokenVerifier(keys: kept.keys.mapValues(\.secret), leeway: kept.tokenLeeway, clock: options.wallClock)
+            verifier = RoomTokenVerifier(secretKeys: kept.keys.mapValues(\.secret), leeway: kept.tokenLeeway, clock: options.wallClock)
         }
         return report
     }

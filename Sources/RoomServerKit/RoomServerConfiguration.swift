@@ -7,9 +7,15 @@ import RoomSystem
 public struct RoomServerKey: Sendable, Equatable {
     public var keyID: String
     public var appID: String
-    public var secret: [UInt8]
+    /// Locked in memory and wiped when the last configuration holding it goes (docs/security.md,
+    /// "Secrets in memory").
+    public var secret: SecretBytes
 
     public init(keyID: String, appID: String, secret: [UInt8]) {
+        self.init(keyID: keyID, appID: appID, secret: SecretBytes(secret))
+    }
+
+    public init(keyID: String, appID: String, secret: SecretBytes) {
         self.keyID = keyID
         self.appID = appID
         self.secret = secret
@@ -246,7 +252,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         }
         let app = String(parts[0]), encoding = String(parts[1]), text = String(parts[2])
         guard !app.isEmpty else { throw fail("empty application id before the first \":\"") }
-        let secret: [UInt8]
+        var secret: [UInt8] = []
+        // The decoded bytes go into locked memory; this transient copy is wiped on every way out.
+        defer { SecretBytes.wipe(&secret) }
         switch encoding {
         case "hex":
             guard let bytes = decodeHex(text) else { throw fail("the secret is not hexadecimal (an even number of 0-9 a-f)") }

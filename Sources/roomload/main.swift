@@ -115,7 +115,7 @@ struct Arguments {
 struct SigningKey {
     var keyID: String
     var app: String
-    var secret: [UInt8]
+    var secret: SecretBytes
 }
 
 /// The signing key from a roomserver configuration's `[keys]`, read by roomserver's own parser.
@@ -205,7 +205,7 @@ if let config = args.config {
     key = loadKey(config: config, keyID: args.keyID)
 } else {
     guard let secret = RoomServerConfiguration.decodeHex(args.secret!) else { fail("--secret: not hex") }
-    key = SigningKey(keyID: args.keyID!, app: args.app, secret: secret)
+    key = SigningKey(keyID: args.keyID!, app: args.app, secret: SecretBytes(secret))
 }
 
 let totalClients = args.rooms * args.participants

@@ -42,4 +42,17 @@ final class RoomserverProcessTests: ProcessTestCase {
         XCTAssertTrue(status.out.contains("\"joined\":true"), "the call went on: \(status.out)")
         XCTAssertFalse(log().contains("participant_left") || log().contains("closing rooms"), log())
     }
+
+    /// Issue 27: the token-signing keys sat in ordinary heap memory (swappable, freed without
+    /// being wiped). Now they are locked: the running server has locked memory, a page per key.
+    func testTheSigningKeysAreLockedInMemory() throws {
+        let server = try executable("roomserver")
+        let dir = SimCard.scratch("locked-keys")
+        let (_, _, process) = try startServer(server, dir: dir)
+        defer { process.terminate(); process.waitUntilExit() }
+        let status = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        let line = try XCTUnwrap(status.split(separator: "\n").first { $0.hasPrefix("VmLck:") }, status)
+        let kB = try XCTUnwrap(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
+        XCTAssertGreaterThanOrEqual(kB, 4, String(line))
+    }
 }

@@ -1,4 +1,5 @@
 import RoomCore
+import RoomProtocol
 import RoomServerKit
 import RoomSystem
 import XCTest
@@ -12,7 +13,7 @@ final class RoomServerConfigurationTests: XCTestCase {
         XCTAssertEqual(config.media.description, "127.0.0.1:7701")
         XCTAssertEqual(config.logLevel, .info)
         XCTAssertEqual(config.keys["dev"]?.appID, "roomd-dev")
-        XCTAssertEqual(config.keys["dev"]?.secret, Array(0 ..< 32))
+        XCTAssertEqual(config.keys["dev"]?.secret, SecretBytes(Array(0 ..< 32)))
         XCTAssertEqual(config.room.policy, .open)
         XCTAssertEqual(config.room.speakerLimit, 6)
         XCTAssertEqual(config.room.topN, 3)
@@ -52,7 +53,7 @@ final class RoomServerConfigurationTests: XCTestCase {
         XCTAssertEqual(config.tls, RoomServerTLSFiles(certFile: "/etc/rs/tls/server.pem", keyFile: "/etc/roomserver/server.key"),
                        "relative to the file's directory")
         XCTAssertEqual(config.media.port, 7701)
-        XCTAssertEqual(config.keys["a"]?.secret, Array(0 ..< 32))
+        XCTAssertEqual(config.keys["a"]?.secret, SecretBytes(Array(0 ..< 32)))
         XCTAssertEqual(config.room.policy, .moderated)
         XCTAssertEqual(config.room.topN, 3)
         XCTAssertEqual(config.maxParticipants, 50)
