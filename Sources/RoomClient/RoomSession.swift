@@ -530,7 +530,7 @@ public final class RoomSession {
             room: welcome.room, participantID: welcome.participantID, ssrc: welcome.ssrc, policy: welcome.policy,
             speakerLimit: welcome.speakerLimit, participants: welcome.participants, attributes: welcome.attributes,
             tokenExpiresAt: welcome.tokenExpiresAt, restored: restored, isRejoin: joinedBefore,
-            lossReportIntervalMs: welcome.lossReportIntervalMs)
+            lossReportIntervalMs: welcome.lossReportIntervalMs, app: welcome.app)
         let oldMe = localParticipant
         phase = .joined
         joinInfo = info

@@ -122,10 +122,14 @@ public struct RoomJoinInfo: Sendable, Equatable {
     public var isRejoin: Bool
     /// How often the server wants `reportLoss` (nil: it takes no loss reports).
     public var lossReportIntervalMs: Int? = nil
+    /// The application (tenant) the room belongs to, as the server said (nil: an older server,
+    /// or a backend without tenants, such as Janus).
+    public var app: String? = nil
 
     public init(room: String, participantID: RoomParticipantID, ssrc: UInt32, policy: RoomStagePolicy, speakerLimit: Int,
                 participants: [ParticipantInfo], attributes: [String: String], tokenExpiresAt: Int, restored: Bool,
-                isRejoin: Bool, lossReportIntervalMs: Int? = nil) {
+                isRejoin: Bool, lossReportIntervalMs: Int? = nil, app: String? = nil) {
+        self.app = app
         self.room = room
         self.participantID = participantID
         self.ssrc = ssrc

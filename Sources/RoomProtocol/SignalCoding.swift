@@ -208,6 +208,7 @@ enum SignalKey: String, CodingKey {
     case participant, by, ids, levels, expiresAt = "expires_at"
     case ssrcs, lostPermille = "lost_permille", receivers, lossReportIntervalMs = "loss_report_interval_ms"
     case srtpProfile = "srtp_profile", srtpUplinkKey = "srtp_uplink_key", srtpDownlinkKey = "srtp_downlink_key"
+    case app
 }
 
 extension SignalMessage: Codable {
@@ -243,6 +244,13 @@ extension SignalMessage: Codable {
             return MediaEncryption(
                 uplink: try c.decode(SRTPMasterKey.self, forKey: .srtpUplinkKey),
                 downlink: try c.decode(SRTPMasterKey.self, forKey: .srtpDownlinkKey))
+        }
+
+        /// The server's own word, shown to people (`roomctl status`): bounded like a name.
+        func welcomeApp() throws -> String? {
+            guard let app = try c.decodeIfPresent(String.self, forKey: .app) else { return nil }
+            if app.isEmpty || app.utf8.count > 256 { throw c.fieldError(.app, "must be 1-256 bytes") }
+            return app
         }
 
         func lossReportInterval() throws -> Int? {
@@ -286,7 +294,8 @@ extension SignalMessage: Codable {
                     attributes: attributes,
                     tokenExpiresAt: try c.int(.tokenExpiresAt),
                     lossReportIntervalMs: try lossReportInterval(),
-                    mediaEncryption: try mediaEncryption()))
+                    mediaEncryption: try mediaEncryption(),
+                    app: try welcomeApp()))
         case "error":
             body = .error(
                 ErrorInfo(
@@ -386,6 +395,7 @@ extension SignalMessage: Codable {
             try c.encode(w.attributes, forKey: .attributes)
             try c.encode(w.tokenExpiresAt, forKey: .tokenExpiresAt)
             try c.encodeIfPresent(w.lossReportIntervalMs, forKey: .lossReportIntervalMs)
+            try c.encodeIfPresent(w.app, forKey: .app)
             if let keys = w.mediaEncryption {
                 try c.encode(MediaEncryption.profileName, forKey: .srtpProfile)
                 try c.encode(keys.uplink, forKey: .srtpUplinkKey)

@@ -125,13 +125,18 @@ extension SignalMessage {
         /// `srtp_downlink_key`); nil: the server sends and expects plain RTP (a development
         /// server with `[media] srtp = false`, or an older one).
         public var mediaEncryption: MediaEncryption?
+        /// The application (tenant) the room belongs to, the token's `app`: one server serves
+        /// several, and a room is named by both (docs/protocol.md). nil from an older server.
+        public var app: String?
 
         public init(
             protocolVersion: Int = roomProtocolVersion, participantID: RoomParticipantID, room: String,
             ssrc: UInt32, udpPort: UInt16, mediaKey: MediaKey, policy: RoomStagePolicy,
             speakerLimit: Int, participants: [ParticipantInfo], attributes: [String: String],
-            tokenExpiresAt: Int, lossReportIntervalMs: Int? = nil, mediaEncryption: MediaEncryption? = nil
+            tokenExpiresAt: Int, lossReportIntervalMs: Int? = nil, mediaEncryption: MediaEncryption? = nil,
+            app: String? = nil
         ) {
+            self.app = app
             self.protocolVersion = protocolVersion
             self.participantID = participantID
             self.room = room

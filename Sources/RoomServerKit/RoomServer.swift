@@ -68,6 +68,8 @@ public final class RoomServer {
     /// Rooms by tenant and name: two applications (keys in `[keys]`) may both have a "lobby",
     /// and neither's token reaches the other's.
     private var rooms: [RoomKey: RoomState] = [:]
+    /// `tenantStatistics` of the rooms closed so far, per application.
+    private var closedRoomsStatistics: [String: TenantStatistics] = [:]
     private var participants: [RoomParticipantID: Participant] = [:]
     private var byAddress: [SocketAddress: Participant] = [:]
     private var usedSSRCs: Set<UInt32> = []
@@ -194,6 +196,17 @@ public final class RoomServer {
     /// A copy of a room's state, for status and tests.
     public func room(named name: String, app: String) -> Room? { rooms[RoomKey(app: app, name: name)]?.room }
     public var participantCount: Int { participants.count }
+
+    /// Per application (tenant): the figures of its closed rooms plus its open ones.
+    public var tenantStatistics: [String: TenantStatistics] {
+        var result = closedRoomsStatistics
+        for (key, state) in rooms {
+            var live = state.statistics
+            live.participants = state.members.count
+            result[key.app, default: TenantStatistics()].add(live)
+        }
+        return result
+    }
     public var connectionCount: Int { sessions.count }
 
     /// Stops listening, closes every room with reason `room_closed` and closes all
@@ -208,6 +221,7 @@ public final class RoomServer {
         for key in rooms.keys.sorted() {
             guard let state = rooms[key] else { continue }
             if let effects = try? state.room.handle(.close(by: nil), now: now) { execute(effects, in: state) }
+            closedRoomsStatistics[key.app, default: TenantStatistics()].add(state.statistics)
         }
         rooms = [:]
         for s in Array(sessions.values) { closeSession(s, flush: true) }
@@ -419,6 +433,8 @@ public final class RoomServer {
         var retiredSSRCs: Set<UInt32> = []
         /// App messages the room may still carry, whoever sends them (`limits.room_app_*`).
         var messageBudget: AppMessageBudget
+        /// This room's share of its application's figures (`tenantStatistics`).
+        var statistics = TenantStatistics()
 
         init(key: RoomKey, room: Room, messageLimit: AppMessageBudget.Limit) {
             self.key = key
@@ -763,6 +779,7 @@ public final class RoomServer {
                 return
             }
             rooms[key] = state
+            state.statistics.roomsOpened = 1
             Log.info("roomserver: room \(key) opened")
         }
         if let seat = resumableSeat(in: state, claims: claims, hello: hello) {
@@ -806,6 +823,7 @@ public final class RoomServer {
         state.members.append(p)
         state.emptySinceMs = nil
         statistics.joins += 1
+        state.statistics.joins += 1
         Log.info("roomserver: \(claims.sub) (\"\(claims.name)\") joined room \(key) as participant \(id) from \(s.connection.peerAddress)")
         execute(effects, in: state)
     }
@@ -877,6 +895,7 @@ public final class RoomServer {
         s.participant = p
         stopWaiting(s)
         statistics.joins += 1
+        state.statistics.joins += 1
         statistics.resumes += 1
         Log.info("roomserver: \(claims.sub) resumed participant \(p.id) in room \(state.key) after \(away) ms from \(s.connection.peerAddress)")
         send(.stateSync(state.room.snapshot(for: p.id)), to: [p.id], in: state)
@@ -1059,7 +1078,7 @@ public final class RoomServer {
                     mediaKey: p.mediaKey, policy: snapshot.policy, speakerLimit: snapshot.speakerLimit,
                     participants: snapshot.participants.map(info), attributes: attributes,
                     tokenExpiresAt: p.claims.exp, lossReportIntervalMs: Int(options.lossReportIntervalMs),
-                    mediaEncryption: p.crypto?.keys))
+                    mediaEncryption: p.crypto?.keys, app: state.key.app))
             case let .participantJoined(i): return .participantJoined(info(i))
             case let .participantLeft(pid, reason): return .participantLeft(participantID: pid, reason: reason)
             case let .participantUpdated(i): return .participantUpdated(info(i))
@@ -1160,6 +1179,7 @@ public final class RoomServer {
                 let since = state.emptySinceMs ?? now
                 state.emptySinceMs = since
                 if now - since > state.room.config.reconnectGraceMs {
+                    closedRoomsStatistics[key.app, default: TenantStatistics()].add(state.statistics)
                     rooms[key] = nil
                     Log.info("roomserver: room \(key) closed (empty)")
                 }
@@ -1344,6 +1364,7 @@ public final class RoomServer {
             return
         }
         statistics.packetsForwarded += 1
+        state.statistics.packetsForwarded += 1
         rebaseSequence(of: p, packet: packet)
         let idle = options.mediaIdleTimeoutMs
         for other in state.members where other !== p {

@@ -92,3 +92,25 @@ public struct RoomServerStatistics: Sendable, Equatable {
 
     public init() {}
 }
+
+/// One application's (tenant's) share of the server's work: several tenants share a server
+/// (a key each in `[keys]`), and whoever runs it needs to see which one uses it how much.
+public struct TenantStatistics: Sendable, Equatable {
+    /// Joins into this application's rooms (resumes included), since the server started.
+    public var joins = 0
+    /// Rooms opened for this application since the server started.
+    public var roomsOpened = 0
+    /// Media packets forwarded in its rooms (each counted once, however many listeners).
+    public var packetsForwarded = 0
+    /// Participants in its rooms now.
+    public var participants = 0
+
+    public init() {}
+
+    mutating func add(_ other: TenantStatistics) {
+        joins += other.joins
+        roomsOpened += other.roomsOpened
+        packetsForwarded += other.packetsForwarded
+        participants += other.participants
+    }
+}

@@ -180,6 +180,9 @@ final class ControlBridge {
         o["joined"] = .bool(joined)
         if let info = session.joinInfo {
             o["room"] = .string(info.room)
+            // Which tenant's room it is: one server serves several applications, and a room
+            // name means a different room in each.
+            if let app = info.app { o["app"] = .string(app) }
             o["participant"] = .int(Int(info.participantID))
         }
         o["role"] = .string(joined ? me?.role.rawValue ?? "audience" : "none")

@@ -199,5 +199,8 @@ do {
 let stats = server.statistics
 Log.notice("roomserver: stopped; \(stats.joins) joins, \(stats.packetsForwarded) packets forwarded, \(stats.dropped.total) datagrams dropped"
            + " (\(stats.dropped.srtpAuthentication) failed SRTP authentication, \(stats.dropped.srtpReplay) SRTP replays, \(stats.dropped.badBinding + stats.dropped.bindingReplay) bad or replayed bindings)")
+for (app, tenant) in server.tenantStatistics.sorted(by: { $0.key < $1.key }) {
+    Log.notice("roomserver: application \(app): \(tenant.joins) joins, \(tenant.roomsOpened) rooms, \(tenant.packetsForwarded) packets forwarded")
+}
 withExtendedLifetime(signals) {}
 exit(0)

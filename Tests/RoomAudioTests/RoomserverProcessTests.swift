@@ -40,6 +40,7 @@ final class RoomserverProcessTests: ProcessTestCase {
         Thread.sleep(forTimeInterval: 0.3)
         let status = try run(roomctl, ["--socket", dir + "/a.sock", "--json", "status"])
         XCTAssertTrue(status.out.contains("\"joined\":true"), "the call went on: \(status.out)")
+        XCTAssertTrue(status.out.contains("\"app\":\"roomd-dev\""), "status names the room's application: \(status.out)")
         XCTAssertFalse(log().contains("participant_left") || log().contains("closing rooms"), log())
     }
 

@@ -20,6 +20,8 @@ final class RoomServerTenantTests: XCTestCase {
         XCTAssertTrue(h.run { mallory.welcome != nil || mallory.closed })
         let welcome = try XCTUnwrap(mallory.welcome, "another application's room of the same name is its own: \(mallory.messages)")
         XCTAssertEqual(welcome.participants.map(\.id), [mallory.id], "it sees nobody of this application")
+        XCTAssertEqual(welcome.app, "another-app", "the welcome says whose room it is")
+        XCTAssertEqual(alice.welcome?.app, ServerHarness.app)
         try h.bind(mallory)
         mallory.datagrams.removeAll()
 
@@ -28,6 +30,14 @@ final class RoomServerTenantTests: XCTestCase {
         XCTAssertTrue(h.run { mallory.lastError()?.requestID == kick })
         _ = try alice.sendRTP()
         XCTAssertTrue(h.run { !bob.datagrams.isEmpty })
+        // Each application's figures are its own.
+        let tenants = h.server.tenantStatistics
+        XCTAssertEqual(tenants[ServerHarness.app]?.joins, 2)
+        XCTAssertEqual(tenants[ServerHarness.app]?.participants, 2)
+        XCTAssertEqual(tenants[ServerHarness.app]?.packetsForwarded, 1)
+        XCTAssertEqual(tenants["another-app"]?.joins, 1)
+        XCTAssertEqual(tenants["another-app"]?.roomsOpened, 1)
+        XCTAssertEqual(tenants["another-app"]?.packetsForwarded, 0)
         h.settle()
         XCTAssertTrue(mallory.datagrams.isEmpty, "no media of the other tenant's room")
         XCTAssertNil(alice.removed(), "Alice was not replaced")
