@@ -145,7 +145,9 @@ final class RemoteStreams {
         }
         guard let chosen = free ?? oldest else { return nil }
         if streams[chosen].inUse { retire(chosen) }   // an idle stream's slot taken over
-        buffer(chosen) { $0.reset() }
+        // A new stream: its own counts from zero (the old stream's are in the retired totals;
+        // kept, they showed under the newcomer's SSRC and counted twice in the totals).
+        buffer(chosen) { $0.reset(); $0.resetStatistics() }
         _ = decoder(chosen) { $0.reset() }
         streams[chosen] = Stream(ssrc: ssrc, inUse: true, lastArrival: now)
         return chosen

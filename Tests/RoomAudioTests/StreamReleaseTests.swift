@@ -81,6 +81,40 @@ final class StreamReleaseTests: XCTestCase {
         XCTAssertEqual(rig.listed, [22, 33])
     }
 
+    /// Issue 27 item 8: a slot freed by one stream and taken by the next kept the first one's
+    /// counters (100 packets sent, 200 shown), and the totals counted the first stream twice
+    /// (once retired, once again in the live row). The next stream starts from zero.
+    func testTheNextStreamInAFreedSlotStartsItsCountsAtZero() throws {
+        let engine = EngineStats(periodFrames: period, streamSlots: 1)
+        let rig = try Rig(slots: 1, period: period, statistics: engine.streams)
+        var now: Int64 = 1_000_000
+        func play(_ ssrc: UInt32, packets: Int, everyNthLost: Int) {
+            for k in 0 ..< packets {
+                if (k + 1) % everyNthLost != 0 { rig.send(ssrc, at: now) } else { _ = rig.packet(ssrc, at: now) }
+                rig.render(at: now)
+                now += 480
+            }
+        }
+        play(11, packets: 100, everyNthLost: 10)
+        let first = try XCTUnwrap(rig.stats.rows().first)
+        XCTAssertEqual(first.received, 90)
+        rig.streams.release(11, at: now)
+        rig.render(at: now)
+        play(22, packets: 100, everyNthLost: 5)
+        let second = try XCTUnwrap(rig.stats.rows().first)
+        XCTAssertEqual(second.ssrc, 22)
+        XCTAssertEqual(second.received, 80, "the newcomer's own packets only: \(second)")
+        XCTAssertEqual(second.lost, 19, "its loss, the last packet (never followed) not counted: \(second)")
+        // And by the idle take-over path: a third stream after the second has been idle.
+        now += 48_000 * 3
+        play(33, packets: 50, everyNthLost: 1_000)
+        let third = try XCTUnwrap(rig.stats.rows().first)
+        XCTAssertEqual(third.ssrc, 33)
+        XCTAssertEqual(third.received, 50, "\(third)")
+        XCTAssertEqual(third.lost, 0, "\(third)")
+        XCTAssertEqual(engine.snapshot(now: now).receivedLost, 9 + 19, "each stream's loss counted once")
+    }
+
     func testLatePacketOfAReleasedStreamDoesNotBringItBack() throws {
         let rig = try Rig(slots: 2, period: period)
         var now: Int64 = 1_000_000
