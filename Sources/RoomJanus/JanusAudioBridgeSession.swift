@@ -213,11 +213,15 @@ public struct JanusAudioBridgeSession {
             return [.failed("AudioBridge error \(failure.code): \(failure.reason)")]
         }
         var out: [Output] = []
+        var joinedNow = false
         switch data.audiobridge {
         case "joined":
-            if let id = data.id, purpose == "join" || participantID == nil {
+            // Only the answer to our own join makes us a participant: an unsolicited `joined`
+            // (a hostile or confused server, before we asked, or after we left) is about others.
+            if let id = data.id, state == .joining, purpose == "join" || participantID == nil {
                 participantID = id
                 state = .joined
+                joinedNow = true
                 out.append(.joined(participantID: id, others: data.participants ?? []))
             } else if let p = data.participants {
                 out.append(.participantsChanged(p))
@@ -240,7 +244,8 @@ public struct JanusAudioBridgeSession {
         default:
             break
         }
-        if let jsep = m.jsep, jsep.type == "answer" { out.append(.answer(jsep.sdp)) }
+        // An answer belongs to the offer our join sent; one at any other time answers nothing.
+        if let jsep = m.jsep, jsep.type == "answer", purpose == "join" || joinedNow { out.append(.answer(jsep.sdp)) }
         return out
     }
 

@@ -86,4 +86,28 @@ final class JanusAudioBridgeSessionTests: XCTestCase {
                        [.failed("Janus refused the join: No such room (5) (485)")])
         XCTAssertEqual(t.receive("garbage", now: 4).count, 1)
     }
+
+    /// Issue 27 (found by the janus fuzz target): a `joined` event Janus sent without our join
+    /// made an idle session "joined" with a participant id of Janus's choosing, and an answer
+    /// at any time was handed over as the answer to our offer.
+    func testAnUnsolicitedJoinedOrAnswerChangesNothing() {
+        let joined = #"{"janus":"event","sender":2,"plugindata":{"plugin":"janus.plugin.audiobridge","data":{"audiobridge":"joined","room":5,"id":666,"participants":[{"id":9}]}},"jsep":{"type":"answer","sdp":"v=0\r\nforged"}}"#
+        var idle = JanusAudioBridgeSession(room: 5, display: "x")
+        XCTAssertEqual(idle.receive(joined, now: 1), [.participantsChanged([PluginEvent.Participant(id: 9, display: nil, muted: nil, setup: nil, talking: nil)])])
+        XCTAssertEqual(idle.state, .idle)
+
+        var attaching = JanusAudioBridgeSession(room: 5, display: "x")
+        attaching.join(offer: "v=0", muted: false, now: 0)
+        _ = attaching.receive(#"{"janus":"success","transaction":"r1","data":{"id":1}}"#, now: 1)
+        XCTAssertEqual(attaching.state, .attaching)
+        XCTAssertFalse(attaching.receive(joined, now: 2).contains { if case .joined = $0 { true } else if case .answer = $0 { true } else { false } })
+        XCTAssertEqual(attaching.state, .attaching)
+
+        // Joined: another `joined` (someone else) with an answer is not a new answer to us.
+        var s = joinedSession()
+        let out = s.receive(joined, now: 30)
+        XCTAssertFalse(out.contains { if case .answer = $0 { true } else { false } }, "\(out)")
+        XCTAssertEqual(s.state, .joined)
+        XCTAssertEqual(s.participantID, 555)
+    }
 }
