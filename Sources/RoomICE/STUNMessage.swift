@@ -171,12 +171,15 @@ public struct STUNAddress: Sendable, Hashable, CustomStringConvertible {
         STUNAttribute.bigEndian(UInt64(STUNMessage.magicCookie), bytes: 4) + transactionID
     }
 
-    public var description: String {
-        if ip.count == 4 { return ip.map(String.init).joined(separator: ".") + ":\(port)" }
+    /// The address as SDP and sockets write it: dotted IPv4, or IPv6 as eight hex groups.
+    public var host: String {
+        if ip.count == 4 { return ip.map(String.init).joined(separator: ".") }
         var groups: [String] = []
         for i in stride(from: 0, to: 16, by: 2) { groups.append(String(UInt16(ip[i]) << 8 | UInt16(ip[i + 1]), radix: 16)) }
-        return "[" + groups.joined(separator: ":") + "]:\(port)"
+        return groups.joined(separator: ":")
     }
+
+    public var description: String { ip.count == 4 ? "\(host):\(port)" : "[\(host)]:\(port)" }
 }
 
 public struct STUNError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -158,8 +158,12 @@ public final class WebRTCMediaTransport {
         guard let g = gathering, let m = try? STUNMessage.parse(bytes).message, m.transactionID == g.transaction,
               m.messageClass == .success, let mapped = m.xorMappedAddress else { return }
         let host = socket.localAddress
+        // The server saw this socket from an address of the socket's own family; another family
+        // (an IPv6 address answered to an IPv4 socket) is not where a peer reaches it — the
+        // IPv6 bytes were written as a 16-part dotted "address" before. Keep waiting instead.
+        guard (mapped.ip.count == 16) == (host.family == .ipv6) else { return }
         finishGathering(ICECandidate(foundation: "2", priority: ICECandidate.priority(kind: .srflx),
-                                     address: mapped.ip.map(String.init).joined(separator: "."), port: Int(mapped.port), kind: .srflx,
+                                     address: mapped.host, port: Int(mapped.port), kind: .srflx,
                                      relatedAddress: host.host, relatedPort: Int(host.port ?? 0)))
     }
 
