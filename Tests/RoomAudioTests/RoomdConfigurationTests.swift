@@ -412,6 +412,36 @@ final class RoomdConfigurationTests: ProcessTestCase {
         stop(p)
     }
 
+    /// Issue 27 item 2, the Janus side: a configured AudioBridge PIN or secret goes only to the
+    /// configured Janus. `roomctl join --server OTHER` is refused naming the argument, and OTHER
+    /// sees no connection at all; without a PIN or secret configured, the same request goes
+    /// there (so the refusal is the PIN's doing, not the address's).
+    func testTheConfiguredJanusPinAndSecretGoToNoOtherServer() throws {
+        let configured = try CountingListener(), other = try CountingListener()
+        let config = dir + "/roomd.conf"
+        func janusConfig(secrets: Bool) -> String {
+            "[room]\nbackend = janus\nserver = 127.0.0.1:\(configured.port)\njanus_room = 1234\nplaintext_signalling = yes\n"
+                + (secrets ? "janus_pin = 0000\njanus_secret = moderator-secret\n" : "")
+        }
+        try write(config, janusConfig(secrets: true))
+        var p = try start(config: config)
+        try waitUntil("roomd dials its configured Janus") { configured.accepted() > 0 }
+        let refused = try json(["join", "--server", "127.0.0.1:\(other.port)"])
+        let error = try XCTUnwrap(refused["error"] as? [String: Any], "\(refused)")
+        XCTAssertEqual(error["code"] as? String, "bad_request")
+        let message = error["message"] as? String ?? ""
+        XCTAssertTrue(message.contains("args.server") && message.contains("janus_pin"), message)
+        Thread.sleep(forTimeInterval: 1.0)
+        XCTAssertEqual(other.accepted(), 0, "no connection reached the other Janus")
+        stop(p)
+
+        try write(config, janusConfig(secrets: false))
+        p = try start(config: config, log: "roomd-nopin.log")
+        XCTAssertEqual(try ctl(["join", "--server", "127.0.0.1:\(other.port)"]).status, 0)
+        try waitUntil("without a PIN, the other Janus is dialled") { other.accepted() > 0 }
+        stop(p)
+    }
+
     /// Issue 27: tokens and keys live in roomd's memory; a crash must not write them to a core
     /// file (RLIMIT_CORE 0, and not dumpable), and an abstract control socket — which has no
     /// file and so no permissions — is refused.
@@ -435,5 +465,37 @@ final class RoomdConfigurationTests: ProcessTestCase {
             Thread.sleep(forTimeInterval: 0.05)
         }
         XCTFail("timed out waiting for \(what)")
+    }
+}
+
+/// A TCP listener on loopback that only counts the connections it accepts (and closes them).
+private final class CountingListener {
+    let fd: Int32
+    let port: Int
+    private var count = 0
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw NSError(domain: "listen", code: Int(errno)) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) } }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+
+    /// Connections accepted so far (accepting what is waiting now).
+    func accepted() -> Int {
+        while case let c = accept(fd, nil, nil), c >= 0 {
+            close(c)
+            count += 1
+        }
+        return count
     }
 }
