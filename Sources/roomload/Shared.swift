@@ -46,6 +46,12 @@ struct DelayHistogram: Sendable {
         maxNs = max(maxNs, other.maxNs)
     }
 
+    /// Samples longer than `ms` (to the bin: a bin straddling `ms` is not counted).
+    func count(overMs ms: Double) -> UInt64 {
+        let first = min(Self.binCount, Int((ms * 1e6 / Double(Self.binNs)).rounded(.up)))
+        return bins[first...].reduce(overflow, &+)
+    }
+
     /// The upper edge of the bin holding quantile `q` (0…1), in milliseconds; nil without samples.
     /// A quantile falling into the overflow reports the largest delay seen.
     func quantileMs(_ q: Double) -> Double? {

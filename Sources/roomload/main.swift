@@ -361,6 +361,10 @@ let mean = histogram.samples > 0 ? Double(histogram.sumNs) / Double(histogram.sa
 emit("server.p99_forward_ms", p99, "ms",
      ",\"samples\":\(histogram.samples),\"p999_ms\":\(p999.map(number) ?? "null"),\"max_ms\":\(number(Double(histogram.maxNs) / 1e6)),\"mean_ms\":\(mean.map(number) ?? "null")")
 emit("server.p50_forward_ms", p50, "ms")
+// What a listener's jitter buffer would play late: roomd's buffer waits ~20 ms on a clean
+// network (docs/jitter-buffer.md), so a packet the server held longer than that is late.
+emit("server.late_forward_20ms", Double(histogram.count(overMs: 20)), "packets",
+     ",\"samples\":\(histogram.samples),\"measure\":\"forwarded packets delayed by the server more than 20 ms\"")
 let loss = expected > 0 ? Double(expected - min(received, expected)) / Double(expected) * 100 : nil
 emit("server.forward_loss_pct", loss, "%",
      ",\"expected\":\(expected),\"received\":\(received),\"sent\":\(sent),\"server_socket_drops\":\(after.drops.server - before.drops.server),\"client_socket_drops\":\(after.drops.clients - before.drops.clients)")
