@@ -168,6 +168,8 @@ let package = Package(
         .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
 
         .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
+        // Reads Sources/ and the built roomctl; depends on no module of ours on purpose.
+        .testTarget(name: "ArchitectureTests"),
         .testTarget(name: "RoomSystemTests", dependencies: ["RoomTestSupport", "RoomSystem", "RoomCore"]),
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
         .testTarget(name: "RoomGPIOTests", dependencies: ["RoomGPIO", "RoomCore", "RoomSystem"]),

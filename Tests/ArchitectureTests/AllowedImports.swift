@@ -1,0 +1,60 @@
+/// What each module under Sources/ may import: the layering of docs/architecture.md, checked by
+/// `ArchitectureTests` against every `import` in the sources. The list is exact — an import
+/// not listed fails, and so does a listed one that nothing uses — so it always reads as the
+/// true dependency graph. Change it in the same commit as the import, and say why in
+/// docs/architecture.md when a module reaches a layer it did not reach before.
+///
+/// Entries marked `debt:` are imports the layering should not have and issue 28's re-cut
+/// removes; they are listed so that nothing *new* of the kind slips in meanwhile.
+enum AllowedImports {
+    /// C adapter targets (one C library or one C file of ours each): they import nothing Swift.
+    static let cTargets: Set<String> = [
+        "CAlsa", "CGpiod", "CLibcrypto", "CLinux", "COpenSSL", "COpus", "CRoomDTLS", "CRoomTLS", "CSRTP",
+        "CSRTPOpenSSLCipher", "CSodium", "CWebRTCAPM", "CWebRTCAudioProcessing", "RoomAllocProbe",
+        "RoomSimCard", "RoomSimRoom", "roomsim-scene",
+    ]
+
+    /// The toolchain's own modules, allowed where listed like any other.
+    static let modules: [String: Set<String>] = [
+        // Pure Swift, no C, nothing of ours below it.
+        "RoomCore": ["Synchronization"],
+        "RoomSDP": [],
+        // The one Glibc layer (debt: it sits above RoomCore for WAV files and log-level names).
+        "RoomSystem": ["CLinux", "Glibc", "RoomCore", "Synchronization"],
+        "RoomBuildInfo": ["RoomCore"],
+        // Wire messages and tokens (debt: links libsodium for HMAC and random).
+        "RoomProtocol": ["CSodium", "FoundationEssentials", "RoomCore"],
+        // Adapters.
+        "RoomTLS": ["CRoomTLS", "Glibc", "RoomCore", "RoomSystem"],                 // debt: Glibc
+        "RoomDTLS": ["CRoomDTLS", "RoomSDP"],                                       // debt: RoomSDP for one fingerprint type
+        "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"],         // debt: RoomProtocol for one key type
+        "RoomICE": ["CLibcrypto"],
+        "RoomGPIO": ["CGpiod", "Glibc", "RoomCore", "RoomSystem"],                  // debt: Glibc
+        // Features.
+        "RoomAudio": ["CAlsa", "COpus", "CWebRTCAPM", "Glibc", "RoomCore", "RoomSystem", "Synchronization"], // debt: three C adapters, Glibc
+        "RoomClient": ["RoomCore", "RoomMediaCrypto", "RoomProtocol", "RoomSystem", "RoomTLS"],
+        "RoomControl": ["FoundationEssentials", "Glibc", "RoomCore", "RoomSystem"], // debt: Glibc
+        "RoomServerKit": ["FoundationEssentials", "RoomCore", "RoomMediaCrypto", "RoomProtocol", "RoomSystem", "RoomTLS"],
+        "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
+        "RoomJanus": ["CLibcrypto", "FoundationEssentials", "RoomProtocol", "RoomSystem", "RoomTLS"], // debt: RoomProtocol for Base64
+        // debt: RoomClient only for the RoomBackend protocol and the session types.
+        "RoomJanusBackend": ["RoomClient", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"],
+        // Executables (debt: roomd holds appliance logic, not only wiring).
+        "roomd": ["Glibc", "RoomAudio", "RoomBuildInfo", "RoomClient", "RoomControl", "RoomCore", "RoomGPIO",
+                  "RoomJanusBackend", "RoomProtocol", "RoomSystem", "RoomTLS"],
+        // roomctl: no audio, no room service (its link set is checked too).
+        "roomctl": ["Glibc", "RoomBuildInfo", "RoomControl", "RoomSystem"],
+        "roomserver": ["Glibc", "RoomBuildInfo", "RoomCore", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"],
+        // Tools.
+        "roombench": ["CLinux", "Glibc", "RoomAudio", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"],
+        "roomload": ["Glibc", "RoomCore", "RoomMediaCrypto", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS",
+                     "Synchronization"],
+        "roomproxy": ["Glibc", "RoomCore", "RoomSystem"],
+        // The build plugin that stamps the commit into RoomBuildInfo.
+        "BuildInfoPlugin": ["Foundation", "PackagePlugin"],
+    ]
+
+    /// Shared libraries roomctl must not load: it runs on any machine that has the socket, and
+    /// a person or a script should not need the audio stack to ask roomd something.
+    static let roomctlMustNotLink = ["libasound", "libopus", "libwebrtc-audio-processing", "libsrtp2", "libgpiod"]
+}
