@@ -36,7 +36,7 @@ enum AllowedImports {
         "RoomControl": ["FoundationEssentials", "Glibc", "RoomCore", "RoomSystem"], // debt: Glibc
         "RoomServerKit": ["FoundationEssentials", "RoomCore", "RoomMediaCrypto", "RoomProtocol", "RoomSystem", "RoomTLS"],
         "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
-        "RoomJanus": ["CLibcrypto", "FoundationEssentials", "RoomProtocol", "RoomSystem", "RoomTLS"], // debt: RoomProtocol for Base64
+        "RoomJanus": ["CLibcrypto", "FoundationEssentials", "RoomCore", "RoomSystem", "RoomTLS"],
         // debt: RoomClient only for the RoomBackend protocol and the session types.
         "RoomJanusBackend": ["RoomClient", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"],
         // Executables (debt: roomd holds appliance logic, not only wiring).

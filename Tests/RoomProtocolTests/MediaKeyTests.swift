@@ -1,4 +1,5 @@
 import FoundationEssentials
+import RoomCore
 import RoomProtocol
 import XCTest
 

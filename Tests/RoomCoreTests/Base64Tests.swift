@@ -1,4 +1,4 @@
-@testable import RoomProtocol
+@testable import RoomCore
 import XCTest
 
 final class Base64Tests: XCTestCase {
