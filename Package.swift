@@ -143,7 +143,10 @@ let package = Package(
         // Buttons and LEDs: libgpiod (v1) backend and a simulated backend for tests and the rig.
         .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
-        .target(name: "RoomClient", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS", "RoomMediaCrypto"]),
+        // What a room is to the appliance, whatever serves it: the RoomBackend port and the session
+        // events, connection states and join info every backend reports (docs/architecture.md).
+        .target(name: "RoomModel", dependencies: ["RoomCore", "RoomProtocol"]),
+        .target(name: "RoomClient", dependencies: ["RoomModel", "RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS", "RoomMediaCrypto"]),
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
@@ -155,8 +158,8 @@ let package = Package(
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
         .target(name: "RoomJanus", dependencies: ["RoomCore", "RoomSystem", "RoomTLS", "CLibcrypto"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
-        .target(name: "RoomJanusBackend", dependencies: ["RoomClient", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomJanusBackend", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
+        .target(name: "RoomJanusBackend", dependencies: ["RoomModel", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomModel", "RoomJanusBackend", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
@@ -175,13 +178,13 @@ let package = Package(
         .testTarget(name: "RoomGPIOTests", dependencies: ["RoomGPIO", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
-        .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
+        .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
         // Test helpers several test targets share (certificates from scripts/make-dev-certs, a
         // Janus from scripts/janus-dev, a free port).
         .target(name: "RoomTestSupport", dependencies: ["CLinux"], path: "Tests/RoomTestSupport"),
-        .testTarget(name: "RoomTLSTests", dependencies: ["RoomTestSupport", "RoomTLS", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomTLSTests", dependencies: ["RoomTestSupport", "RoomTLS", "RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomMediaCryptoTests",
-                    dependencies: ["RoomTestSupport", "RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomTLS",
+                    dependencies: ["RoomTestSupport", "RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomTLS",
                                    "RoomJanusBackend", "RoomWebRTC"]),
         .testTarget(name: "SimCardTests", dependencies: ["RoomTestSupport", "CAlsa", "RoomCore", "RoomSystem"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),

@@ -1,5 +1,6 @@
 import RoomCore
 import RoomMediaCrypto
+import RoomModel
 import RoomProtocol
 import RoomSystem
 import RoomTLS
@@ -815,4 +816,8 @@ private final class WeakSessionBox {
 func formatMilliseconds(_ d: Duration) -> String {
     let tenths = (d.components.seconds * 10_000) + d.components.attoseconds / 100_000_000_000_000
     return "\(tenths / 10).\(tenths % 10) ms"
+}
+
+extension RoomSession: RoomBackend {
+    public var backendName: String { "roomserver" }
 }

@@ -1,4 +1,5 @@
 import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomSystem
 import RoomTLS

@@ -1,5 +1,5 @@
-import RoomClient
 import RoomCore
+import RoomModel
 import RoomSystem
 import RoomTLS
 

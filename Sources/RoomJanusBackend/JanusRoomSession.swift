@@ -1,6 +1,6 @@
-import RoomClient
 import RoomCore
 import RoomJanus
+import RoomModel
 import RoomProtocol
 import RoomSDP
 import RoomSystem

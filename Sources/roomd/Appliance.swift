@@ -4,6 +4,7 @@ import RoomClient
 import RoomControl
 import RoomJanusBackend
 import RoomCore
+import RoomModel
 import RoomSystem
 
 /// The running appliance's parts, and the operations that span several of them: changing a

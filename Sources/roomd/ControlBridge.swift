@@ -3,6 +3,7 @@ import RoomAudio
 import RoomClient
 import RoomControl
 import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomSystem
 

@@ -1,6 +1,7 @@
 import RoomClient
 import RoomCore
 import RoomGPIO
+import RoomModel
 import RoomProtocol
 import RoomSystem
 

@@ -2,6 +2,7 @@ import RoomAudio
 import RoomClient
 import RoomCore
 import RoomJanusBackend
+import RoomModel
 import RoomProtocol
 import RoomSystem
 import RoomTLS

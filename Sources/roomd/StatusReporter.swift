@@ -2,6 +2,7 @@ import Glibc
 import RoomAudio
 import RoomClient
 import RoomCore
+import RoomModel
 import RoomSystem
 
 /// Prints what a newcomer wants to see the pipeline do: levels, voice activity, echo removed,

@@ -1,5 +1,6 @@
 import RoomClient
 import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

@@ -1,6 +1,7 @@
 import RoomClient
 import RoomCore
 import RoomMediaCrypto
+import RoomModel
 import RoomProtocol
 import RoomSystem
 import XCTest

@@ -3,6 +3,7 @@ import Glibc
 import RoomClient
 import RoomCore
 @testable import RoomJanusBackend
+import RoomModel
 import RoomProtocol
 import RoomSystem
 import RoomTestSupport

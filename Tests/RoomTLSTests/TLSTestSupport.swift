@@ -1,6 +1,7 @@
 import Foundation
 import RoomClient
 import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

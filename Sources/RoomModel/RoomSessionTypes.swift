@@ -1,6 +1,5 @@
 import RoomCore
 import RoomProtocol
-import RoomSystem
 
 /// Bounded exponential back-off between connection attempts (docs/room-client.md).
 ///

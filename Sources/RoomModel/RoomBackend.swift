@@ -69,7 +69,3 @@ extension RoomRequestError {
     /// The local code for a request the room's backend has no equivalent for.
     public static let unsupported: ErrorCode = "unsupported"
 }
-
-extension RoomSession: RoomBackend {
-    public var backendName: String { "roomserver" }
-}
