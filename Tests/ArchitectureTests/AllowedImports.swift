@@ -28,7 +28,7 @@ enum AllowedImports {
         "RoomModel": ["RoomCore", "RoomProtocol"],
         // Adapters.
         "RoomTLS": ["CRoomTLS", "Glibc", "RoomCore", "RoomSystem"],                 // debt: Glibc
-        "RoomDTLS": ["CRoomDTLS", "RoomSDP"],                                       // debt: RoomSDP for one fingerprint type
+        "RoomDTLS": ["CRoomDTLS", "RoomSDP"],                                       // the fingerprint the SDP announced
         "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"],         // debt: RoomProtocol for one key type
         "RoomICE": ["CLibcrypto"],
         "RoomGPIO": ["CGpiod", "Glibc", "RoomCore", "RoomSystem"],                  // debt: Glibc
