@@ -85,6 +85,12 @@ public enum Files {
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// Throws the errno (`what` names the file's role) when this process may not read `path`:
+    /// for libraries that would only say "cannot open" (OpenSSL says "system lib").
+    public static func checkReadable(_ path: String, what: String) throws(SystemError) {
+        if access(path, R_OK) != 0 { throw SystemError.errno("\(what) \(path)") }
+    }
+
     /// Creates `path` and any missing parents (like `mkdir -p`); an existing directory is fine.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o750) throws(SystemError) {
         var current = path.hasPrefix("/") ? "" : "."

@@ -1,5 +1,4 @@
 import CRoomTLS
-import Glibc
 import RoomCore
 import RoomSystem
 
@@ -63,7 +62,7 @@ public final class TLSClientContext {
 
     /// OpenSSL says "system lib" for a missing file; the errno says what is wrong.
     static func checkReadable(_ path: String, what: String) throws(SystemError) {
-        if access(path, R_OK) != 0 { throw SystemError.errno("TLS: \(what) \(path)") }
+        try Files.checkReadable(path, what: "TLS: \(what)")
     }
 
     /// Pin-only: no CA file, so the chain of trust cannot be checked; the pin replaces it.

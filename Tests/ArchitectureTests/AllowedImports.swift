@@ -27,7 +27,7 @@ enum AllowedImports {
         // What a room is to the appliance whatever serves it: the RoomBackend port, session events.
         "RoomModel": ["RoomCore", "RoomProtocol"],
         // Adapters.
-        "RoomTLS": ["CRoomTLS", "Glibc", "RoomCore", "RoomSystem"],                 // debt: Glibc
+        "RoomTLS": ["CRoomTLS", "RoomCore", "RoomSystem"],
         "RoomDTLS": ["CRoomDTLS", "RoomSDP"],                                       // the fingerprint the SDP announced
         "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"],         // debt: RoomProtocol for one key type
         "RoomICE": ["CLibcrypto"],
