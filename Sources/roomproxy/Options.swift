@@ -35,6 +35,24 @@ struct ProxyOptions {
 
     func impairment(_ d: Direction) -> Impairment { directions.contains(d) ? impairment : .none }
 
+    /// The command line: parsing and `--help` both come from this table.
+    static let options: [CommandOption] = [
+        CommandOption("--listen", "HOST", help: "address to listen on (default 127.0.0.2; all of 127/8 is loopback)"),
+        CommandOption("--server", "HOST:PORT", help: "roomserver's signalling address (numeric)"),
+        CommandOption("--media-port", "PORT", help: "roomserver's UDP media port (on the server's host)"),
+        CommandOption("--loss", "PCT", help: "drop each datagram with probability PCT % (default 0)"),
+        CommandOption("--jitter-ms", "MS", help: "add a uniform random 0 … 2×MS ms to each datagram's delay, i.e.\n±MS around the mean (default 0); reorders when delays differ"),
+        CommandOption("--delay-ms", "MS", help: "fixed base delay added to every datagram (default 0)"),
+        CommandOption("--reorder", "PCT", help: "hold a datagram with probability PCT % and send it after the\nnext one of its flow and direction (an adjacent swap; default 0)"),
+        CommandOption("--duplicate", "PCT", help: "send a datagram twice with probability PCT %; the copy gets its\nown delay (default 0)"),
+        CommandOption("--direction", "D", help: "up (client → server), down (server → client) or both (default)"),
+        CommandOption("--seed", "N", help: "seed of the random decisions (default: from the clock; printed)"),
+        CommandOption("--stats", "SECONDS", help: "print the counters as a JSON line every SECONDS (default: only\non SIGINT/SIGTERM)"),
+        CommandOption("--max-hold-ms", "MS", help: "longest a --reorder hold waits for a next datagram (default 50)"),
+        CommandOption("--log-level", "LEVEL", help: "error, warning, notice, info or debug (default notice)"),
+        CommandOption("--help", aliases: ["-h"], help: "print this help and exit"),
+    ]
+
     static let usage = """
     usage: roomproxy --server HOST:PORT --media-port PORT [options]
 
@@ -44,104 +62,63 @@ struct ProxyOptions {
     roomd at LISTEN:PORT instead of the server; its media follows, since a client sends media
     to its signalling host and the udp_port of the welcome.
 
-      --listen HOST          address to listen on (default 127.0.0.2; all of 127/8 is loopback)
-      --server HOST:PORT     roomserver's signalling address (numeric)
-      --media-port PORT      roomserver's UDP media port (on the server's host)
-      --loss PCT             drop each datagram with probability PCT % (default 0)
-      --jitter-ms MS         add a uniform random 0 … 2×MS ms to each datagram's delay, i.e.
-                             ±MS around the mean (default 0); reorders when delays differ
-      --delay-ms MS          fixed base delay added to every datagram (default 0)
-      --reorder PCT          hold a datagram with probability PCT % and send it after the
-                             next one of its flow and direction (an adjacent swap; default 0)
-      --duplicate PCT        send a datagram twice with probability PCT %; the copy gets its
-                             own delay (default 0)
-      --direction D          up (client → server), down (server → client) or both (default)
-      --seed N               seed of the random decisions (default: from the clock; printed)
-      --stats SECONDS        print the counters as a JSON line every SECONDS (default: only
-                             on SIGINT/SIGTERM)
-      --max-hold-ms MS       longest a --reorder hold waits for a next datagram (default 50)
-      --log-level LEVEL      error, warning, notice, info or debug (default notice)
-      --help                 print this help and exit
-    """
+    """ + "\n" + CommandLineParser.help(options, column: 25)
 
     enum Parsed { case run(ProxyOptions), exit(String, Int32) }
 
     static func parse(_ args: [String]) -> Parsed {
+        do throws(CommandLineUsageError) {
+            let parsed = try CommandLineParser.parse(args, options: options)
+            if parsed.options.contains(where: { $0.name == "--help" }) { return .exit(usage, 0) }
+            return .run(try settings(parsed))
+        } catch {
+            return .exit(error.text(program: "roomproxy"), CommandLineUsageError.exitCode)
+        }
+    }
+
+    /// The parsed options as settings; a value out of range is a usage error naming the option.
+    private static func settings(_ parsed: ParsedCommandLine) throws(CommandLineUsageError) -> ProxyOptions {
         var o = ProxyOptions()
-        var i = 0
-        func value() -> String? {
-            i += 1
-            return i < args.count ? args[i] : nil
-        }
-        func percent(_ name: String) -> Double? {
-            guard let v = value(), let d = Double(v), d >= 0, d <= 100 else { return nil }
+        func number(_ v: String, _ name: String, _ range: ClosedRange<Double>, _ what: String) throws(CommandLineUsageError) -> Double {
+            guard let d = Double(v), d.isFinite, range.contains(d) else { throw CommandLineUsageError("\(name) needs \(what)") }
             return d
         }
-        func milliseconds() -> Double? {
-            guard let v = value(), let d = Double(v), d >= 0, d <= 10_000 else { return nil }
-            return d
-        }
-        while i < args.count {
-            let a = args[i]
-            switch a {
-            case "--help", "-h":
-                return .exit(usage, 0)
+        for (name, value) in parsed.options {
+            let v = value ?? ""
+            switch name {
             case "--listen":
-                guard let v = value(), (try? SocketAddress(ip: v, port: 0)) != nil else {
-                    return .exit("roomproxy: --listen needs a numeric IP address", 2)
-                }
+                guard (try? SocketAddress(ip: v, port: 0)) != nil else { throw CommandLineUsageError("--listen needs a numeric IP address") }
                 o.listenHost = v
             case "--server":
-                guard let v = value() else { return .exit("roomproxy: --server needs HOST:PORT", 2) }
-                do {
-                    o.server = try SocketAddress(parsing: v)
-                } catch {
-                    return .exit("roomproxy: --server: \(error)", 2)
-                }
+                do { o.server = try SocketAddress(parsing: v) } catch { throw CommandLineUsageError("--server: \(error)") }
             case "--media-port":
-                guard let v = value(), let p = UInt16(v), p > 0 else { return .exit("roomproxy: --media-port needs a port 1-65535", 2) }
+                guard let p = UInt16(v), p > 0 else { throw CommandLineUsageError("--media-port needs a port 1-65535") }
                 o.mediaPort = p
-            case "--loss":
-                guard let d = percent(a) else { return .exit("roomproxy: --loss needs a percentage 0-100", 2) }
-                o.impairment.lossPct = d
-            case "--reorder":
-                guard let d = percent(a) else { return .exit("roomproxy: --reorder needs a percentage 0-100", 2) }
-                o.impairment.reorderPct = d
-            case "--duplicate":
-                guard let d = percent(a) else { return .exit("roomproxy: --duplicate needs a percentage 0-100", 2) }
-                o.impairment.duplicatePct = d
-            case "--jitter-ms":
-                guard let d = milliseconds() else { return .exit("roomproxy: --jitter-ms needs 0-10000 ms", 2) }
-                o.impairment.jitterMs = d
-            case "--delay-ms":
-                guard let d = milliseconds() else { return .exit("roomproxy: --delay-ms needs 0-10000 ms", 2) }
-                o.impairment.baseDelayMs = d
-            case "--max-hold-ms":
-                guard let d = milliseconds(), d > 0 else { return .exit("roomproxy: --max-hold-ms needs 1-10000 ms", 2) }
-                o.maxHoldMs = d
+            case "--loss": o.impairment.lossPct = try number(v, name, 0 ... 100, "a percentage 0-100")
+            case "--reorder": o.impairment.reorderPct = try number(v, name, 0 ... 100, "a percentage 0-100")
+            case "--duplicate": o.impairment.duplicatePct = try number(v, name, 0 ... 100, "a percentage 0-100")
+            case "--jitter-ms": o.impairment.jitterMs = try number(v, name, 0 ... 10_000, "0-10000 ms")
+            case "--delay-ms": o.impairment.baseDelayMs = try number(v, name, 0 ... 10_000, "0-10000 ms")
+            case "--max-hold-ms": o.maxHoldMs = try number(v, name, 1 ... 10_000, "1-10000 ms")
             case "--direction":
-                switch value() {
+                switch v {
                 case "up": o.directions = [.up]
                 case "down": o.directions = [.down]
                 case "both": o.directions = [.up, .down]
-                default: return .exit("roomproxy: --direction is up, down or both", 2)
+                default: throw CommandLineUsageError("--direction is up, down or both")
                 }
             case "--seed":
-                guard let v = value(), let s = UInt64(v) else { return .exit("roomproxy: --seed needs a non-negative integer", 2) }
-                o.seed = s
-            case "--stats":
-                guard let v = value(), let d = Double(v), d > 0, d.isFinite else { return .exit("roomproxy: --stats needs seconds > 0", 2) }
-                o.statsInterval = d
+                guard let seed = UInt64(v) else { throw CommandLineUsageError("--seed needs a non-negative integer") }
+                o.seed = seed
+            case "--stats": o.statsInterval = try number(v, name, Double.leastNonzeroMagnitude ... Double.greatestFiniteMagnitude, "seconds > 0")
             case "--log-level":
-                guard let v = value(), let l = LogLevel(name: v) else { return .exit("roomproxy: --log-level is error, warning, notice, info or debug", 2) }
-                o.logLevel = l
-            default:
-                return .exit("roomproxy: unknown argument '\(a)'\n\n\(usage)", 2)
+                guard let level = LogLevel(name: v) else { throw CommandLineUsageError("--log-level is error, warning, notice, info or debug") }
+                o.logLevel = level
+            default: break
             }
-            i += 1
         }
-        guard o.server != nil else { return .exit("roomproxy: --server HOST:PORT is required\n\n\(usage)", 2) }
-        guard o.mediaPort != nil else { return .exit("roomproxy: --media-port PORT is required\n\n\(usage)", 2) }
-        return .run(o)
+        guard o.server != nil else { throw CommandLineUsageError("--server HOST:PORT is required") }
+        guard o.mediaPort != nil else { throw CommandLineUsageError("--media-port PORT is required") }
+        return o
     }
 }
