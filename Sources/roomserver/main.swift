@@ -8,6 +8,27 @@ import RoomTLS
 
 // Wiring only: options, configuration, the loop on the main thread, signals.
 
+/// The server's command line; `mintOptions` is `roomserver mint-token`'s. Parsing and `--help`
+/// both come from these tables (RoomSystem.CommandLineParser).
+let serverOptions = [
+    CommandOption("--config", "FILE", help: "configuration file (see docs/roomserver.conf.example)"),
+    CommandOption("--log-level", "LEVEL", help: "override server.log_level: error, warning, notice, info or debug"),
+    CommandOption("--print-spki-pin", "CERT", help: "print the SPKI pin of the first certificate in CERT (PEM), the\nvalue for roomd.conf's room.tls_pin, and exit"),
+    CommandOption("--version", help: "print the version and exit"),
+    CommandOption("--help", aliases: ["-h"], help: "print this help and exit"),
+]
+let mintOnlyOptions = [
+    CommandOption("--key", "KID", help: "the signing key's id in the configuration's [keys]"),
+    CommandOption("--room", "ROOM", help: "the room the token admits to"),
+    CommandOption("--user", "USER", help: "the participant's user id"),
+    CommandOption("--name", "NAME", help: "display name (default: USER)"),
+    CommandOption("--publish", help: "grant publish (may go on stage)"),
+    CommandOption("--moderate", help: "grant moderate"),
+    CommandOption("--ttl", "SECONDS", help: "lifetime (default 3600)"),
+    CommandOption("--not-before", "SECONDS", help: "valid from now + SECONDS (default 0)"),
+]
+let mintOptions = [serverOptions[0], serverOptions[4]] + mintOnlyOptions
+
 let usage = """
 usage: roomserver --config FILE [--log-level LEVEL]
        roomserver --print-spki-pin CERT.pem
@@ -20,31 +41,27 @@ room_closed and exits 0. SIGHUP reads the configuration file again (keys, token 
 room settings apply without closing a room; the TLS certificate and key are read again for
 new connections; an invalid file changes nothing).
 
-  --config FILE          configuration file (see docs/roomserver.conf.example)
-  --log-level LEVEL      override server.log_level: error, warning, notice, info or debug
-  --print-spki-pin CERT  print the SPKI pin of the first certificate in CERT (PEM), the
-                         value for roomd.conf's room.tls_pin, and exit
-  --version              print the version and exit
-  --help                 print this help and exit
+""" + "\n" + CommandLineParser.help(serverOptions, column: 25) + """
+
 
 mint-token prints a development token signed with key KID of the configuration:
-  --key KID              the signing key's id in the configuration's [keys]
-  --room ROOM            the room the token admits to
-  --user USER            the participant's user id
-  --name NAME            display name (default: USER)
-  --publish              grant publish (may go on stage)
-  --moderate             grant moderate
-  --ttl SECONDS          lifetime (default 3600)
-  --not-before SECONDS   valid from now + SECONDS (default 0)
-"""
 
-func fail(_ text: String, status: Int32 = 64) -> Never {
+""" + CommandLineParser.help(mintOnlyOptions, column: 25)
+
+/// Exits with `status` after `roomserver: TEXT` on standard error.
+func fail(_ text: String, status: Int32) -> Never {
     printError("roomserver: \(text)")
     exit(status)
 }
 
+/// A usage error: the one shape and exit status of every program (CommandLineUsageError).
+func usageError(_ message: String) -> Never {
+    printError(CommandLineUsageError(message).text(program: "roomserver"))
+    exit(CommandLineUsageError.exitCode)
+}
+
 func loadConfiguration(_ path: String?) -> RoomServerConfiguration {
-    guard let path else { fail("--config FILE is required\n\(usage)") }
+    guard let path else { usageError("--config FILE is required") }
     do {
         return try RoomServerConfiguration.load(path: path)
     } catch {
@@ -56,6 +73,7 @@ struct Options {
     var minting = false
     var configPath: String?
     var logLevel: String?
+    var spkiPinOf: String?
     var keyID: String?, room: String?, user: String?, name: String?
     var publish = false, moderate = false
     var ttl = 3600, notBefore = 0
@@ -65,63 +83,61 @@ struct Options {
         var arguments = all
         o.minting = arguments.first == "mint-token"
         if o.minting { arguments.removeFirst() }
-        var index = 0
-        func value(_ option: String) -> String {
-            index += 1
-            guard index < arguments.count else { fail("\(option) needs a value") }
-            return arguments[index]
+        let parsed: ParsedCommandLine
+        do throws(CommandLineUsageError) {
+            parsed = try CommandLineParser.parse(arguments, options: o.minting ? mintOptions : serverOptions)
+        } catch {
+            usageError(error.message)
         }
-        func number(_ option: String) -> Int {
-            let text = value(option)
-            guard let n = Int(text) else { fail("\(option): \"\(text)\" is not a whole number") }
+        func number(_ option: String, _ text: String) -> Int {
+            guard let n = Int(text) else { usageError("\(option): \"\(text)\" is not a whole number") }
             return n
         }
-        while index < arguments.count {
-            let argument = arguments[index]
-            switch argument {
-            case "--help", "-h": printLine(usage); exit(0)
+        for (name, value) in parsed.options {
+            let v = value ?? ""
+            switch name {
+            case "--help": printLine(usage); exit(0)
             case "--version": printLine(versionLine(program: "roomserver", details: ["protocol \(roomProtocolVersion)"])); exit(0)
-            case "--config": o.configPath = value(argument)
-            case "--log-level" where !o.minting: o.logLevel = value(argument)
-            case "--key" where o.minting: o.keyID = value(argument)
-            case "--room" where o.minting: o.room = value(argument)
-            case "--user" where o.minting: o.user = value(argument)
-            case "--name" where o.minting: o.name = value(argument)
-            case "--publish" where o.minting: o.publish = true
-            case "--moderate" where o.minting: o.moderate = true
-            case "--ttl" where o.minting: o.ttl = number(argument)
-            case "--not-before" where o.minting: o.notBefore = number(argument)
-            default: fail("unknown option \"\(argument)\"\n\(usage)")
+            case "--config": o.configPath = v
+            case "--log-level": o.logLevel = v
+            case "--print-spki-pin": o.spkiPinOf = v
+            case "--key": o.keyID = v
+            case "--room": o.room = v
+            case "--user": o.user = v
+            case "--name": o.name = v
+            case "--publish": o.publish = true
+            case "--moderate": o.moderate = true
+            case "--ttl": o.ttl = number(name, v)
+            case "--not-before": o.notBefore = number(name, v)
+            default: break
             }
-            index += 1
         }
         return o
     }
 }
 
-// An installer's helper, before anything else: no configuration needed.
-if CommandLine.arguments.count >= 2 && CommandLine.arguments[1] == "--print-spki-pin" {
-    guard CommandLine.arguments.count == 3 else { fail("--print-spki-pin needs one certificate file (PEM)") }
+let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+
+// An installer's helper: no configuration needed.
+if let certificate = options.spkiPinOf {
     do {
-        printLine(try TLSCertificates.spkiPin(ofFile: CommandLine.arguments[2]))
+        printLine(try TLSCertificates.spkiPin(ofFile: certificate))
         exit(0)
     } catch {
         fail("--print-spki-pin: \(error)", status: 66)
     }
 }
-
-let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
 let configPath = options.configPath
 let configuration = loadConfiguration(configPath)
 
 if options.minting {
-    guard let keyID = options.keyID else { fail("mint-token: --key KID is required") }
+    guard let keyID = options.keyID else { usageError("mint-token: --key KID is required") }
     guard let key = configuration.keys[keyID] else {
-        fail("mint-token: no key \"\(keyID)\" in \(configPath ?? "") (have: \(configuration.keys.keys.sorted().joined(separator: ", ")))")
+        usageError("mint-token: no key \"\(keyID)\" in \(configPath ?? "") (have: \(configuration.keys.keys.sorted().joined(separator: ", ")))")
     }
-    guard let room = options.room, !room.isEmpty else { fail("mint-token: --room ROOM is required") }
-    guard let user = options.user, !user.isEmpty else { fail("mint-token: --user USER is required") }
-    guard options.ttl > 0 else { fail("mint-token: --ttl must be positive") }
+    guard let room = options.room, !room.isEmpty else { usageError("mint-token: --room ROOM is required") }
+    guard let user = options.user, !user.isEmpty else { usageError("mint-token: --user USER is required") }
+    guard options.ttl > 0 else { usageError("mint-token: --ttl must be positive") }
     let now = RoomTokenVerifier.systemClock()
     let claims = RoomTokenClaims(
         app: key.appID, room: room, sub: user, name: options.name ?? user,
@@ -132,7 +148,7 @@ if options.minting {
 }
 
 if let logLevelOverride = options.logLevel {
-    guard let level = LogLevel(name: logLevelOverride) else { fail(LogLevelNames.refusal("--log-level", logLevelOverride)) }
+    guard let level = LogLevel(name: logLevelOverride) else { usageError(LogLevelNames.refusal("--log-level", logLevelOverride)) }
     Log.level = level
 } else {
     Log.level = configuration.logLevel
