@@ -9,6 +9,28 @@ import RoomSystem
 // keepalive pings — in one process on a few event-loop threads; streamers send a 10 ms RTP
 // packet every 10 ms carrying its send time, receivers histogram the forwarding delay.
 
+/// The command line: parsing and `--help` both come from this table (RoomSystem.CommandLineParser).
+let commandOptions = [
+    CommandOption("--server", "HOST:PORT", help: "signalling address of the server (media goes to the welcome's udp_port)"),
+    CommandOption("--config", "FILE", help: "roomserver configuration: tokens are minted with its [keys]\n(KID from --key-id, else \"dev\", else the first)"),
+    CommandOption("--key-id", "KID", help: "mint with this key (with --secret, or from --config)"),
+    CommandOption("--secret", "HEX", help: "the key's secret in hex, instead of --config"),
+    CommandOption("--app", "APP", help: "the key's application (default roomd-dev)"),
+    CommandOption("--rooms", "N", help: "rooms (default 50)"),
+    CommandOption("--participants", "N", help: "participants per room (default 10)"),
+    CommandOption("--streamers", "N", help: "streamers per room, the first to join (default 3)"),
+    CommandOption("--duration", "SECONDS", help: "the measured window (default 20)"),
+    CommandOption("--warmup", "SECONDS", help: "before the window (default 5)"),
+    CommandOption("--server-pid", "PID", help: "the server's process, for its CPU share over the window"),
+    CommandOption("--threads", "N", help: "event-loop threads for the clients (rooms are split between them)"),
+    CommandOption("--payload", "BYTES", help: "RTP payload size (default 60)"),
+    CommandOption("--level", "DBOV", help: "the RFC 6464 level the streamers claim, 0-127 (default 15)"),
+    CommandOption("--join-timeout", "SECONDS", help: "how long every client may take to join (default 60)"),
+    CommandOption("--room-prefix", "TEXT", help: "room names are TEXT0, TEXT1, … (default load)"),
+    CommandOption("--tls-ca-file", "FILE", help: "signalling over TLS 1.3, trusting FILE (default: plain signalling, for\nthe server's plain_listen)"),
+    CommandOption("--help", aliases: ["-h"], help: "print this help and exit"),
+]
+
 let usage = """
 usage: roomload --server HOST:PORT (--config SERVER.conf [--key-id KID] | --key-id KID --secret HEX [--app APP])
                 [--rooms 50] [--participants 10] [--streamers 3] [--duration 20] [--warmup 5]
@@ -23,18 +45,16 @@ V bit) every 10 ms; everyone records the forwarding delay (receive − send time
 CLOCK_MONOTONIC) of what the server forwards. After --warmup seconds the window of
 --duration seconds is measured. Prints JSON lines (docs/benchmarks.md).
 
-  --server HOST:PORT     signalling address of the server (media goes to the welcome's udp_port)
-  --config FILE          roomserver configuration: tokens are minted with its [keys]
-                         (KID from --key-id, else "dev", else the first)
-  --key-id/--secret/--app  mint with this key instead (secret in hex; app default roomd-dev)
-  --server-pid PID       the server's process, for its CPU share over the window
-  --threads N            event-loop threads for the clients (rooms are split between them)
-  --tls-ca-file FILE     signalling over TLS 1.3, trusting FILE (default: plain signalling, for
-                         the server's plain_listen)
-"""
+""" + "\n" + CommandLineParser.help(commandOptions, column: 25)
 
-func fail(_ text: String, status: Int32 = 64) -> Never {
-    printError("roomload: \(text)")
+/// Exits with `status` after `roomload: TEXT` on standard error (a usage error: 2, the shape of
+/// CommandLineUsageError).
+func fail(_ text: String, status: Int32 = CommandLineUsageError.exitCode) -> Never {
+    if status == CommandLineUsageError.exitCode {
+        printError(CommandLineUsageError(text).text(program: "roomload"))
+    } else {
+        printError("roomload: \(text)")
+    }
     exit(status)
 }
 
@@ -59,48 +79,45 @@ struct Arguments {
 
     static func parse(_ arguments: [String]) -> Arguments {
         var a = Arguments()
-        var i = 0
-        func value(_ option: String) -> String {
-            i += 1
-            guard i < arguments.count else { fail("\(option) needs a value") }
-            return arguments[i]
+        let parsed: ParsedCommandLine
+        do throws(CommandLineUsageError) {
+            parsed = try CommandLineParser.parse(arguments, options: commandOptions)
+        } catch {
+            fail(error.message)
         }
-        func int(_ option: String, _ range: ClosedRange<Int>) -> Int {
-            let text = value(option)
-            guard let n = Int(text), range.contains(n) else { fail("\(option): \"\(text)\" is not a whole number in \(range)") }
-            return n
-        }
-        func seconds(_ option: String) -> Double {
-            let text = value(option)
-            guard let s = Double(text), s >= 0, s < 86_400 else { fail("\(option): \"\(text)\" is not a number of seconds") }
-            return s
-        }
-        while i < arguments.count {
-            let option = arguments[i]
-            switch option {
-            case "--help", "-h": printLine(usage); exit(0)
-            case "--server": a.server = value(option)
-            case "--config": a.config = value(option)
-            case "--key-id": a.keyID = value(option)
-            case "--secret": a.secret = value(option)
-            case "--app": a.app = value(option)
-            case "--rooms": a.rooms = int(option, 1 ... 10_000)
-            case "--participants": a.participants = int(option, 1 ... 10_000)
-            case "--streamers": a.streamers = int(option, 0 ... 10_000)
-            case "--duration": a.duration = seconds(option)
-            case "--warmup": a.warmup = seconds(option)
-            case "--server-pid": a.serverPID = int(option, 1 ... Int(Int32.max))
-            case "--threads": a.threads = int(option, 1 ... 64)
-            case "--payload": a.payload = int(option, LoadPayload.minimumSize ... 1000)
-            case "--level": a.level = int(option, 0 ... 127)
-            case "--join-timeout": a.joinTimeout = seconds(option)
-            case "--room-prefix": a.roomPrefix = value(option)
-            case "--tls-ca-file": a.tlsCAFile = value(option)
-            default: fail("unknown option \"\(option)\"\n\(usage)")
+        for (option, value) in parsed.options {
+            let text = value ?? ""
+            func int(_ range: ClosedRange<Int>) -> Int {
+                guard let n = Int(text), range.contains(n) else { fail("\(option): \"\(text)\" is not a whole number in \(range)") }
+                return n
             }
-            i += 1
+            func seconds() -> Double {
+                guard let s = Double(text), s >= 0, s < 86_400 else { fail("\(option): \"\(text)\" is not a number of seconds") }
+                return s
+            }
+            switch option {
+            case "--help": printLine(usage); exit(0)
+            case "--server": a.server = text
+            case "--config": a.config = text
+            case "--key-id": a.keyID = text
+            case "--secret": a.secret = text
+            case "--app": a.app = text
+            case "--rooms": a.rooms = int(1 ... 10_000)
+            case "--participants": a.participants = int(1 ... 10_000)
+            case "--streamers": a.streamers = int(0 ... 10_000)
+            case "--duration": a.duration = seconds()
+            case "--warmup": a.warmup = seconds()
+            case "--server-pid": a.serverPID = int(1 ... Int(Int32.max))
+            case "--threads": a.threads = int(1 ... 64)
+            case "--payload": a.payload = int(LoadPayload.minimumSize ... 1000)
+            case "--level": a.level = int(0 ... 127)
+            case "--join-timeout": a.joinTimeout = seconds()
+            case "--room-prefix": a.roomPrefix = text
+            case "--tls-ca-file": a.tlsCAFile = text
+            default: break
+            }
         }
-        guard a.server != nil else { fail("--server HOST:PORT is required\n\(usage)") }
+        guard a.server != nil else { fail("--server HOST:PORT is required") }
         guard a.config != nil || (a.keyID != nil && a.secret != nil) else {
             fail("--config FILE or --key-id KID --secret HEX is required")
         }
