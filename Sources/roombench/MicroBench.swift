@@ -6,18 +6,39 @@ import RoomSystem
 /// mics, beamformer), so a regression shows up even when the engine as a whole still keeps up.
 /// Output: one JSON object per metric, the scripts/bench format.
 enum MicroBench {
+    static let benches = ["apm", "apmdelay", "opus", "srtp", "wake"]
+    static let options = [CommandOption("--help", aliases: ["-h"], help: "print this help and exit")]
+    static let usage = """
+    usage: roombench [BENCH...]
+
+    Micro-benchmarks, one JSON line per figure (docs/benchmarks.md; scripts/bench runs them).
+    BENCH: \(benches.joined(separator: ", ")) (default: apm, apmdelay, opus).
+
+    """ + "\n" + CommandLineParser.help(options, column: 25)
+
     static func main(_ args: [String]) -> Int32 {
-        let names = args.isEmpty ? ["apm", "apmdelay", "opus"] : args
-        for name in names {
+        let parsed: ParsedCommandLine
+        do throws(CommandLineUsageError) {
+            parsed = try CommandLineParser.parse(args, options: options, operands: true)
+            if let unknown = parsed.operands.first(where: { !benches.contains($0) }) {
+                throw CommandLineUsageError("unknown bench '\(unknown)' (\(benches.joined(separator: ", ")))")
+            }
+        } catch {
+            printError(error.text(program: "roombench"))
+            return CommandLineUsageError.exitCode
+        }
+        if parsed.options.contains(where: { $0.name == "--help" }) {
+            printLine(usage)
+            return 0
+        }
+        for name in parsed.operands.isEmpty ? ["apm", "apmdelay", "opus"] : parsed.operands {
             switch name {
             case "apm": apm()
             case "apmdelay": apmDelay()
             case "opus": opus()
             case "srtp": SRTPBench.run()
             case "wake": WakeBench.run()
-            default:
-                printError("roombench: unknown bench \(name) (apm, apmdelay, opus, srtp, wake)\n")
-                return 2
+            default: break   // refused above
             }
         }
         return 0
