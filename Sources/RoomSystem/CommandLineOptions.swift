@@ -90,14 +90,16 @@ public enum CommandLineParser {
     }
 
     /// The options part of `--help`: one option per entry, `--name VALUE` in a column of
-    /// `column` characters, the help beside it (its own line breaks continue under it).
+    /// `column` characters, the help beside it (its own line breaks continue under it), or on
+    /// the next line when the head leaves less than two spaces.
     public static func help(_ options: [CommandOption], column: Int = 23) -> String {
         options.map { o in
             let head = "  " + o.name + (o.value.map { " " + $0 } ?? "")
             let lines = o.help.split(separator: "\n", omittingEmptySubsequences: false)
             let pad = String(repeating: " ", count: column)
-            let first = head.count < column ? head + String(repeating: " ", count: column - head.count) + lines[0]
-                                            : head + "\n" + pad + lines[0]
+            // At least two spaces between the head and its help, else the help goes under it.
+            let first = head.count + 2 <= column ? head + String(repeating: " ", count: column - head.count) + lines[0]
+                                                 : head + "\n" + pad + lines[0]
             return ([first] + lines.dropFirst().map { pad + $0 }).joined(separator: "\n")
         }.joined(separator: "\n")
     }
