@@ -13,12 +13,14 @@ final class SecretBytesTests: XCTestCase {
     }
 
     func testTheBytesAreLockedWhileHeldAndReleasedAfter() throws {
+        // Relative figures: other tests' servers in this process hold locked keys of their own.
         let before = try Self.lockedKB()
         var secret: SecretBytes? = SecretBytes([UInt8](repeating: 7, count: 32))
-        XCTAssertGreaterThanOrEqual(try Self.lockedKB() - before, 4, "a page locked for the key")
+        let held = try Self.lockedKB()
+        XCTAssertGreaterThanOrEqual(held - before, 4, "a page locked for the key")
         XCTAssertEqual(secret?.count, 32)
         secret = nil
-        XCTAssertEqual(try Self.lockedKB(), before, "unlocked (and wiped) when dropped")
+        XCTAssertLessThanOrEqual(try Self.lockedKB(), held - 4, "unlocked (and wiped) when dropped")
     }
 
     func testComparedByContentAndNeverPrinted() {
