@@ -272,13 +272,13 @@ static void process(Locator *l, const float *const *mics, int mode, int far_acti
         mean += map[d];
     }
     mean /= kDirections;
-    if (!learn) l->map_weight = l->alpha * l->map_weight + (1.0f - l->alpha);
     if (learn) {
         int e = 0;
         for (int d = 1; d < kDirections; d++) if (l->echo_map[d] > l->echo_map[e]) e = d;
         if (l->echo_map[e] - mean >= kMinConfidence) l->echo_dir = e;
         return;
     }
+    l->map_weight = l->alpha * l->map_weight + (1.0f - l->alpha);
     // While the far end plays, the echo's direction cannot become a talker's (what is left of
     // the echo after the weighting would otherwise win the map during loud double talk).
     const int mask = far_active && l->echo_dir >= 0 ? kEchoMaskDegrees * kDirections / 360 : -1;

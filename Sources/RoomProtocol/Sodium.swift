@@ -41,24 +41,20 @@ enum HMACSHA256 {
         sodium_memzero(&state, MemoryLayout<crypto_auth_hmacsha256_state>.size)
     }
 
-    /// The token path with a key in locked memory.
-    static func mac(key: SecretBytes, message: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: macSize)
-        key.withUnsafeBytes { k in
-            message.withUnsafeBytes { m in
-                out.withUnsafeMutableBytes { o in authenticate(key: k, message: m, into: o) }
-            }
-        }
-        return out
-    }
-
     /// Convenience for the token path, where a few small allocations do not matter.
     static func mac(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        key.withUnsafeBytes { mac(key: $0, message: message) }
+    }
+
+    /// The same with a key in locked memory (the server's `[keys]`).
+    static func mac(key: SecretBytes, message: [UInt8]) -> [UInt8] {
+        key.withUnsafeBytes { mac(key: $0, message: message) }
+    }
+
+    private static func mac(key: UnsafeRawBufferPointer, message: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: macSize)
-        key.withUnsafeBytes { k in
-            message.withUnsafeBytes { m in
-                out.withUnsafeMutableBytes { o in authenticate(key: k, message: m, into: o) }
-            }
+        message.withUnsafeBytes { m in
+            out.withUnsafeMutableBytes { o in authenticate(key: key, message: m, into: o) }
         }
         return out
     }

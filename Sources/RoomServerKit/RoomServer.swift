@@ -197,6 +197,11 @@ public final class RoomServer {
     public func room(named name: String, app: String) -> Room? { rooms[RoomKey(app: app, name: name)]?.room }
     public var participantCount: Int { participants.count }
 
+    /// A closing room's figures, kept in its application's totals.
+    private func keepStatistics(of state: RoomState) {
+        closedRoomsStatistics[state.key.app, default: TenantStatistics()].add(state.statistics)
+    }
+
     /// Per application (tenant): the figures of its closed rooms plus its open ones.
     public var tenantStatistics: [String: TenantStatistics] {
         var result = closedRoomsStatistics
@@ -221,7 +226,7 @@ public final class RoomServer {
         for key in rooms.keys.sorted() {
             guard let state = rooms[key] else { continue }
             if let effects = try? state.room.handle(.close(by: nil), now: now) { execute(effects, in: state) }
-            closedRoomsStatistics[key.app, default: TenantStatistics()].add(state.statistics)
+            keepStatistics(of: state)
         }
         rooms = [:]
         for s in Array(sessions.values) { closeSession(s, flush: true) }
@@ -433,8 +438,8 @@ public final class RoomServer {
         var retiredSSRCs: Set<UInt32> = []
         /// App messages the room may still carry, whoever sends them (`limits.room_app_*`).
         var messageBudget: AppMessageBudget
-        /// This room's share of its application's figures (`tenantStatistics`).
-        var statistics = TenantStatistics()
+        /// This room's share of its application's figures (`tenantStatistics`): one room opened.
+        var statistics: TenantStatistics = { var s = TenantStatistics(); s.roomsOpened = 1; return s }()
 
         init(key: RoomKey, room: Room, messageLimit: AppMessageBudget.Limit) {
             self.key = key
@@ -779,7 +784,6 @@ public final class RoomServer {
                 return
             }
             rooms[key] = state
-            state.statistics.roomsOpened = 1
             Log.info("roomserver: room \(key) opened")
         }
         if let seat = resumableSeat(in: state, claims: claims, hello: hello) {
@@ -1179,7 +1183,7 @@ public final class RoomServer {
                 let since = state.emptySinceMs ?? now
                 state.emptySinceMs = since
                 if now - since > state.room.config.reconnectGraceMs {
-                    closedRoomsStatistics[key.app, default: TenantStatistics()].add(state.statistics)
+                    keepStatistics(of: state)
                     rooms[key] = nil
                     Log.info("roomserver: room \(key) closed (empty)")
                 }

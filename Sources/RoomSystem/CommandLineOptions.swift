@@ -1,3 +1,5 @@
+import Glibc
+
 /// One option of a program's command line: the table a program's parsing and its `--help`
 /// text both come from, so the two cannot disagree (issue 28: five hand-written parsers had
 /// five habits — only roomctl took `--opt=value`, usage errors exited 2 in three and 64 in two).
@@ -32,18 +34,23 @@ public struct CommandLineUsageError: Error, Equatable, CustomStringConvertible {
 
     /// What the program prints on standard error.
     public func text(program: String) -> String { "\(program): \(message)\nTry '\(program) --help' for the options." }
+
+    /// Prints `text(program:)` on standard error and exits with `exitCode`.
+    public func exit(program: String) -> Never {
+        printError(text(program: program))
+        Glibc.exit(Self.exitCode)
+    }
 }
 
 /// The options and operands of one command line, in the order given.
-public struct ParsedCommandLine: Sendable, Equatable {
+public struct ParsedCommandLine: Sendable {
     /// Each option given, by its `name` (an alias is reported under the name), with its value.
     public var options: [(name: String, value: String?)]
     /// Arguments that are not options, and everything after `--`.
     public var operands: [String]
 
-    public static func == (a: Self, b: Self) -> Bool {
-        a.operands == b.operands && a.options.map(\.name) == b.options.map(\.name) && a.options.map(\.value) == b.options.map(\.value)
-    }
+    /// Whether the option `name` was given (`--help`, `--version`: answered before the rest).
+    public func contains(_ name: String) -> Bool { options.contains { $0.name == name } }
 }
 
 /// GNU conventions: `--opt value` and `--opt=value`, `--` ends the options, a value may start

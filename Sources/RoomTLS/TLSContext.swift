@@ -45,7 +45,8 @@ public final class TLSClientContext {
         for pin in settings.pins {
             if let problem = TLSClientSettings.pinProblem(pin) { throw SystemError("TLS: \(problem)") }
         }
-        if let ca = settings.caFile { try Self.checkReadable(ca, what: "CA file") }
+        // OpenSSL says "system lib" for a missing file; the errno says what is wrong.
+        if let ca = settings.caFile { try Files.checkReadable(ca, what: "TLS: CA file") }
         var error = [CChar](repeating: 0, count: 512)
         let context: OpaquePointer? = {
             if let ca = settings.caFile {
@@ -60,10 +61,6 @@ public final class TLSClientContext {
 
     deinit { roomtls_context_free(raw) }
 
-    /// OpenSSL says "system lib" for a missing file; the errno says what is wrong.
-    static func checkReadable(_ path: String, what: String) throws(SystemError) {
-        try Files.checkReadable(path, what: "TLS: \(what)")
-    }
 
     /// Pin-only: no CA file, so the chain of trust cannot be checked; the pin replaces it.
     var acceptsUntrustedChain: Bool { settings.caFile == nil && !settings.pins.isEmpty }
@@ -83,8 +80,8 @@ public final class TLSServerContext {
     public let chainText: String
 
     public init(certificateChainFile: String, keyFile: String) throws(SystemError) {
-        try TLSClientContext.checkReadable(certificateChainFile, what: "certificate file")
-        try TLSClientContext.checkReadable(keyFile, what: "key file")
+        try Files.checkReadable(certificateChainFile, what: "TLS: certificate file")
+        try Files.checkReadable(keyFile, what: "TLS: key file")
         var error = [CChar](repeating: 0, count: 512)
         guard let context = roomtls_server_context(certificateChainFile, keyFile, &error, error.count) else {
             throw SystemError("TLS: \(cText(error))")

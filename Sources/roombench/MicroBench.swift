@@ -27,7 +27,7 @@ enum MicroBench {
             printError(error.text(program: "roombench"))
             return CommandLineUsageError.exitCode
         }
-        if parsed.options.contains(where: { $0.name == "--help" }) {
+        if parsed.contains("--help") {
             printLine(usage)
             return 0
         }

@@ -97,8 +97,8 @@ struct Options {
     static func parse(_ args: [String]) -> Parsed {
         do throws(CommandLineUsageError) {
             let parsed = try CommandLineParser.parse(args, options: options)
-            if parsed.options.contains(where: { $0.name == "--help" }) { return .exit(usage, 0) }
-            if parsed.options.contains(where: { $0.name == "--version" }) { return .exit(versionLine(program: "roomd"), 0) }
+            if parsed.contains("--help") { return .exit(usage, 0) }
+            if parsed.contains("--version") { return .exit(versionLine(program: "roomd"), 0) }
             return .run(try settings(parsed))
         } catch {
             return .exit(error.text(program: "roomd"), CommandLineUsageError.exitCode)

@@ -47,16 +47,14 @@ CLOCK_MONOTONIC) of what the server forwards. After --warmup seconds the window 
 
 """ + "\n" + CommandLineParser.help(commandOptions, column: 25)
 
-/// Exits with `status` after `roomload: TEXT` on standard error (a usage error: 2, the shape of
-/// CommandLineUsageError).
-func fail(_ text: String, status: Int32 = CommandLineUsageError.exitCode) -> Never {
-    if status == CommandLineUsageError.exitCode {
-        printError(CommandLineUsageError(text).text(program: "roomload"))
-    } else {
-        printError("roomload: \(text)")
-    }
+/// Exits with `status` after `roomload: TEXT` on standard error.
+func fail(_ text: String, status: Int32) -> Never {
+    printError("roomload: \(text)")
     exit(status)
 }
+
+/// A usage error, in the shape and with the exit status every program uses.
+func usageError(_ text: String) -> Never { CommandLineUsageError(text).exit(program: "roomload") }
 
 struct Arguments {
     var server: String?
@@ -83,16 +81,16 @@ struct Arguments {
         do throws(CommandLineUsageError) {
             parsed = try CommandLineParser.parse(arguments, options: commandOptions)
         } catch {
-            fail(error.message)
+            usageError(error.message)
         }
         for (option, value) in parsed.options {
             let text = value ?? ""
             func int(_ range: ClosedRange<Int>) -> Int {
-                guard let n = Int(text), range.contains(n) else { fail("\(option): \"\(text)\" is not a whole number in \(range)") }
+                guard let n = Int(text), range.contains(n) else { usageError("\(option): \"\(text)\" is not a whole number in \(range)") }
                 return n
             }
             func seconds() -> Double {
-                guard let s = Double(text), s >= 0, s < 86_400 else { fail("\(option): \"\(text)\" is not a number of seconds") }
+                guard let s = Double(text), s >= 0, s < 86_400 else { usageError("\(option): \"\(text)\" is not a number of seconds") }
                 return s
             }
             switch option {
@@ -117,12 +115,12 @@ struct Arguments {
             default: break
             }
         }
-        guard a.server != nil else { fail("--server HOST:PORT is required") }
+        guard a.server != nil else { usageError("--server HOST:PORT is required") }
         guard a.config != nil || (a.keyID != nil && a.secret != nil) else {
-            fail("--config FILE or --key-id KID --secret HEX is required")
+            usageError("--config FILE or --key-id KID --secret HEX is required")
         }
-        guard a.streamers <= a.participants else { fail("--streamers exceeds --participants") }
-        guard a.duration > 0 else { fail("--duration must be positive") }
+        guard a.streamers <= a.participants else { usageError("--streamers exceeds --participants") }
+        guard a.duration > 0 else { usageError("--duration must be positive") }
         return a
     }
 }
@@ -140,7 +138,7 @@ func loadKey(config path: String, keyID wanted: String?) -> SigningKey {
     let configuration: RoomServerConfiguration
     do { configuration = try RoomServerConfiguration.load(path: path) } catch { fail("\(error)", status: 66) }
     let id = wanted ?? (configuration.keys["dev"] != nil ? "dev" : configuration.keys.keys.sorted().first)
-    guard let id, let key = configuration.keys[id] else { fail("\(path): no key \"\(wanted ?? "")\" in [keys]") }
+    guard let id, let key = configuration.keys[id] else { usageError("\(path): no key \"\(wanted ?? "")\" in [keys]") }
     return SigningKey(keyID: key.keyID, app: key.appID, secret: key.secret)
 }
 
@@ -214,14 +212,14 @@ func number(_ x: Double) -> String {
 
 let args = Arguments.parse(Array(CommandLine.arguments.dropFirst()))
 let serverAddress: SocketAddress
-do { serverAddress = try SocketAddress(parsing: args.server!) } catch { fail("--server: \(error)") }
-guard serverAddress.family == .ipv4 || serverAddress.family == .ipv6 else { fail("--server: not an IP address") }
+do { serverAddress = try SocketAddress(parsing: args.server!) } catch { usageError("--server: \(error)") }
+guard serverAddress.family == .ipv4 || serverAddress.family == .ipv6 else { usageError("--server: not an IP address") }
 
 let key: SigningKey
 if let config = args.config {
     key = loadKey(config: config, keyID: args.keyID)
 } else {
-    guard let secret = RoomServerConfiguration.decodeHex(args.secret!) else { fail("--secret: not hex") }
+    guard let secret = RoomServerConfiguration.decodeHex(args.secret!) else { usageError("--secret: not hex") }
     key = SigningKey(keyID: args.keyID!, app: args.app, secret: SecretBytes(secret))
 }
 

@@ -69,7 +69,7 @@ struct ProxyOptions {
     static func parse(_ args: [String]) -> Parsed {
         do throws(CommandLineUsageError) {
             let parsed = try CommandLineParser.parse(args, options: options)
-            if parsed.options.contains(where: { $0.name == "--help" }) { return .exit(usage, 0) }
+            if parsed.contains("--help") { return .exit(usage, 0) }
             return .run(try settings(parsed))
         } catch {
             return .exit(error.text(program: "roomproxy"), CommandLineUsageError.exitCode)

@@ -10,12 +10,14 @@ import RoomTLS
 
 /// The server's command line; `mintOptions` is `roomserver mint-token`'s. Parsing and `--help`
 /// both come from these tables (RoomSystem.CommandLineParser).
+let configOption = CommandOption("--config", "FILE", help: "configuration file (see docs/roomserver.conf.example)")
+let helpOption = CommandOption("--help", aliases: ["-h"], help: "print this help and exit")
 let serverOptions = [
-    CommandOption("--config", "FILE", help: "configuration file (see docs/roomserver.conf.example)"),
+    configOption,
     CommandOption("--log-level", "LEVEL", help: "override server.log_level: error, warning, notice, info or debug"),
     CommandOption("--print-spki-pin", "CERT", help: "print the SPKI pin of the first certificate in CERT (PEM), the\nvalue for roomd.conf's room.tls_pin, and exit"),
     CommandOption("--version", help: "print the version and exit"),
-    CommandOption("--help", aliases: ["-h"], help: "print this help and exit"),
+    helpOption,
 ]
 let mintOnlyOptions = [
     CommandOption("--key", "KID", help: "the signing key's id in the configuration's [keys]"),
@@ -27,7 +29,7 @@ let mintOnlyOptions = [
     CommandOption("--ttl", "SECONDS", help: "lifetime (default 3600)"),
     CommandOption("--not-before", "SECONDS", help: "valid from now + SECONDS (default 0)"),
 ]
-let mintOptions = [serverOptions[0], serverOptions[4]] + mintOnlyOptions
+let mintOptions = [configOption, helpOption] + mintOnlyOptions
 
 let usage = """
 usage: roomserver --config FILE [--log-level LEVEL]
@@ -55,10 +57,7 @@ func fail(_ text: String, status: Int32) -> Never {
 }
 
 /// A usage error: the one shape and exit status of every program (CommandLineUsageError).
-func usageError(_ message: String) -> Never {
-    printError(CommandLineUsageError(message).text(program: "roomserver"))
-    exit(CommandLineUsageError.exitCode)
-}
+func usageError(_ message: String) -> Never { CommandLineUsageError(message).exit(program: "roomserver") }
 
 func loadConfiguration(_ path: String?) -> RoomServerConfiguration {
     guard let path else { usageError("--config FILE is required") }

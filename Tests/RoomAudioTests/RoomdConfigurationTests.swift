@@ -1,6 +1,7 @@
 import Foundation
 import RoomControl
 import RoomCore
+import RoomSystem
 import RoomTestSupport
 import XCTest
 
@@ -468,34 +469,27 @@ final class RoomdConfigurationTests: ProcessTestCase {
     }
 }
 
-/// A TCP listener on loopback that only counts the connections it accepts (and closes them).
+/// A TCP listener on loopback that only counts the connections it accepts (each is closed when
+/// dropped): RoomSystem's listener on a loop of its own, turned when asked.
 private final class CountingListener {
-    let fd: Int32
-    let port: Int
-    private var count = 0
+    private let loop: EventLoop
+    private let listener: TCPListener
+    private let count: Counter
+
+    private final class Counter { var value = 0 }
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0, listen(fd, 16) == 0 else { close(fd); throw NSError(domain: "listen", code: Int(errno)) }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) } }
-        self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        loop = try EventLoop()
+        let count = Counter()
+        listener = try TCPListener(address: try SocketAddress(ip: "127.0.0.1", port: 0), loop: loop) { _ in count.value += 1 }
+        self.count = count
     }
 
-    deinit { close(fd) }
+    var port: Int { Int(listener.localPort) }
 
     /// Connections accepted so far (accepting what is waiting now).
     func accepted() -> Int {
-        while case let c = accept(fd, nil, nil), c >= 0 {
-            close(c)
-            count += 1
-        }
-        return count
+        _ = try? loop.runOnce(timeout: .milliseconds(1))
+        return count.value
     }
 }

@@ -42,11 +42,11 @@ extension Room {
             members[id]!.turnTaken = false
             next += 1
         }
-        let outside = candidates.filter { !active.contains($0) }
-        let byLevel = outside.filter { !members[$0]!.turnTaken }
-        next = 0
-        while next < byLevel.count {
-            let challenger = byLevel[next]
+        // Outside the set, those that lost their place to a turn wait for their own.
+        let byLevel = candidates.filter { !active.contains($0) && !members[$0]!.turnTaken }
+        var nextByLevel = 0
+        while nextByLevel < byLevel.count {
+            let challenger = byLevel[nextByLevel]
             // The weakest member that has had its minimum time (ties: the one that entered last).
             var weakest: Int?
             for (i, id) in active.enumerated() {
@@ -66,7 +66,7 @@ extension Room {
             members[active[w]]!.activeSince = nil
             active[w] = challenger
             members[challenger]!.activeSince = now
-            next += 1
+            nextByLevel += 1
         }
         takeTurns(now: now)
         // Loudest first (stable, so ties keep their current order).
@@ -84,9 +84,10 @@ extension Room {
     /// rather than coming straight back by its claimed level.
     mutating func takeTurns(now: RoomInstant) {
         let turn = config.speakerTurnMs
+        let full = active.count >= config.topN
         for id in order {
             let m = members[id]!
-            let waits = m.mayPublish && !active.contains(id) && isTalking(m, now: now) && active.count >= config.topN
+            let waits = full && m.mayPublish && !active.contains(id) && isTalking(m, now: now)
             if !waits { members[id]!.waitingSince = nil } else if m.waitingSince == nil { members[id]!.waitingSince = now }
         }
         guard turn > 0 else { return }

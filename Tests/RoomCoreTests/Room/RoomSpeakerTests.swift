@@ -4,9 +4,9 @@ import XCTest
 /// Active-speaker selection and the forwarded set.
 final class RoomSpeakerTests: XCTestCase {
     /// Streamers 1...streamers on stage, plus listener 100.
-    private func stage(streamers: RoomParticipantID, topN: Int, limit: Int = 10, turnMs: Int64? = nil) -> Room {
-        var room = makeRoom(.open, limit: limit, topN: topN)
-        if let turnMs { room = try! Room(config: RoomConfig(policy: .open, speakerLimit: limit, topN: topN, speakerTurnMs: turnMs)) }
+    private func stage(streamers: RoomParticipantID, topN: Int, limit: Int = 10,
+                       turnMs: Int64 = RoomConfig().speakerTurnMs) -> Room {
+        var room = makeRoom(.open, limit: limit, topN: topN, speakerTurnMs: turnMs)
         for id in 1...streamers { room.add(id, role: .streamer) }
         room.add(100)
         return room

@@ -5,9 +5,11 @@ import XCTest
 let farFuture: RoomInstant = 1_000_000_000
 
 func makeRoom(_ policy: RoomStagePolicy = .open, limit: Int = 3, topN: Int = 3,
-              attributes: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) -> Room {
+              attributes: [String: String] = [:], speakerTurnMs: Int64 = RoomConfig().speakerTurnMs,
+              file: StaticString = #filePath, line: UInt = #line) -> Room {
     do throws(RoomError) {
-        return try Room(config: RoomConfig(policy: policy, speakerLimit: limit, topN: topN, attributes: attributes))
+        return try Room(config: RoomConfig(policy: policy, speakerLimit: limit, topN: topN, attributes: attributes,
+                                           speakerTurnMs: speakerTurnMs))
     } catch {
         XCTFail("config refused: \(error)", file: file, line: line)
         fatalError()
