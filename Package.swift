@@ -121,32 +121,38 @@ let package = Package(
         .target(name: "RoomAllocProbe"),
 
         // Swift modules, one job each.
-        .target(name: "RoomCore"),
+        // Pure Swift, no C: the base every module may use (rings, heaps, inert text, numbers as
+        // text, the version), media (RTP, the jitter buffer), DSP (meters, limiter, mixer, FFT,
+        // WAV, self-test analysis) and settings (INI, board profiles, roomd.conf).
+        .target(name: "RoomBase", dependencies: []),
+        .target(name: "RoomMedia", dependencies: []),
+        .target(name: "RoomDSP", dependencies: ["RoomBase"]),
+        .target(name: "RoomSettings", dependencies: ["RoomBase"]),
         // The version line of the programs: release version and the git commit built from.
-        .target(name: "RoomBuildInfo", dependencies: ["RoomCore"], plugins: ["BuildInfo"]),
+        .target(name: "RoomBuildInfo", dependencies: ["RoomBase"], plugins: ["BuildInfo"]),
         .plugin(name: "BuildInfo", capability: .buildTool(), path: "Sources/BuildInfoPlugin"),
         // Linux interfaces the Glibc module leaves out (epoll, eventfd, signalfd, accept4, ucred).
         .target(name: "CLinux"),
-        .target(name: "RoomSystem", dependencies: ["CLinux", "RoomCore"]),
+        .target(name: "RoomSystem", dependencies: ["CLinux", "RoomBase"]),
         // TLS 1.3 over a RoomSystem stream connection (signalling; docs/security.md).
-        .target(name: "RoomTLS", dependencies: ["RoomCore", "RoomSystem", "CRoomTLS"]),
-        .target(name: "RoomAudio", dependencies: ["RoomCore", "RoomSystem", "CAlsa", "COpus", "CWebRTCAPM"]),
+        .target(name: "RoomTLS", dependencies: ["CRoomTLS", "RoomBase", "RoomSystem"]),
+        .target(name: "RoomAudio", dependencies: ["CAlsa", "COpus", "CWebRTCAPM", "RoomBase", "RoomDSP", "RoomMedia", "RoomSettings", "RoomSystem"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
-        .target(name: "RoomProtocol", dependencies: ["RoomCore", "CSodium"]),
+        .target(name: "RoomProtocol", dependencies: ["CSodium", "RoomBase", "RoomModel"]),
         // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
         .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
-        .target(name: "RoomServerKit", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS", "RoomMediaCrypto"]),
+        .target(name: "RoomServerKit", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
-        .target(name: "RoomControl", dependencies: ["RoomCore", "RoomSystem"]),
+        .target(name: "RoomControl", dependencies: ["RoomBase", "RoomModel", "RoomSettings", "RoomSystem"]),
         // Buttons and LEDs: libgpiod (v1) backend and a simulated backend for tests and the rig.
-        .target(name: "RoomGPIO", dependencies: ["RoomCore", "RoomSystem", "CGpiod"]),
+        .target(name: "RoomGPIO", dependencies: ["CGpiod", "RoomSettings", "RoomSystem"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
         // What a room is to the appliance, whatever serves it: the RoomBackend port and the session
         // events, connection states and join info every backend reports (docs/architecture.md).
-        .target(name: "RoomModel", dependencies: ["RoomCore", "RoomProtocol"]),
-        .target(name: "RoomClient", dependencies: ["RoomModel", "RoomCore", "RoomSystem", "RoomProtocol", "RoomTLS", "RoomMediaCrypto"]),
+        .target(name: "RoomModel", dependencies: []),
+        .target(name: "RoomClient", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"]),
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
@@ -156,43 +162,46 @@ let package = Package(
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
         .target(name: "RoomWebRTC", dependencies: ["RoomICE", "RoomDTLS", "RoomSDP", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
-        .target(name: "RoomJanus", dependencies: ["RoomCore", "RoomSystem", "RoomTLS", "CLibcrypto"]),
+        .target(name: "RoomJanus", dependencies: ["CLibcrypto", "RoomBase", "RoomSystem", "RoomTLS"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
-        .target(name: "RoomJanusBackend", dependencies: ["RoomModel", "RoomCore", "RoomJanus", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomCore", "RoomSystem", "RoomAudio", "RoomClient", "RoomModel", "RoomJanusBackend", "RoomProtocol", "RoomControl", "RoomGPIO", "RoomTLS", "RoomBuildInfo"],
+        .target(name: "RoomJanusBackend", dependencies: ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomAudio", "RoomBase", "RoomBuildInfo", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
-        .executableTarget(name: "roomserver", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomBuildInfo"]),
-        .executableTarget(name: "roomctl", dependencies: ["RoomCore", "RoomSystem", "RoomControl", "RoomBuildInfo"]),
+        .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
+        .executableTarget(name: "roomctl", dependencies: ["RoomBuildInfo", "RoomControl", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
-        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCore", "RoomSystem", "RoomMediaCrypto", "RoomProtocol"]),
+        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomCore", "RoomSystem", "RoomProtocol", "RoomServerKit", "RoomTLS", "RoomMediaCrypto"]),
+        .executableTarget(name: "roomload", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
-        .executableTarget(name: "roomproxy", dependencies: ["RoomCore", "RoomSystem"]),
+        .executableTarget(name: "roomproxy", dependencies: ["RoomBase", "RoomSystem"]),
 
-        .testTarget(name: "RoomCoreTests", dependencies: ["RoomCore"]),
+        .testTarget(name: "RoomBaseTests", dependencies: ["RoomBase"]),
+        .testTarget(name: "RoomMediaTests", dependencies: ["RoomBase", "RoomMedia"]),
+        .testTarget(name: "RoomDSPTests", dependencies: ["RoomBase", "RoomDSP"]),
+        .testTarget(name: "RoomSettingsTests", dependencies: ["RoomBase", "RoomSettings"]),
         // Reads Sources/ and the built roomctl; depends on no module of ours on purpose.
         .testTarget(name: "ArchitectureTests"),
-        .testTarget(name: "RoomSystemTests", dependencies: ["RoomTestSupport", "RoomSystem", "RoomCore"]),
-        .testTarget(name: "RoomProtocolTests", dependencies: ["RoomProtocol", "RoomCore"]),
-        .testTarget(name: "RoomGPIOTests", dependencies: ["RoomGPIO", "RoomCore", "RoomSystem"]),
-        .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomCore", "RoomSystem"]),
-        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
-        .testTarget(name: "RoomClientTests", dependencies: ["RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomMediaCrypto"]),
+        .testTarget(name: "RoomSystemTests", dependencies: ["RoomBase", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
+        .testTarget(name: "RoomProtocolTests", dependencies: ["RoomBase", "RoomModel", "RoomProtocol"]),
+        .testTarget(name: "RoomGPIOTests", dependencies: ["CGpiod", "RoomGPIO", "RoomSettings", "RoomSystem"]),
+        .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomSystem"]),
+        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
+        .testTarget(name: "RoomClientTests", dependencies: ["RoomBase", "RoomClient", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
         // Test helpers several test targets share (certificates from scripts/make-dev-certs, a
         // Janus from scripts/janus-dev, a free port).
         .target(name: "RoomTestSupport", dependencies: ["CLinux"], path: "Tests/RoomTestSupport"),
-        .testTarget(name: "RoomTLSTests", dependencies: ["RoomTestSupport", "RoomTLS", "RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomTLSTests", dependencies: ["RoomBase", "RoomClient", "RoomMedia", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS", "RoomTestSupport"]),
         .testTarget(name: "RoomMediaCryptoTests",
-                    dependencies: ["RoomTestSupport", "RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomCore", "RoomSystem", "RoomTLS",
+                    dependencies: ["RoomTestSupport", "RoomMediaCrypto", "CLibcrypto", "RoomClient", "RoomModel", "RoomServerKit", "RoomProtocol", "RoomBase", "RoomMedia", "RoomSystem", "RoomTLS",
                                    "RoomJanusBackend", "RoomWebRTC"]),
-        .testTarget(name: "SimCardTests", dependencies: ["RoomTestSupport", "CAlsa", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "SimCardTests", dependencies: ["CAlsa", "RoomTestSupport"]),
         .testTarget(name: "RoomSDPTests", dependencies: ["RoomSDP"]),
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
-        .testTarget(name: "RoomJanusTests", dependencies: ["RoomTestSupport", "RoomJanus", "RoomWebRTC", "RoomSDP", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomMedia", "RoomSDP", "RoomSystem", "RoomTLS", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
-        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomTestSupport", "RoomWebRTC", "RoomSDP", "RoomSystem", "RoomMediaCrypto", "RoomProtocol", "RoomJanus", "RoomICE"]),
-        .testTarget(name: "RoomAudioTests", dependencies: ["RoomTestSupport", "RoomAudio", "RoomControl", "RoomCore", "RoomSystem"]),
+        .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
+        .testTarget(name: "RoomAudioTests", dependencies: ["COpus", "CWebRTCAPM", "RoomAudio", "RoomBase", "RoomControl", "RoomDSP", "RoomMedia", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .gnu11,
@@ -204,7 +213,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomCore", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE"],
+        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

@@ -1,5 +1,6 @@
 import CWebRTCAPM
-import RoomCore
+import RoomBase
+import RoomDSP
 
 /// The array's beam on its own (cwebrtcapm.h `rbeam_*`, the same beams the chain steers), for
 /// measuring off the audio thread: `roomctl selftest` asks it how much quieter the room's noise

@@ -1,5 +1,8 @@
 import Glibc
-import RoomCore
+import RoomBase
+import RoomDSP
+import RoomMedia
+import RoomSettings
 import RoomSystem
 import Synchronization
 

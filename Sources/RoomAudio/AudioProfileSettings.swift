@@ -1,4 +1,5 @@
-import RoomCore
+import RoomSettings
+
 
 /// What an audio profile means for the engine (docs/audio-engine.md, "Audio profiles" and
 /// "Codec settings").

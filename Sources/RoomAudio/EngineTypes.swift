@@ -1,5 +1,6 @@
 import Glibc
-import RoomCore
+import RoomMedia
+import RoomSettings
 import RoomSystem
 import Synchronization
 

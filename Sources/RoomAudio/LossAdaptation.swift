@@ -1,4 +1,3 @@
-import RoomCore
 import Synchronization
 
 /// The loss this appliance's listeners report, handed from the event loop (which hears the

@@ -1,5 +1,5 @@
 import COpus
-import RoomCore
+import RoomMedia
 
 /// The remote participants the speaker plays, on the audio thread: one jitter buffer and one
 /// Opus decoder per stream, found by SSRC. The server forwards only the loudest few streams,

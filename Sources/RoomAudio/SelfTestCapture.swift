@@ -1,4 +1,4 @@
-import RoomCore
+import RoomDSP
 import Synchronization
 
 /// The audio thread's half of `roomctl selftest`: for a few seconds the speaker plays a known

@@ -1,4 +1,4 @@
-import RoomCore
+import RoomMedia
 import Synchronization
 
 /// Receive statistics of each remote stream, published by the audio thread for `roomctl stats`

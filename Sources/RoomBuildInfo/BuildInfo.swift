@@ -1,4 +1,5 @@
-import RoomCore
+import RoomBase
+
 
 /// What `--version` prints: the release version and the git commit the program was built from
 /// (`roomdCommit` is generated at build time by Sources/BuildInfoPlugin), so a report from a board

@@ -1,4 +1,5 @@
-import RoomCore
+import RoomBase
+import RoomMedia
 import RoomMediaCrypto
 import RoomModel
 import RoomProtocol

@@ -1,4 +1,4 @@
-import RoomCore
+import RoomBase
 import RoomModel
 import RoomProtocol
 import RoomSystem

@@ -1,4 +1,4 @@
-import RoomCore
+import RoomMedia
 import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem

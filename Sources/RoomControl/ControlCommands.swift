@@ -1,4 +1,6 @@
-import RoomCore
+import RoomModel
+import RoomSettings
+
 
 /// The command table of control API 1: names, argument schemas, and who may run them.
 /// Validation is driven by this table (`ControlRequest.parse`), roomctl's subcommands and

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomBase
 import RoomSystem
 
 /// The control socket of roomd: newline-delimited JSON requests on a Unix stream socket,

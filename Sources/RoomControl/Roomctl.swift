@@ -1,4 +1,4 @@
-import RoomCore
+import RoomBase
 import RoomSystem
 
 /// roomctl's command line, parsing and running, kept in the library so tests can call it

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomSettings
 import RoomSystem
 
 /// The two buttons of the appliance (docs/gpio.md).

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomSettings
 import RoomSystem
 
 /// One LED's colour, 0...255 per channel.

@@ -1,6 +1,6 @@
 import CGpiod
 import Glibc
-import RoomCore
+import RoomSettings
 import RoomSystem
 
 /// libgpiod 1.6 (v1 API, Debian bookworm). Active-low is requested from the kernel with

@@ -1,4 +1,5 @@
-import RoomCore
+import RoomBase
+
 
 /// The client side of a WebSocket (RFC 6455), without a socket: the opening handshake as bytes
 /// to send and a response to check, then frames in and out. Janus's WebSocket transport

@@ -1,4 +1,3 @@
-import RoomCore
 import RoomModel
 import RoomSystem
 import RoomTLS

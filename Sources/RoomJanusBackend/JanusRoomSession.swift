@@ -1,5 +1,6 @@
-import RoomCore
+import RoomBase
 import RoomJanus
+import RoomMedia
 import RoomModel
 import RoomProtocol
 import RoomSDP

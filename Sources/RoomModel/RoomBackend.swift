@@ -1,6 +1,3 @@
-import RoomCore
-import RoomProtocol
-
 /// A room as roomd uses it, whatever serves it: our roomserver (`RoomSession`) or a WebRTC
 /// media server (the Janus backend, `JanusRoomSession`). The daemon's buttons, LEDs, control
 /// API, status and health read and drive a room only through this, so a backend is a module

@@ -1,6 +1,3 @@
-import RoomCore
-import RoomProtocol
-
 /// Bounded exponential back-off between connection attempts (docs/room-client.md).
 ///
 /// The delay before attempt *n* after *n* failures in a row is `initial × multiplier^n`,

@@ -1,5 +1,5 @@
 import CSodium
-import RoomCore
+import RoomBase
 
 /// The per-participant secret the server hands out in `welcome`, authenticating UDP binding
 /// datagrams (see `BindingDatagram`): whoever can produce a valid binding for a participant

@@ -1,5 +1,6 @@
 import FoundationEssentials
-import RoomCore
+import RoomBase
+import RoomModel
 
 /// What a room token grants beyond listening.
 public enum TokenGrant: String, Sendable, Hashable {
@@ -18,7 +19,7 @@ public struct RoomTokenClaims: Sendable, Hashable, Codable {
     public var sub: String
     /// Display name shown to others.
     public var name: String
-    /// RoomCore's grants, so the verified claims feed a `RoomJoinRequest` as they are.
+    /// RoomModel's grants, so the verified claims feed a `RoomJoinRequest` as they are.
     public var grants: RoomGrants
     public var exp: Int
     public var nbf: Int

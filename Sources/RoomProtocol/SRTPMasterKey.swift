@@ -1,5 +1,5 @@
 import CSodium
-import RoomCore
+import RoomBase
 
 /// An SRTP master key and master salt (RFC 3711 §8.2) for AEAD_AES_128_GCM (RFC 7714 §12):
 /// 16 bytes of key followed by 12 bytes of salt, the concatenation libsrtp2 takes and the

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import RoomCore
+import RoomModel
 
 /// Why a frame's payload is not a usable message. None of these is fatal for the
 /// connection: the receiver answers with an `error` (see `code`) and reads the next frame.

@@ -1,4 +1,3 @@
-import RoomCore
 
 /// The messages a call exchanges every second or so — `ping`, `pong`, `ok`, `loss_report`,
 /// `receiver_loss`, `active_speakers` — read and written without Codable.

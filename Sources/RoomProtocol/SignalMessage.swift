@@ -1,4 +1,5 @@
-import RoomCore
+import RoomModel
+
 
 /// One signalling message: the JSON object carried by one frame,
 /// `{"type": "...", "id": <request id>?, ...fields}` (docs/protocol.md, protocol 1).

@@ -1,7 +1,7 @@
-import RoomCore
+import RoomModel
 import RoomProtocol
 
-// RoomCore types ↔ protocol messages. The enums are shared (their raw values are the wire
+// Room state machine types ↔ protocol messages. The enums are shared (their raw values are the wire
 // spellings), so the mapping is mostly a matter of structure.
 
 extension ParticipantInfo {

@@ -1,11 +1,13 @@
 import FoundationEssentials
-import RoomCore
+import RoomBase
+import RoomMedia
 import RoomMediaCrypto
+import RoomModel
 import RoomProtocol
 import RoomSystem
 import RoomTLS
 
-/// The room service: signalling over TCP (docs/protocol.md), one `RoomCore.Room` per room
+/// The room service: signalling over TCP (docs/protocol.md), one `Room` per room
 /// name, and selective forwarding of RTP over one UDP socket.
 ///
 /// Lives on one `EventLoop` thread: create it, `start()` it and drop it on the thread that

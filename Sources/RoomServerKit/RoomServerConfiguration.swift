@@ -1,5 +1,7 @@
-import RoomCore
+import RoomBase
+import RoomModel
 import RoomProtocol
+import RoomSettings
 import RoomSystem
 
 /// One signing key of `[keys]`: which application (the token's `app` claim) it belongs to,
@@ -74,7 +76,7 @@ public struct RoomServerLimits: Sendable, Equatable {
     public init() {}
 }
 
-/// `roomserver`'s configuration file (docs/roomserver.md), an INI file read with RoomCore's
+/// `roomserver`'s configuration file (docs/roomserver.md), an INI file read with RoomSettings'
 /// `INIParser` / `ConfigValues`, so every error reads `file:line: section.key: problem`.
 public struct RoomServerConfiguration: Sendable, Equatable {
     /// TLS signalling listeners (`server.listen`, comma-separated); they need `tls`.

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomBase
 import Synchronization
 
 /// Log levels use syslog priorities so journald keeps them (`<3>` error … `<7>` debug) when
@@ -9,7 +9,7 @@ public enum LogLevel: Int32, Sendable, Comparable, CaseIterable {
 
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
 
-    /// Exactly one of `LogLevelNames.all` (RoomCore), the one set every option, key and
+    /// Exactly one of `LogLevelNames.all` (RoomBase), the one set every option, key and
     /// command accepts; nil for anything else.
     public init?(name: String) {
         guard let index = LogLevelNames.all.firstIndex(of: name) else { return nil }

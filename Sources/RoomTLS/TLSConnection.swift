@@ -1,5 +1,4 @@
 import CRoomTLS
-import RoomCore
 import RoomSystem
 
 /// A TLS 1.3 connection over a non-blocking `StreamConnection`, on the same event loop and

@@ -1,5 +1,5 @@
 import CRoomTLS
-import RoomCore
+import RoomBase
 import RoomSystem
 
 /// How an appliance decides that the signalling server is the real one (docs/security.md,
@@ -21,8 +21,6 @@ public struct TLSClientSettings: Sendable, Equatable {
         self.serverName = serverName
     }
 
-    /// Why `text` is not a pin, or nil when it is one (RoomCore's `SPKIPin`).
-    public static func pinProblem(_ text: String) -> String? { SPKIPin.problem(text) }
 }
 
 /// The buffer ciphertext passes through between the socket and OpenSSL, one per context rather
@@ -43,7 +41,7 @@ public final class TLSClientContext {
 
     public init(settings: TLSClientSettings) throws(SystemError) {
         for pin in settings.pins {
-            if let problem = TLSClientSettings.pinProblem(pin) { throw SystemError("TLS: \(problem)") }
+            if let problem = SPKIPin.problem(pin) { throw SystemError("TLS: \(problem)") }
         }
         // OpenSSL says "system lib" for a missing file; the errno says what is wrong.
         if let ca = settings.caFile { try Files.checkReadable(ca, what: "TLS: CA file") }

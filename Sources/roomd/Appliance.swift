@@ -2,9 +2,10 @@ import Glibc
 import RoomAudio
 import RoomClient
 import RoomControl
+import RoomDSP
 import RoomJanusBackend
-import RoomCore
 import RoomModel
+import RoomSettings
 import RoomSystem
 
 /// The running appliance's parts, and the operations that span several of them: changing a

@@ -1,10 +1,13 @@
 import Glibc
 import RoomAudio
+import RoomBase
 import RoomClient
 import RoomControl
-import RoomCore
+import RoomDSP
+import RoomMedia
 import RoomModel
 import RoomProtocol
+import RoomSettings
 import RoomSystem
 
 /// Maps the control API (docs/control-api.md) onto the room session and the engine, and room

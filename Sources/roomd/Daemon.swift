@@ -1,7 +1,9 @@
 import Glibc
 import RoomAudio
+import RoomBase
 import RoomClient
-import RoomCore
+import RoomDSP
+import RoomSettings
 import RoomSystem
 
 /// Why roomd stops before it runs: the message for the journal and the sysexits code.

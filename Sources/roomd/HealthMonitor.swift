@@ -1,6 +1,6 @@
 import RoomAudio
+import RoomBase
 import RoomClient
-import RoomCore
 import RoomSystem
 
 /// What roomd tells systemd about itself: `WATCHDOG=1` only while the audio engine makes

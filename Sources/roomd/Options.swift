@@ -1,6 +1,7 @@
 import RoomAudio
+import RoomBase
 import RoomBuildInfo
-import RoomCore
+import RoomSettings
 import RoomSystem
 
 /// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
@@ -234,7 +235,7 @@ enum ProcessingFeature: String, CaseIterable {
     case aec, ns, agc, vad, hpf, beamformer, array
 
     /// "aec, ns, agc, vad, hpf, beamformer or array", for usage errors.
-    static var names: String { ConfigValues.list(allCases.map(\.rawValue)) }
+    static var names: String { choiceList(allCases.map(\.rawValue)) }
 
     func switchOff(in p: inout ProcessingSettings) {
         switch self {

@@ -1,8 +1,8 @@
 import RoomClient
-import RoomCore
 import RoomGPIO
 import RoomModel
 import RoomProtocol
+import RoomSettings
 import RoomSystem
 
 /// The two buttons and three LEDs of the appliance. Buttons act on the room session; LEDs are

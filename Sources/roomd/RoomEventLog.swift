@@ -1,5 +1,4 @@
 import RoomClient
-import RoomCore
 import RoomModel
 import RoomProtocol
 import RoomSystem

@@ -1,9 +1,9 @@
 import RoomAudio
 import RoomClient
-import RoomCore
 import RoomJanusBackend
 import RoomModel
 import RoomProtocol
+import RoomSettings
 import RoomSystem
 import RoomTLS
 

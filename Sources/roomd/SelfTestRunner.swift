@@ -1,6 +1,7 @@
 import RoomAudio
+import RoomBase
 import RoomControl
-import RoomCore
+import RoomDSP
 import RoomSystem
 
 /// `roomctl selftest` on the daemon side: asks the audio thread to play the test signals

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomSettings
 import RoomSystem
 import RoomTLS
 

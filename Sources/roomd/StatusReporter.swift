@@ -1,7 +1,7 @@
 import Glibc
 import RoomAudio
+import RoomBase
 import RoomClient
-import RoomCore
 import RoomModel
 import RoomSystem
 

@@ -1,6 +1,6 @@
 import RoomAudio
-import RoomCore
 import RoomGPIO
+import RoomSettings
 import RoomSystem
 
 /// The LED ring shows where the talker is (docs/gpio.md, "The LED ring"): ten times a second

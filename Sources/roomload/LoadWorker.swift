@@ -1,5 +1,6 @@
 import Glibc
-import RoomCore
+import RoomBase
+import RoomMedia
 import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

@@ -1,4 +1,5 @@
-import RoomCore
+import RoomBase
+
 
 /// The fate of one datagram. Every datagram draws the same five numbers whatever the
 /// outcome, so the decisions for datagram n depend only on the seed and n.
@@ -22,7 +23,7 @@ struct Decision {
 }
 
 /// Datagrams waiting for their send time: a fixed pool of buffers (allocated once) and a
-/// deadline heap (RoomCore's, shared with the event loop's timers) pointing into it. Equal
+/// deadline heap (RoomBase's, shared with the event loop's timers) pointing into it. Equal
 /// deadlines leave in the order they were queued.
 struct DelayQueue {
     /// Where a queued datagram is and where it goes.

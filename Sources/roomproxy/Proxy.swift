@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomBase
 import RoomSystem
 
 /// Counters of one direction (docs/roomproxy.md names each).

@@ -1,6 +1,7 @@
 import Glibc
+import RoomBase
 import RoomBuildInfo
-import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

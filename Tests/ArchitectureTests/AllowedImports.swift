@@ -16,41 +16,47 @@ enum AllowedImports {
 
     /// The toolchain's own modules, allowed where listed like any other.
     static let modules: [String: Set<String>] = [
-        // Pure Swift, no C, nothing of ours below it.
-        "RoomCore": ["Synchronization"],
+        // Pure Swift, no C: the base every layer may use, then media, DSP, settings and the room's
+        // vocabulary on top of it, then the wire messages.
+        "RoomBase": ["Synchronization"],
+        "RoomMedia": [],
+        "RoomDSP": ["RoomBase", "Synchronization"],
+        "RoomSettings": ["RoomBase"],
+        "RoomModel": [],
         "RoomSDP": [],
-        // The one Glibc layer (debt: it sits above RoomCore for WAV files and log-level names).
-        "RoomSystem": ["CLinux", "Glibc", "RoomCore", "Synchronization"],
-        "RoomBuildInfo": ["RoomCore"],
         // Wire messages and tokens (debt: links libsodium for HMAC and random).
-        "RoomProtocol": ["CSodium", "FoundationEssentials", "RoomCore"],
-        // What a room is to the appliance whatever serves it: the RoomBackend port, session events.
-        "RoomModel": ["RoomCore", "RoomProtocol"],
+        "RoomProtocol": ["CSodium", "FoundationEssentials", "RoomBase", "RoomModel"],
+        // The one Glibc layer, below everything but RoomBase.
+        "RoomSystem": ["CLinux", "Glibc", "RoomBase", "Synchronization"],
+        "RoomBuildInfo": ["RoomBase"],
         // Adapters.
-        "RoomTLS": ["CRoomTLS", "RoomCore", "RoomSystem"],
+        "RoomTLS": ["CRoomTLS", "RoomBase", "RoomSystem"],
         "RoomDTLS": ["CRoomDTLS", "RoomSDP"],                                       // the fingerprint the SDP announced
         "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"],         // debt: RoomProtocol for one key type
         "RoomICE": ["CLibcrypto"],
-        "RoomGPIO": ["CGpiod", "Glibc", "RoomCore", "RoomSystem"],                  // debt: Glibc
+        "RoomGPIO": ["CGpiod", "Glibc", "RoomSettings", "RoomSystem"],              // debt: Glibc
         // Features.
-        "RoomAudio": ["CAlsa", "COpus", "CWebRTCAPM", "Glibc", "RoomCore", "RoomSystem", "Synchronization"], // debt: three C adapters, Glibc
-        "RoomClient": ["RoomCore", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
-        "RoomControl": ["FoundationEssentials", "Glibc", "RoomCore", "RoomSystem"], // debt: Glibc
-        "RoomServerKit": ["FoundationEssentials", "RoomCore", "RoomMediaCrypto", "RoomProtocol", "RoomSystem", "RoomTLS"],
+        "RoomAudio": ["CAlsa", "COpus", "CWebRTCAPM", "Glibc", "RoomBase", "RoomDSP", "RoomMedia", "RoomSettings",
+                      "RoomSystem", "Synchronization"],                             // debt: three C adapters, Glibc
+        "RoomClient": ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
+        "RoomControl": ["FoundationEssentials", "Glibc", "RoomBase", "RoomModel", "RoomSettings", "RoomSystem"], // debt: Glibc
+        "RoomServerKit": ["FoundationEssentials", "RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol",
+                          "RoomSettings", "RoomSystem", "RoomTLS"],
         "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
-        "RoomJanus": ["CLibcrypto", "FoundationEssentials", "RoomCore", "RoomSystem", "RoomTLS"],
-        "RoomJanusBackend": ["RoomCore", "RoomJanus", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"],
+        "RoomJanus": ["CLibcrypto", "FoundationEssentials", "RoomBase", "RoomSystem", "RoomTLS"],
+        "RoomJanusBackend": ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS",
+                             "RoomWebRTC"],
         // Executables (debt: roomd holds appliance logic, not only wiring).
-        "roomd": ["Glibc", "RoomAudio", "RoomBuildInfo", "RoomClient", "RoomControl", "RoomCore", "RoomGPIO",
-                  "RoomJanusBackend", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
+        "roomd": ["Glibc", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO",
+                  "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"],
         // roomctl: no audio, no room service (its link set is checked too).
         "roomctl": ["Glibc", "RoomBuildInfo", "RoomControl", "RoomSystem"],
-        "roomserver": ["Glibc", "RoomBuildInfo", "RoomCore", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"],
+        "roomserver": ["Glibc", "RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"],
         // Tools.
         "roombench": ["CLinux", "Glibc", "RoomAudio", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"],
-        "roomload": ["Glibc", "RoomCore", "RoomMediaCrypto", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS",
-                     "Synchronization"],
-        "roomproxy": ["Glibc", "RoomCore", "RoomSystem"],
+        "roomload": ["Glibc", "RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem",
+                     "RoomTLS", "Synchronization"],
+        "roomproxy": ["Glibc", "RoomBase", "RoomSystem"],
         // The build plugin that stamps the commit into RoomBuildInfo.
         "BuildInfoPlugin": ["Foundation", "PackagePlugin"],
     ]

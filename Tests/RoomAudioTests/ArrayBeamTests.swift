@@ -1,6 +1,6 @@
 import Foundation
 @testable import RoomAudio
-import RoomCore
+import RoomBase
 import XCTest
 
 /// The Swift side of the C beam (`rbeam_*`) that `roomctl selftest` measures the array with.

@@ -4,9 +4,9 @@
 // noise comes from all around, it must take more of it away than the fixed design does; and the
 // talker it looks at passes at their level either way.
 import Foundation
-import RoomCore
-import XCTest
 @testable import RoomAudio
+import RoomBase
+import XCTest
 
 final class ArrayNoiseAdaptiveTests: XCTestCase {
     static let rate = 48000, block = 480

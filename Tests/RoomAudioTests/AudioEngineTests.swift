@@ -1,6 +1,6 @@
 import Foundation
 import RoomAudio
-import RoomCore
+import RoomDSP
 import RoomTestSupport
 import XCTest
 

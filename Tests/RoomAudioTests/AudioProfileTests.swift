@@ -1,6 +1,6 @@
 import Foundation
 import RoomAudio
-import RoomCore
+import RoomSettings
 import XCTest
 
 /// Switching the audio profile on a running engine (real ALSA on the simulated card).

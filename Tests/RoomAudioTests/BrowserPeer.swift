@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RoomCore
+import RoomDSP
 import XCTest
 
 /// A headless Chromium in a Janus AudioBridge room: scripts/janus-page served by a

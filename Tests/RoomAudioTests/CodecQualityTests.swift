@@ -1,5 +1,4 @@
 import RoomAudio
-import RoomCore
 import XCTest
 
 /// The codec settings `scripts/bench quality` chose (docs/audio-engine.md, "Codec settings"),

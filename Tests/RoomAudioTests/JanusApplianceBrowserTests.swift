@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RoomCore
+import RoomDSP
 import XCTest
 
 /// Issue 12's end-to-end acceptance: real roomd appliances (`room.backend = janus`), a real

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RoomCore
+import RoomDSP
 import XCTest
 
 /// Browsers in a real Janus AudioBridge room (issue 12: "a browser in the same room, tested for

@@ -1,5 +1,4 @@
 @testable import RoomAudio
-import RoomCore
 import XCTest
 
 /// Loss-driven FEC: the listeners' reports turn the encoder's protection on at once and off

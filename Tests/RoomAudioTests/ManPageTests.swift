@@ -1,5 +1,6 @@
 import Foundation
-@testable import RoomCore
+@testable import RoomBase
+@testable import RoomSettings
 import XCTest
 
 /// The man pages in docs/man against what the programs and the key tables say (docs/man/README.md):
@@ -143,7 +144,7 @@ final class ManPageTests: ProcessTestCase {
                 XCTAssertEqual(page.header[0], stem.uppercased(), "\(file): .TH title")
                 XCTAssertEqual(page.header[1], section, "\(file): .TH section")
                 XCTAssertNotNil(page.header[2].wholeMatch(of: #/\d{4}-\d{2}-\d{2}/#), "\(file): .TH date is not YYYY-MM-DD")
-                XCTAssertEqual(page.header[3], "roomd \(roomdVersion)", "\(file): .TH source must name the current version (Sources/RoomCore/Version.swift)")
+                XCTAssertEqual(page.header[3], "roomd \(roomdVersion)", "\(file): .TH source must name the current version (Sources/RoomBase/Version.swift)")
             }
             // apropos/mandb read "name \- description" from the first line of NAME.
             let nameLine = page.rawLines.drop { $0 != ".SH NAME" }.dropFirst().first ?? ""

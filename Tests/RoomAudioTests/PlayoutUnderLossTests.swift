@@ -1,6 +1,7 @@
 import Foundation
 @testable import RoomAudio
-import RoomCore
+import RoomDSP
+import RoomMedia
 import XCTest
 
 /// The receive path under random loss, at the engine's two playout steps (10 and 5 ms periods)

@@ -1,5 +1,4 @@
 import Foundation
-import RoomCore
 import RoomTestSupport
 import XCTest
 

@@ -1,7 +1,7 @@
 import COpus
 import Foundation
 @testable import RoomAudio
-import RoomCore
+import RoomMedia
 import XCTest
 
 /// The receive path on the audio thread without a sound card: Opus packets of every size Opus

@@ -1,5 +1,4 @@
 import Foundation
-import RoomCore
 import XCTest
 
 /// Real processes on loopback: one roomserver and three roomd on their own simulated sound

@@ -1,5 +1,4 @@
 import Foundation
-import RoomCore
 import XCTest
 
 /// Real processes: roomserver (moderated room) and three roomd on simulated cards, driven with

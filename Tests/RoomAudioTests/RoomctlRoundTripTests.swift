@@ -1,6 +1,5 @@
 import Foundation
 import RoomControl
-import RoomCore
 import RoomTestSupport
 import XCTest
 

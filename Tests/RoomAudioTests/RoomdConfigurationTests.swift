@@ -1,6 +1,6 @@
 import Foundation
 import RoomControl
-import RoomCore
+import RoomSettings
 import RoomSystem
 import RoomTestSupport
 import XCTest

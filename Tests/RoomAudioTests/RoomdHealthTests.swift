@@ -1,9 +1,8 @@
 import Foundation
 import RoomControl
-import RoomCore
 import RoomSystem
-import Synchronization
 import RoomTestSupport
+import Synchronization
 import XCTest
 
 /// Issue 10 (4, 5, 6): what roomd tells systemd about its health, its audio thread's name and

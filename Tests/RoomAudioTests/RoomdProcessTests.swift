@@ -1,6 +1,6 @@
 import Foundation
+import RoomBase
 import RoomControl
-import RoomCore
 import RoomTestSupport
 import XCTest
 

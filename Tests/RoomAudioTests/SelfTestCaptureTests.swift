@@ -1,8 +1,8 @@
 import Foundation
-import RoomCore
+@testable import RoomAudio
+import RoomDSP
 import RoomTestSupport
 import XCTest
-@testable import RoomAudio
 
 /// The hand-over between the daemon and the audio thread, driven from one thread.
 final class SelfTestCaptureTests: XCTestCase {

@@ -1,7 +1,7 @@
 import Foundation
-import RoomTestSupport
 import RoomAudio
-import RoomCore
+import RoomDSP
+import RoomTestSupport
 
 /// Points alsa-lib at the simulated card once per test process and writes per-test room files.
 /// alsa-lib reads ALSA_CONFIG_PATH/ALSA_PLUGIN_DIR once, at its first use; ROOMSIM_CONFIG is read

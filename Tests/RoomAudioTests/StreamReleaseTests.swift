@@ -1,7 +1,7 @@
 import COpus
 import Foundation
 @testable import RoomAudio
-import RoomCore
+import RoomMedia
 import XCTest
 
 /// Issue 10, item 8: the stream of a participant who left must leave `stats.streams` and free
@@ -175,7 +175,7 @@ final class StreamReleaseTests: XCTestCase {
     }
 
     /// The release runs on the audio thread: no heap allocation. Needs the probe preloaded
-    /// (LD_PRELOAD=.build/debug/libroomallocprobe.so, as RoomCoreTests.MediaAllocationTests);
+    /// (LD_PRELOAD=.build/debug/libroomallocprobe.so, as RoomMediaTests.MediaAllocationTests);
     /// skipped without it.
     func testReleaseAllocatesNothing() throws {
         typealias CountFn = @convention(c) () -> UInt

@@ -1,5 +1,6 @@
+import RoomBase
 import RoomClient
-import RoomCore
+import RoomMedia
 import RoomModel
 import RoomProtocol
 import RoomServerKit

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RoomCore
+import RoomSettings
 import XCTest
 
 /// The board's system setup: systemd/roomd.sysusers, board/rpi-respeaker4/99-roomd.rules, the

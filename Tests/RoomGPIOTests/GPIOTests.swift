@@ -1,10 +1,10 @@
-import Foundation
 import CGpiod
+import Foundation
 import Glibc
-import RoomCore
+@testable import RoomGPIO
+import RoomSettings
 import RoomSystem
 import XCTest
-@testable import RoomGPIO
 
 final class GPIOTests: XCTestCase {
     /// Runs the loop for `ms` milliseconds (or until `until` holds).

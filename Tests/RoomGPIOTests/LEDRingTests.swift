@@ -1,8 +1,8 @@
 import Foundation
-import RoomCore
+@testable import RoomGPIO
+import RoomSettings
 import RoomSystem
 import XCTest
-@testable import RoomGPIO
 
 /// The LED ring's pattern (which LED shows the talker), its APA102 frames and the simulated ring.
 final class LEDRingTests: XCTestCase {

@@ -1,12 +1,12 @@
 import Foundation
 import Glibc
-import RoomCore
 import RoomJanus
+import RoomMedia
 import RoomSDP
 import RoomSystem
 import RoomTLS
-import RoomWebRTC
 import RoomTestSupport
+import RoomWebRTC
 import XCTest
 
 /// Against the real Janus (Debian's `janus` 1.1.2, skipped when it is not installed): the

@@ -1,8 +1,10 @@
 import Foundation
 import Glibc
+import RoomBase
 @testable import RoomClient
-import RoomCore
+import RoomMedia
 import RoomMediaCrypto
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

@@ -1,8 +1,9 @@
 import Foundation
 import Glibc
+import RoomBase
 import RoomClient
-import RoomCore
 @testable import RoomJanusBackend
+import RoomMedia
 import RoomModel
 import RoomProtocol
 import RoomSystem

@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomMedia
 import RoomMediaCrypto
 import RoomProtocol
 import XCTest

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import RoomCore
+import RoomBase
 import RoomProtocol
 import XCTest
 

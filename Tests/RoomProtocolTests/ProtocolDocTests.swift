@@ -1,4 +1,5 @@
 import FoundationEssentials
+import RoomModel
 import RoomProtocol
 import XCTest
 

@@ -1,5 +1,6 @@
 import FoundationEssentials
-import RoomCore
+import RoomBase
+import RoomModel
 import RoomProtocol
 import XCTest
 

@@ -1,5 +1,5 @@
 import Foundation
-import RoomCore
+import RoomModel
 import RoomProtocol
 import XCTest
 

@@ -1,8 +1,7 @@
-import RoomCore
+import Foundation
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
-import Foundation
 import XCTest
 
 /// What one peer may take from the server (issue 11): connections that never say hello are

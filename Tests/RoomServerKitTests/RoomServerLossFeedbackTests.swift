@@ -1,4 +1,3 @@
-import RoomCore
 import RoomProtocol
 @testable import RoomServerKit
 import RoomSystem

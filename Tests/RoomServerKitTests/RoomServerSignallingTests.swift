@@ -1,4 +1,4 @@
-import RoomCore
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

@@ -1,4 +1,3 @@
-import RoomCore
 import RoomProtocol
 import RoomServerKit
 import XCTest

@@ -1,5 +1,6 @@
-import RoomCore
+import RoomMedia
 import RoomMediaCrypto
+import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

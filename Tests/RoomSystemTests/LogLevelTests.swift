@@ -1,4 +1,5 @@
-import RoomCore
+import RoomBase
+import RoomSettings
 import RoomSystem
 import XCTest
 

@@ -1,5 +1,6 @@
 import Glibc
 import RoomSystem
+import RoomTestSupport
 import XCTest
 
 /// A bound Unix datagram socket standing in for systemd's notify socket.

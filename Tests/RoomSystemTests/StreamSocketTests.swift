@@ -1,5 +1,6 @@
 import Glibc
 import RoomSystem
+import RoomTestSupport
 import XCTest
 
 final class StreamSocketTests: XCTestCase {

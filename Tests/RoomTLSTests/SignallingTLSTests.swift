@@ -1,5 +1,5 @@
+import RoomBase
 import RoomClient
-import RoomCore
 import RoomModel
 import RoomProtocol
 import RoomServerKit
@@ -147,9 +147,9 @@ final class SignallingTLSTests: XCTestCase {
     }
 
     func testBadPinSpellingAndMissingCAFileAreReported() throws {
-        XCTAssertNotNil(TLSClientSettings.pinProblem("sha1/abc"))
-        XCTAssertNotNil(TLSClientSettings.pinProblem("sha256/short="))
-        XCTAssertNil(TLSClientSettings.pinProblem("sha256/" + String(repeating: "A", count: 43) + "="))
+        XCTAssertNotNil(SPKIPin.problem("sha1/abc"))
+        XCTAssertNotNil(SPKIPin.problem("sha256/short="))
+        XCTAssertNil(SPKIPin.problem("sha256/" + String(repeating: "A", count: 43) + "="))
         let certs = try TestCertificates()
         try certs.issue()
         let h = try TLSHarness(certificates: certs)

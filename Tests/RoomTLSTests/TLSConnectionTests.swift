@@ -1,5 +1,5 @@
 import Foundation
-import RoomCore
+import RoomBase
 import RoomSystem
 import RoomTLS
 import RoomTestSupport

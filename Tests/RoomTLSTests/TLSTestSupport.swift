@@ -1,12 +1,13 @@
 import Foundation
+import RoomBase
 import RoomClient
-import RoomCore
+import RoomMedia
 import RoomModel
 import RoomProtocol
 import RoomServerKit
 import RoomSystem
-import RoomTestSupport
 import RoomTLS
+import RoomTestSupport
 import XCTest
 
 /// roomserver with one TLS and one plain listener, and room sessions, on one loop turned by

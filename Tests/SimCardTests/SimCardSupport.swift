@@ -1,5 +1,5 @@
 // Helpers for the roomsim tests: locating the plugin, room files, WAV files, PCM setup.
-// Only CAlsa + Glibc + XCTest and the suite's rerun policy (RoomCore/RoomSystem are deliberately not
+// Only CAlsa + Glibc + XCTest and the suite's rerun policy (RoomBase/RoomSystem are deliberately not
 // used here).
 import CAlsa
 import Glibc

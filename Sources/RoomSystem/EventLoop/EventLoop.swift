@@ -1,5 +1,5 @@
 import Glibc
-import RoomCore
+import RoomBase
 
 /// The daemon's event loop: one epoll instance, a timer heap and an eventfd for cross-thread
 /// wake-ups. See docs/event-loop.md.

@@ -1,5 +1,5 @@
-import RoomCore
 import RoomServerKit
+import RoomSettings
 
 /// The configuration files: parsing is all-or-nothing and errors name the file and line, so
 /// the only thing to catch here is a trap (or a line number outside the file).

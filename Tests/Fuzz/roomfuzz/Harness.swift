@@ -1,5 +1,4 @@
 import Glibc
-import RoomCore
 
 /// The program: libFuzzer's driver (linked by `-sanitize=fuzzer`), given our entry point.
 ///

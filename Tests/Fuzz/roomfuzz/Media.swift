@@ -1,4 +1,4 @@
-import RoomCore
+import RoomMedia
 import RoomProtocol
 
 /// One UDP datagram as roomd's media session and roomserver's forwarder read it: RTP with the

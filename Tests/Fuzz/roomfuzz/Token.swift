@@ -1,4 +1,4 @@
-import RoomCore
+import RoomBase
 import RoomProtocol
 
 /// The key the token target signs with; the verifier knows it under kid "fuzz".

@@ -1,0 +1,134 @@
+import Foundation
+import RoomBase
+import XCTest
+
+final class SPSCRingTests: XCTestCase {
+    func testCapacityIsRoundedUpToAPowerOfTwo() {
+        XCTAssertEqual(SPSCRing<Int>(capacity: 5).capacity, 8)
+        XCTAssertEqual(SPSCRing<Int>(capacity: 256).capacity, 256)
+        XCTAssertEqual(SPSCRing<Int>(capacity: 1).capacity, 2)
+    }
+
+    func testPushPopFIFOAndFull() {
+        let ring = SPSCRing<Int>(capacity: 4)
+        XCTAssertNil(ring.pop())
+        XCTAssertEqual(ring.availableToRead, 0)
+        XCTAssertEqual(ring.availableToWrite, 4)
+        for i in 0..<4 { XCTAssertTrue(ring.push(i)) }
+        XCTAssertFalse(ring.push(99), "a full ring must refuse, not overwrite")
+        XCTAssertEqual(ring.availableToRead, 4)
+        XCTAssertEqual(ring.availableToWrite, 0)
+        for i in 0..<4 { XCTAssertEqual(ring.pop(), i) }
+        XCTAssertNil(ring.pop())
+    }
+
+    func testWraparoundKeepsOrder() {
+        let ring = SPSCRing<Int16>(capacity: 8)
+        var next: Int16 = 0, expected: Int16 = 0
+        // Push 5 / pop 3 repeatedly so head and tail cross the end of storage many times.
+        for _ in 0..<100 {
+            for _ in 0..<5 where ring.push(next) { next &+= 1 }
+            for _ in 0..<3 { if let v = ring.pop() { XCTAssertEqual(v, expected); expected &+= 1 } }
+        }
+        while let v = ring.pop() { XCTAssertEqual(v, expected); expected &+= 1 }
+        XCTAssertEqual(expected, next)
+        XCTAssertGreaterThan(next, 200)
+    }
+
+    func testBulkWriteAndReadAcrossTheEnd() {
+        let ring = SPSCRing<Int32>(capacity: 8)
+        // Move the indices to 6 so the next bulk write wraps.
+        for i in 0..<6 { XCTAssertTrue(ring.push(Int32(i))) }
+        var sink = [Int32](repeating: -1, count: 6)
+        XCTAssertEqual(sink.withUnsafeMutableBufferPointer { ring.read(into: $0) }, 6)
+        XCTAssertEqual(sink, [0, 1, 2, 3, 4, 5])
+
+        let source: [Int32] = Array(100..<110)   // 10 values, only 8 fit
+        XCTAssertEqual(source.withUnsafeBufferPointer { ring.write(from: $0) }, 8)
+        XCTAssertEqual(ring.availableToRead, 8)
+        XCTAssertEqual(source.withUnsafeBufferPointer { ring.write(from: $0) }, 0, "full")
+
+        var out = [Int32](repeating: 0, count: 3)
+        XCTAssertEqual(out.withUnsafeMutableBufferPointer { ring.read(into: $0) }, 3)
+        XCTAssertEqual(out, [100, 101, 102])
+        var rest = [Int32](repeating: 0, count: 20)
+        XCTAssertEqual(rest.withUnsafeMutableBufferPointer { ring.read(into: $0) }, 5)
+        XCTAssertEqual(Array(rest[0..<5]), [103, 104, 105, 106, 107])
+        XCTAssertEqual(rest.withUnsafeMutableBufferPointer { ring.read(into: $0) }, 0, "empty")
+    }
+
+    func testEmptyBuffersAreHarmless() {
+        let ring = SPSCRing<Float>(capacity: 4)
+        XCTAssertEqual(ring.write(from: UnsafeBufferPointer(start: nil, count: 0)), 0)
+        XCTAssertEqual(ring.read(into: UnsafeMutableBufferPointer(start: nil, count: 0)), 0)
+    }
+
+    func testEnumElements() {
+        enum Event: Equatable, BitwiseCopyable { case a(Int), b(Bool) }
+        let ring = SPSCRing<Event>(capacity: 2)
+        XCTAssertTrue(ring.push(.a(7)))
+        XCTAssertTrue(ring.push(.b(true)))
+        XCTAssertEqual(ring.pop(), .a(7))
+        XCTAssertEqual(ring.pop(), .b(true))
+    }
+
+    /// One producer thread and one consumer thread hammer a small ring with mixed single and
+    /// bulk operations; the consumer must see 0, 1, 2, … with no gap, repeat or reordering.
+    func testTwoThreadStressKeepsSequence() {
+        let ring = SPSCRing<UInt64>(capacity: 64)
+        let total: UInt64 = 2_000_000
+        let done = DispatchSemaphore(value: 0)
+        let result = ConsumerResult()
+
+        let producer = Thread {
+            var next: UInt64 = 0
+            var block = [UInt64](repeating: 0, count: 17)
+            while next < total {
+                if next % 3 == 0 {
+                    if ring.push(next) { next += 1 }
+                } else {
+                    let n = Int(min(UInt64(block.count), total - next))
+                    for i in 0..<n { block[i] = next + UInt64(i) }
+                    next += UInt64(block.withUnsafeBufferPointer { ring.write(from: UnsafeBufferPointer(rebasing: $0[0..<n])) })
+                }
+            }
+            done.signal()
+        }
+        let consumer = Thread {
+            var expected: UInt64 = 0
+            var errors = 0
+            var block = [UInt64](repeating: 0, count: 13)
+            while expected < total && errors == 0 {
+                if expected % 2 == 0 {
+                    if let v = ring.pop() {
+                        if v != expected { errors += 1 }
+                        expected += 1
+                    }
+                } else {
+                    let n = block.withUnsafeMutableBufferPointer { ring.read(into: $0) }
+                    for i in 0..<n where block[i] != expected + UInt64(i) { errors += 1 }
+                    expected += UInt64(n)
+                }
+            }
+            result.set(received: expected, errors: errors)
+            done.signal()
+        }
+        producer.start()
+        consumer.start()
+        XCTAssertEqual(done.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(done.wait(timeout: .now() + 60), .success)
+        let (received, errors) = result.get()
+        XCTAssertEqual(errors, 0, "values arrived out of order")
+        XCTAssertEqual(received, total)
+        XCTAssertEqual(ring.availableToRead, 0)
+    }
+}
+
+/// Hands the consumer's tally back to the test thread.
+private final class ConsumerResult: @unchecked Sendable {
+    private let lock = NSLock()
+    private var received: UInt64 = 0
+    private var errors = 0
+    func set(received: UInt64, errors: Int) { lock.withLock { self.received = received; self.errors = errors } }
+    func get() -> (UInt64, Int) { lock.withLock { (received, errors) } }
+}
