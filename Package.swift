@@ -82,9 +82,11 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CWebRTCAudioProcessing", pkgConfig: "webrtc-audio-processing",
                        providers: [.apt(["libwebrtc-audio-processing-dev"])]),
+        // The one real FFT of the C code (header-only): the canceller's and the simulated room's.
+        .target(name: "CRoomFFT"),
         .target(
             name: "CWebRTCAPM",
-            dependencies: ["CWebRTCAudioProcessing"],
+            dependencies: ["CWebRTCAudioProcessing", "CRoomFFT"],
             cxxSettings: [
                 // SwiftPM passes pkg-config's -I but drops its -D flags: define them here.
                 .define("WEBRTC_POSIX"),
@@ -98,7 +100,7 @@ let package = Package(
         ),
         // The simulated room (files, echo path, image-source scenes, faults): C with no ALSA in
         // it, so the plugin and the scene tool share it.
-        .target(name: "RoomSimRoom", linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "RoomSimRoom", dependencies: ["CRoomFFT"], linkerSettings: [.linkedLibrary("m")]),
         // roomsim-scene: renders a scene file and writes its impulse responses (docs/sim-card.md).
         .executableTarget(name: "roomsim-scene", dependencies: ["RoomSimRoom"]),
         .target(

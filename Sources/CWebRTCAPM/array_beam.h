@@ -73,7 +73,7 @@ constexpr float kSwitchDegrees = 360.0f / kBeams / 2 + 3.0f;
 
 struct Beam {
     int mics, H, Nr, Kr, D;
-    roomaec::RealFFT fft;
+    RoomFFT fft;
     float *hist[kMaxMics];                    // last Nr samples per mic
     float *wa, *ws, *frame;
     float *Xr[kMaxMics], *Xi[kMaxMics];       // this block's spectra
@@ -114,7 +114,7 @@ struct Beam {
 
 static void destroy(Beam *b) {
     if (!b) return;
-    roomaec::fft_free(&b->fft);
+    room_fft_free(&b->fft);
     for (int m = 0; m < kMaxMics; m++) { free(b->hist[m]); free(b->Xr[m]); free(b->Xi[m]); free(b->cr[m]); free(b->ci[m]); }
     free(b->p00);
     free(b->wa); free(b->ws); free(b->frame); free(b->wr); free(b->wi);
@@ -203,7 +203,7 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D;
     const int Kr = b->Kr;
     const size_t table = (size_t)(kBeams + 1) * mics * Kr;
-    bool ok = roomaec::fft_init(&b->fft, Nr);
+    bool ok = (room_fft_init(&b->fft, Nr) == 0);
     b->wa = (float *)calloc(Nr, sizeof(float)); b->ws = (float *)calloc(Nr, sizeof(float));
     b->frame = (float *)calloc(Nr, sizeof(float));
     b->wr = (float *)calloc(table, sizeof(float)); b->wi = (float *)calloc(table, sizeof(float));
@@ -437,7 +437,7 @@ static void process(Beam *b, const float *const *mics, float *out) {
         memmove(b->hist[m], b->hist[m] + H, sizeof(float) * (Nr - H));
         memcpy(b->hist[m] + Nr - H, mics[m], sizeof(float) * H);
         for (int i = 0; i < Nr; i++) b->frame[i] = b->hist[m][i] * b->wa[i];
-        roomaec::rfft(&b->fft, b->frame, b->Xr[m], b->Xi[m]);
+        room_fft_forward(&b->fft, b->frame, b->Xr[m], b->Xi[m]);
     }
     adapt(b);
     if (b->learn_echo) {
@@ -464,7 +464,7 @@ static void process(Beam *b, const float *const *mics, float *out) {
     } else {
         add_beam(b, b->current, 1);
     }
-    roomaec::irfft(&b->fft, b->Yr, b->Yi, b->rt);
+    room_fft_inverse(&b->fft, b->Yr, b->Yi, b->rt, 1.0f / b->fft.n);
     memmove(b->ola, b->ola + H, sizeof(float) * (Nr - H));
     memset(b->ola + Nr - H, 0, sizeof(float) * H);
     for (int i = Nr - H - D; i < Nr; i++) b->ola[i] += b->rt[i] * b->ws[i];

@@ -33,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "room_fft.h"
+
 #include "spectral_ns.h"
 #include "dereverb.h"
 
@@ -56,150 +58,6 @@
 #endif
 
 namespace roomaec {
-
-// ---- real FFT (radix-2, N a power of two), via a complex FFT of N/2 points ----
-
-struct RealFFT {
-    int n, h;
-    int *rev;          // bit reversal of h: the pairs (i, j), i < j, to swap, one after the other
-    int swaps;         // number of pairs
-    float *twr, *twi;  // per stage (len = 2, 4, …, h): e^{-2πij/len}, j < len/2, stage after stage
-    float *pr, *pi;    // e^{-2πik/n}, k <= h
-    float *zr, *zi;    // work, h
-};
-
-static void fft_free(RealFFT *f) {
-    free(f->rev); free(f->twr); free(f->twi); free(f->pr); free(f->pi); free(f->zr); free(f->zi);
-    memset(f, 0, sizeof *f);
-}
-
-static bool fft_init(RealFFT *f, int n) {
-    memset(f, 0, sizeof *f);
-    f->n = n; f->h = n / 2;
-    int h = f->h, bits = 0;
-    while ((1 << bits) < h) bits++;
-    f->rev = (int *)malloc(sizeof(int) * (h + 2));
-    f->twr = (float *)malloc(sizeof(float) * h); f->twi = (float *)malloc(sizeof(float) * h);
-    f->pr = (float *)malloc(sizeof(float) * (h + 1)); f->pi = (float *)malloc(sizeof(float) * (h + 1));
-    f->zr = (float *)malloc(sizeof(float) * h); f->zi = (float *)malloc(sizeof(float) * h);
-    if (!f->rev || !f->twr || !f->twi || !f->pr || !f->pi || !f->zr || !f->zi) { fft_free(f); return false; }
-    for (int i = 0; i < h; i++) {
-        int r = 0;
-        for (int b = 0; b < bits; b++) if (i & (1 << b)) r |= 1 << (bits - 1 - b);
-        if (r > i) { f->rev[2 * f->swaps] = i; f->rev[2 * f->swaps + 1] = r; f->swaps++; }
-    }
-    int at = 0;
-    for (int len = 2; len <= h; len <<= 1)
-        for (int j = 0; j < len / 2; j++, at++) {
-            double a = -2 * M_PI * j / len;
-            f->twr[at] = (float)cos(a); f->twi[at] = (float)sin(a);
-        }
-    for (int k = 0; k <= h; k++) { double a = -2 * M_PI * k / n; f->pr[k] = (float)cos(a); f->pi[k] = (float)sin(a); }
-    return true;
-}
-
-// In-place forward complex FFT of f->zr/zi (size h), unnormalized.
-// n radix-2 butterflies (a, b) ← (a + w·b, a − w·b), a twiddle per butterfly / one for all.
-static inline void butterflies(float *__restrict ar, float *__restrict ai, float *__restrict br, float *__restrict bi,
-                               const float *__restrict tr, const float *__restrict ti, int n) {
-    for (int j = 0; j < n; j++) {
-        float xr = br[j] * tr[j] - bi[j] * ti[j], xi = br[j] * ti[j] + bi[j] * tr[j];
-        br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
-        ar[j] += xr; ai[j] += xi;
-    }
-}
-static inline void butterflies1(float *__restrict ar, float *__restrict ai, float *__restrict br, float *__restrict bi,
-                                float wr, float wi, int n) {
-    for (int j = 0; j < n; j++) {
-        float xr = br[j] * wr - bi[j] * wi, xi = br[j] * wi + bi[j] * wr;
-        br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
-        ar[j] += xr; ai[j] += xi;
-    }
-}
-
-// In-place forward complex FFT of f->zr/zi (size h, a power of two >= 4), unnormalized: radix-2
-// decimation in time. The early stages, whose butterflies are short (len 2, 4, 8, …), are done
-// before the bit-reversal permutation instead of after it: position p of a group of len in the
-// bit-reversed order is natural index rev(p)·(h/len) + r, r < h/len, so each butterfly of such a
-// stage pairs two runs of h/len consecutive natural indices with one twiddle — long vector loops
-// instead of scalar ones. Same butterflies, same operands, same results.
-ROOMAEC_HOT static void cfft(RealFFT *f) {
-    const int h = f->h;
-    float *re = f->zr, *im = f->zi;
-    // Stages of length 2 and 4 (twiddles 1 and −i) as one radix-4 pass: bit-reversed positions
-    // 4g + {0, 1, 2, 3} are natural r + {0, h/2, h/4, 3h/4}, r < h/4.
-    {
-        const int g = h / 4;
-        float *__restrict r0 = re, *__restrict r1 = re + 2 * g, *__restrict r2 = re + g, *__restrict r3 = re + 3 * g;
-        float *__restrict i0 = im, *__restrict i1 = im + 2 * g, *__restrict i2 = im + g, *__restrict i3 = im + 3 * g;
-        for (int r = 0; r < g; r++) {
-            float b0r = r0[r] + r1[r], b0i = i0[r] + i1[r];
-            float b1r = r0[r] - r1[r], b1i = i0[r] - i1[r];
-            float b2r = r2[r] + r3[r], b2i = i2[r] + i3[r];
-            float b3r = r2[r] - r3[r], b3i = i2[r] - i3[r];
-            r0[r] = b0r + b2r; i0[r] = b0i + b2i;
-            r2[r] = b0r - b2r; i2[r] = b0i - b2i;
-            r1[r] = b1r + b3i; i1[r] = b1i - b3r;   // b1 + (−i)·b3
-            r3[r] = b1r - b3i; i3[r] = b1i + b3r;
-        }
-    }
-    const float *twr = f->twr + 3, *twi = f->twi + 3;   // past the stages of length 2 and 4
-    int len = 8, bits = 3;
-    // Further stages in natural order while the runs (h/len) are at least as long as the groups'
-    // halves (the later stages have long contiguous halves in bit-reversed order).
-    for (; len <= h && h / len >= len / 2; len <<= 1, bits++) {
-        const int half = len >> 1, g = h / len;
-        for (int j = 0; j < half; j++) {
-            int rj = 0;   // bit reversal of j over `bits` bits (its top bit, the pair's, is 0)
-            for (int t = 0; t < bits; t++) if (j & (1 << t)) rj |= 1 << (bits - 1 - t);
-            butterflies1(re + rj * g, im + rj * g, re + rj * g + g, im + rj * g + g, twr[j], twi[j], g);
-        }
-        twr += half; twi += half;
-    }
-    for (int s = 0; s < f->swaps; s++) {
-        const int i = f->rev[2 * s], j = f->rev[2 * s + 1];
-        float t = re[i]; re[i] = re[j]; re[j] = t; t = im[i]; im[i] = im[j]; im[j] = t;
-    }
-    for (; len <= h; len <<= 1) {
-        const int half = len >> 1;
-        for (int s = 0; s < h; s += len)
-            butterflies(re + s, im + s, re + s + half, im + s + half, twr, twi, half);
-        twr += half; twi += half;
-    }
-}
-
-// X[k] = Σ x[m] e^{-2πikm/n}, k = 0..h (h+1 bins), like numpy.fft.rfft.
-ROOMAEC_HOT static void rfft(RealFFT *f, const float *x, float *Xr, float *Xi) {
-    const int h = f->h;
-    for (int m = 0; m < h; m++) { f->zr[m] = x[2 * m]; f->zi[m] = x[2 * m + 1]; }
-    cfft(f);
-    Xr[0] = f->zr[0] + f->zi[0]; Xi[0] = 0;
-    Xr[h] = f->zr[0] - f->zi[0]; Xi[h] = 0;
-    for (int k = 1; k < h; k++) {
-        float zr = f->zr[k], zi = f->zi[k], cr = f->zr[h - k], ci = -f->zi[h - k];   // Z[k], conj(Z[h-k])
-        float er = 0.5f * (zr + cr), ei = 0.5f * (zi + ci);                          // even part
-        float orr = 0.5f * (zi - ci), oi = -0.5f * (zr - cr);                        // odd part
-        Xr[k] = er + f->pr[k] * orr - f->pi[k] * oi;
-        Xi[k] = ei + f->pr[k] * oi + f->pi[k] * orr;
-    }
-}
-
-// x = irfft(X) (n samples, scaled by 1/n), like numpy.fft.irfft. X has h+1 bins.
-ROOMAEC_HOT static void irfft(RealFFT *f, const float *Xr, const float *Xi, float *x) {
-    const int h = f->h;
-    for (int k = 0; k < h; k++) {
-        float ar = Xr[k], ai = Xi[k], br = Xr[h - k], bi = -Xi[h - k];       // X[k], conj(X[h-k])
-        float er = 0.5f * (ar + br), ei = 0.5f * (ai + bi);
-        float dr = 0.5f * (ar - br), di = 0.5f * (ai - bi);
-        float wr = f->pr[k], wi = -f->pi[k];                                  // odd = d · conj(W^k)
-        float orr = dr * wr - di * wi, oi = dr * wi + di * wr;
-        f->zr[k] = er - oi;                                                   // conj(even + i·odd)
-        f->zi[k] = -(ei + orr);
-    }
-    cfft(f);
-    const float s = 1.0f / h;
-    for (int m = 0; m < h; m++) { x[2 * m] = f->zr[m] * s; x[2 * m + 1] = -f->zi[m] * s; }
-}
 
 // A low-delay analysis/synthesis pair for frames of Nr samples, hop H, output delay D: the
 // analysis window wa rises over Nr − D and falls over D; the product wa·ws rises over D, is 1
@@ -281,7 +139,7 @@ struct Canceller {
     int Kro;                     // suppressor bins passed (≤ Kr); above: zero
     int KS, KW;                  // partition strides of the Klin-bin arrays and of W: Klin and K
                                  // rounded up to whole 64-byte lines (aligned vector loads)
-    RealFFT fft, fftr;
+    RoomFFT fft, fftr;
     float *xbuf;                 // N: far-end history
     float *Xr, *Xi;              // P × Klin ring of far-end spectra ((head + p) % P is p blocks ago),
                                  // KS apart (|X|² is recomputed where needed: less memory traffic)
@@ -341,7 +199,7 @@ struct Canceller {
 
 static void destroy(Canceller *a) {
     if (!a) return;
-    fft_free(&a->fft); fft_free(&a->fftr);
+    room_fft_free(&a->fft); room_fft_free(&a->fftr);
     ns_free(&a->ns);
     derev_free(&a->derev);
     float *bufs[] = ROOMAEC_BUFFERS(a);
@@ -388,7 +246,7 @@ static Canceller *create(const Params &prm, int banks = 1) {
     a->KS = (a->Klin + 15) & ~15;
     a->KW = (a->K + 15) & ~15;
     const size_t pk = (size_t)a->P * a->KS, pK = (size_t)a->P * a->KW;
-    bool ok = fft_init(&a->fft, a->N) && fft_init(&a->fftr, a->Nr);
+    bool ok = (room_fft_init(&a->fft, a->N) == 0) && (room_fft_init(&a->fftr, a->Nr) == 0);
     a->xbuf = zeros(a->N); a->Xr = zeros(pk); a->Xi = zeros(pk);
     a->banks = banks < 1 ? 1 : banks;
     a->bWr = (float **)calloc((size_t)a->banks, sizeof(float *));
@@ -475,7 +333,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     memmove(a->xbuf, a->xbuf + H, sizeof(float) * (N - H));
     memcpy(a->xbuf + N - H, far, sizeof(float) * H);
     a->head = (a->head + P - 1) % P;
-    rfft(&a->fft, a->xbuf, a->Er, a->Ei);   // Er/Ei as scratch
+    room_fft_forward(&a->fft, a->xbuf, a->Er, a->Ei);   // Er/Ei as scratch
     float *x0r = a->Xr + (size_t)a->head * KS, *x0i = a->Xi + (size_t)a->head * KS;
     double far_energy = 0;
     bool far_zero = true;
@@ -497,13 +355,13 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         }
         for (int k = KL; k < K; k++) { a->Yr[k] = 0; a->Yi[k] = 0; }
     }
-    irfft(&a->fft, a->Yr, a->Yi, a->tbuf);
+    room_fft_inverse(&a->fft, a->Yr, a->Yi, a->tbuf, 1.0f / a->fft.n);
     float *e = a->err;
     for (int i = 0; i < H; i++) e[i] = mic[i] - a->tbuf[N - H + i];
     // 3. Error spectrum.
     memset(a->tbuf, 0, sizeof(float) * (N - H));
     memcpy(a->tbuf + N - H, e, sizeof(float) * H);
-    rfft(&a->fft, a->tbuf, a->Er, a->Ei);
+    room_fft_forward(&a->fft, a->tbuf, a->Er, a->Ei);
     if (a->near_share_on) {
         const int step = N / a->Nr;
         for (int k = 0; k < a->Kr; k++) {
@@ -608,9 +466,9 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     {
         const int c = a->cp;
         float *wr = a->Wr + (size_t)c * KW, *wi = a->Wi + (size_t)c * KW;
-        irfft(&a->fft, wr, wi, a->tbuf);
+        room_fft_inverse(&a->fft, wr, wi, a->tbuf, 1.0f / a->fft.n);
         for (int i = N - H + 1; i < N; i++) a->tbuf[i] = 0;
-        rfft(&a->fft, a->tbuf, a->Er, a->Ei);
+        room_fft_forward(&a->fft, a->tbuf, a->Er, a->Ei);
         if (c > 0) {
             const size_t xprev = (size_t)((a->head + c + P - 1) % P) * KS;
             const float *pr = a->Xr + xprev, *pi = a->Xi + xprev;
@@ -629,7 +487,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     memmove(a->rbuf, a->rbuf + H, sizeof(float) * (Nr - H));
     memcpy(a->rbuf + Nr - H, e, sizeof(float) * H);
     for (int i = 0; i < Nr; i++) a->rt[i] = a->rbuf[i] * a->wa[i];
-    rfft(&a->fftr, a->rt, a->Fr, a->Fi);
+    room_fft_forward(&a->fftr, a->rt, a->Fr, a->Fi);
     // Until the filter has heard a few seconds of far end, its error covariance is not yet the
     // (pessimistic) estimate κ calibrates: suppress harder at first, like any canceller that
     // has not learned the room (measured: ERLE in the first second 6-14 dB → 12-33 dB).
@@ -658,7 +516,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro);
     for (int k = 0; k < Kro; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
     for (int k = Kro; k < Kr; k++) { a->Fr[k] = 0; a->Fi[k] = 0; }
-    irfft(&a->fftr, a->Fr, a->Fi, a->rt);
+    room_fft_inverse(&a->fftr, a->Fr, a->Fi, a->rt, 1.0f / a->fftr.n);
     memmove(a->ola, a->ola + H, sizeof(float) * (Nr - H));
     memset(a->ola + Nr - H, 0, sizeof(float) * H);
     for (int i = Nr - H - a->D; i < Nr; i++) a->ola[i] += a->rt[i] * a->ws[i];

@@ -55,7 +55,7 @@ constexpr float kNoiseBias = 8.0f;            // steer only where mic 0 is 9 dB 
 
 struct Locator {
     int rate, mics, H, N, k0, k1, bins;
-    roomaec::RealFFT fft;
+    RoomFFT fft;
     float *hist[kMaxMics];      // last N samples per mic
     float *win, *frame;
     float *Xr[kMaxMics], *Xi[kMaxMics];   // whitened spectra, bins k0..k1
@@ -95,7 +95,7 @@ static inline float wrap_deg(float d) {
 
 static void destroy(Locator *l) {
     if (!l) return;
-    roomaec::fft_free(&l->fft);
+    room_fft_free(&l->fft);
     for (int m = 0; m < kMaxMics; m++) { free(l->hist[m]); free(l->Xr[m]); free(l->Xi[m]); }
     free(l->win); free(l->frame); free(l->sr); free(l->si); free(l->accr); free(l->acci);
     free(l->power); free(l->noise); free(l->weight); free(l->recent);
@@ -142,7 +142,7 @@ static Locator *create(int rate, int mics, const float *xyz, const char **why) {
     l->k1 = (int)floorf(kHighHz / df);
     l->bins = l->k1 - l->k0 + 1;
     size_t table = (size_t)kDirections * mics * l->bins;
-    bool ok = roomaec::fft_init(&l->fft, l->N);
+    bool ok = (room_fft_init(&l->fft, l->N) == 0);
     l->win = (float *)calloc(l->N, sizeof(float));
     l->frame = (float *)calloc(l->N + 2, sizeof(float));
     l->sr = (float *)calloc(table, sizeof(float));
@@ -209,7 +209,7 @@ static void process(Locator *l, const float *const *mics, int mode, int far_acti
     // mic 0 every block: the noise floor is learnt in the pauses too
     for (int m = 0; m < (listen || learn ? l->mics : 1); m++) {
         for (int i = 0; i < N; i++) l->frame[i] = l->hist[m][i] * l->win[i];
-        roomaec::rfft(&l->fft, l->frame, l->Xr[m], l->Xi[m]);
+        room_fft_forward(&l->fft, l->frame, l->Xr[m], l->Xi[m]);
     }
     {
         const float *xr = l->Xr[0] + l->k0, *xi = l->Xi[0] + l->k0;

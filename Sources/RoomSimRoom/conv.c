@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "room_fft.h"
 #include "rs_internal.h"
 
 /* x86-64: the hot functions are also compiled for AVX2 and picked at load time (an ifunc); the
@@ -37,189 +38,11 @@
 #define MAX_SEGS 24
 #define CHUNK_MAX 256     /* head: outputs per inner pass */
 
-/* ---- real FFT of n = 2h points through a complex FFT of h points (split re/im) ---- */
-
-typedef struct {
-    size_t n, h;
-    unsigned *swap;       /* bit reversal of h as pairs (i, j), i < j */
-    size_t swaps;
-    float *twr, *twi;     /* stages len = 8, 16, ..., h: e^{-2 pi i j/len}, j < len/2, in order */
-    float *pr, *pi;       /* e^{-2 pi i k/n}, k <= h */
-    float *zr, *zi;       /* work, h */
-} rfft_t;
-
-static void rfft_free(rfft_t *f)
-{
-    free(f->swap); free(f->twr); free(f->twi); free(f->pr); free(f->pi); free(f->zr); free(f->zi);
-    memset(f, 0, sizeof *f);
-}
-
-static int rfft_init(rfft_t *f, size_t n)
-{
-    memset(f, 0, sizeof *f);
-    f->n = n;
-    f->h = n / 2;
-    size_t h = f->h;
-    unsigned bits = 0;
-    while (((size_t)1 << bits) < h)
-        bits++;
-    f->swap = malloc(sizeof *f->swap * (h + 2));
-    f->twr = malloc(sizeof *f->twr * h);
-    f->twi = malloc(sizeof *f->twi * h);
-    f->pr = malloc(sizeof *f->pr * (h + 1));
-    f->pi = malloc(sizeof *f->pi * (h + 1));
-    f->zr = malloc(sizeof *f->zr * h);
-    f->zi = malloc(sizeof *f->zi * h);
-    if (!f->swap || !f->twr || !f->twi || !f->pr || !f->pi || !f->zr || !f->zi) {
-        rfft_free(f);
-        return -1;
-    }
-    for (size_t i = 0; i < h; i++) {
-        size_t r = 0;
-        for (unsigned b = 0; b < bits; b++)
-            if (i & ((size_t)1 << b))
-                r |= (size_t)1 << (bits - 1 - b);
-        if (r > i) {
-            f->swap[2 * f->swaps] = (unsigned)i;
-            f->swap[2 * f->swaps + 1] = (unsigned)r;
-            f->swaps++;
-        }
-    }
-    size_t at = 0;
-    for (size_t len = 8; len <= h; len <<= 1)
-        for (size_t j = 0; j < len / 2; j++, at++) {
-            double a = -2.0 * M_PI * (double)j / (double)len;
-            f->twr[at] = (float)cos(a);
-            f->twi[at] = (float)sin(a);
-        }
-    for (size_t k = 0; k <= h; k++) {
-        double a = -2.0 * M_PI * (double)k / (double)n;
-        f->pr[k] = (float)cos(a);
-        f->pi[k] = (float)sin(a);
-    }
-    return 0;
-}
-
-/* n radix-2 butterflies (a, b) <- (a + w b, a - w b): a twiddle per butterfly / one for all. */
-static inline void butterflies(float *restrict ar, float *restrict ai, float *restrict br,
-                               float *restrict bi, const float *restrict tr,
-                               const float *restrict ti, size_t n)
-{
-    for (size_t j = 0; j < n; j++) {
-        float xr = br[j] * tr[j] - bi[j] * ti[j], xi = br[j] * ti[j] + bi[j] * tr[j];
-        br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
-        ar[j] += xr; ai[j] += xi;
-    }
-}
-
-static inline void butterflies1(float *restrict ar, float *restrict ai, float *restrict br,
-                                float *restrict bi, float wr, float wi, size_t n)
-{
-    for (size_t j = 0; j < n; j++) {
-        float xr = br[j] * wr - bi[j] * wi, xi = br[j] * wi + bi[j] * wr;
-        br[j] = ar[j] - xr; bi[j] = ai[j] - xi;
-        ar[j] += xr; ai[j] += xi;
-    }
-}
-
-/* In-place forward complex FFT of zr/zi (h points, h >= 4), unnormalized: radix-2 decimation
- * in time. The early stages (short butterflies) run before the bit-reversal permutation: position
- * p of a group of len in bit-reversed order is natural index rev(p) * (h/len) + r, r < h/len, so
- * each butterfly pairs two runs of h/len consecutive elements with one twiddle (vector loops). */
-RS_HOT static void cfft(rfft_t *f)
-{
-    const size_t h = f->h;
-    float *re = f->zr, *im = f->zi;
-    { /* stages of length 2 and 4 (twiddles 1 and -i): positions 4g + {0,1,2,3} are natural
-       * r + {0, h/2, h/4, 3h/4}, r < h/4 */
-        const size_t g = h / 4;
-        float *restrict r0 = re, *restrict r1 = re + 2 * g, *restrict r2 = re + g, *restrict r3 = re + 3 * g;
-        float *restrict i0 = im, *restrict i1 = im + 2 * g, *restrict i2 = im + g, *restrict i3 = im + 3 * g;
-        for (size_t r = 0; r < g; r++) {
-            float b0r = r0[r] + r1[r], b0i = i0[r] + i1[r];
-            float b1r = r0[r] - r1[r], b1i = i0[r] - i1[r];
-            float b2r = r2[r] + r3[r], b2i = i2[r] + i3[r];
-            float b3r = r2[r] - r3[r], b3i = i2[r] - i3[r];
-            r0[r] = b0r + b2r; i0[r] = b0i + b2i;
-            r2[r] = b0r - b2r; i2[r] = b0i - b2i;
-            r1[r] = b1r + b3i; i1[r] = b1i - b3r;
-            r3[r] = b1r - b3i; i3[r] = b1i + b3r;
-        }
-    }
-    const float *twr = f->twr, *twi = f->twi;
-    size_t len = 8;
-    unsigned bits = 3;
-    for (; len <= h && h / len >= len / 2; len <<= 1, bits++) {
-        const size_t half = len >> 1, g = h / len;
-        for (size_t j = 0; j < half; j++) {
-            size_t rj = 0; /* j reversed over `bits` bits */
-            for (unsigned t = 0; t < bits; t++)
-                if (j & ((size_t)1 << t))
-                    rj |= (size_t)1 << (bits - 1 - t);
-            butterflies1(re + rj * g, im + rj * g, re + rj * g + g, im + rj * g + g, twr[j], twi[j], g);
-        }
-        twr += half;
-        twi += half;
-    }
-    for (size_t s = 0; s < f->swaps; s++) {
-        unsigned i = f->swap[2 * s], j = f->swap[2 * s + 1];
-        float t = re[i]; re[i] = re[j]; re[j] = t;
-        t = im[i]; im[i] = im[j]; im[j] = t;
-    }
-    for (; len <= h; len <<= 1) {
-        const size_t half = len >> 1;
-        for (size_t s = 0; s < h; s += len)
-            butterflies(re + s, im + s, re + s + half, im + s + half, twr, twi, half);
-        twr += half;
-        twi += half;
-    }
-}
-
-/* X[k] = sum_m x[m] e^{-2 pi i k m/n}, k = 0..h. */
-RS_HOT static void rfft_forward(rfft_t *f, const float *x, float *Xr, float *Xi)
-{
-    const size_t h = f->h;
-    for (size_t m = 0; m < h; m++) {
-        f->zr[m] = x[2 * m];
-        f->zi[m] = x[2 * m + 1];
-    }
-    cfft(f);
-    Xr[0] = f->zr[0] + f->zi[0]; Xi[0] = 0;
-    Xr[h] = f->zr[0] - f->zi[0]; Xi[h] = 0;
-    for (size_t k = 1; k < h; k++) {
-        float zr = f->zr[k], zi = f->zi[k], cr = f->zr[h - k], ci = -f->zi[h - k];
-        float er = 0.5f * (zr + cr), ei = 0.5f * (zi + ci);
-        float orr = 0.5f * (zi - ci), oi = -0.5f * (zr - cr);
-        Xr[k] = er + f->pr[k] * orr - f->pi[k] * oi;
-        Xi[k] = ei + f->pr[k] * oi + f->pi[k] * orr;
-    }
-}
-
-/* x = n * irfft(X) (unscaled inverse), X has h+1 bins; writes x[0..n). */
-RS_HOT static void rfft_inverse(rfft_t *f, const float *Xr, const float *Xi, float *x)
-{
-    const size_t h = f->h;
-    for (size_t k = 0; k < h; k++) {
-        float ar = Xr[k], ai = Xi[k], br = Xr[h - k], bi = -Xi[h - k];
-        float er = ar + br, ei = ai + bi;
-        float dr = ar - br, di = ai - bi;
-        float wr = f->pr[k], wi = -f->pi[k];
-        float orr = dr * wr - di * wi, oi = dr * wi + di * wr;
-        f->zr[k] = er - oi;
-        f->zi[k] = -(ei + orr);
-    }
-    cfft(f);
-    for (size_t m = 0; m < h; m++) {
-        x[2 * m] = f->zr[m];
-        x[2 * m + 1] = -f->zi[m];
-    }
-}
-
 /* ---- the convolution ---- */
 
 typedef struct {
     size_t M, D, P;       /* block, first tap, partitions */
-    rfft_t fft;           /* size 2M */
+    RoomFFT fft;           /* size 2M */
     float *Hr, *Hi;       /* P x (M+1): spectra of the partitions, scaled by 1/(2M) */
     float *Xr, *Xi;       /* P x (M+1): input spectra, slot (head + p) % P is p blocks ago */
     size_t head;
@@ -243,7 +66,7 @@ struct rs_conv {
 
 static void segment_free(segment *s)
 {
-    rfft_free(&s->fft);
+    room_fft_free(&s->fft);
     free(s->Hr); free(s->Hi); free(s->Xr); free(s->Xi); free(s->Ar); free(s->Ai); free(s->t);
 }
 
@@ -261,7 +84,7 @@ static int segment_init(segment *s, size_t M, size_t D, size_t P, const float *i
     memset(s, 0, sizeof *s);
     s->M = M; s->D = D; s->P = P;
     size_t bins = M + 1;
-    if (rfft_init(&s->fft, 2 * M) < 0)
+    if (room_fft_init(&s->fft, (int)(2 * M)) < 0)
         return -1;
     s->Hr = calloc(P * bins, sizeof *s->Hr);
     s->Hi = calloc(P * bins, sizeof *s->Hi);
@@ -279,7 +102,7 @@ static int segment_init(segment *s, size_t M, size_t D, size_t P, const float *i
             size_t tap = D + p * M + i;
             s->t[i] = tap < len ? ir[tap] * scale : 0.0f;
         }
-        rfft_forward(&s->fft, s->t, s->Hr + p * bins, s->Hi + p * bins);
+        room_fft_forward(&s->fft, s->t, s->Hr + p * bins, s->Hi + p * bins);
     }
     return 0;
 }
@@ -329,7 +152,7 @@ RS_HOT static void segment_block(rs_conv *c, segment *s, uint64_t n)
         s->t[i] = c->xin[(n - N + i) & c->xin_mask];
     s->head = (s->head + P - 1) % P;
     float *xr0 = s->Xr + s->head * bins, *xi0 = s->Xi + s->head * bins;
-    rfft_forward(&s->fft, s->t, xr0, xi0);
+    room_fft_forward(&s->fft, s->t, xr0, xi0);
     float *restrict ar = s->Ar, *restrict ai = s->Ai;
     memset(ar, 0, bins * sizeof *ar);
     memset(ai, 0, bins * sizeof *ai);
@@ -342,7 +165,7 @@ RS_HOT static void segment_block(rs_conv *c, segment *s, uint64_t n)
             ai[k] += xr[k] * hi[k] + xi[k] * hr[k];
         }
     }
-    rfft_inverse(&s->fft, ar, ai, s->t);
+    room_fft_inverse(&s->fft, ar, ai, s->t, 1.0f);
     /* valid part: the last M samples, output for samples [n - M + D, n + D) */
     const uint64_t at = n - M + s->D;
     for (size_t i = 0; i < M; i++)

@@ -9,7 +9,7 @@
 enum AllowedImports {
     /// C adapter targets (one C library or one C file of ours each): they import nothing Swift.
     static let cTargets: Set<String> = [
-        "CAlsa", "CGpiod", "CLibcrypto", "CLinux", "COpenSSL", "COpus", "CRoomDTLS", "CRoomTLS", "CSRTP",
+        "CAlsa", "CGpiod", "CLibcrypto", "CLinux", "COpenSSL", "COpus", "CRoomDTLS", "CRoomFFT", "CRoomTLS", "CSRTP",
         "CSRTPOpenSSLCipher", "CSodium", "CWebRTCAPM", "CWebRTCAudioProcessing", "RoomAllocProbe",
         "RoomSimCard", "RoomSimRoom", "roomsim-scene",
     ]

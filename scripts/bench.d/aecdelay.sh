@@ -14,7 +14,7 @@
 speech aecdelay_far "$FAR_TEXT" en-us
 sox "$WORK/aecdelay_far.wav" -e floating-point -b 32 -t raw "$WORK/aecdelay_far1.f32" norm -3
 cat "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" > "$WORK/aecdelay_far.f32"
-g++ -O2 -std=c++17 -I "$ROOT/Sources/CWebRTCAPM" -o "$WORK/aecdelay" "$ROOT/scripts/bench.d/aecdelay.cpp"
+g++ -O2 -std=c++17 -I "$ROOT/Sources/CWebRTCAPM" -I "$ROOT/Sources/CRoomFFT/include" -o "$WORK/aecdelay" "$ROOT/scripts/bench.d/aecdelay.cpp"
 far_s="$(python3 -c "import os; print(os.path.getsize('$WORK/aecdelay_far.f32') / 4 / 48000)")"
 late_from="$(python3 -c "print(max(10.0, $far_s - 10))")"
 for d in $(seq 2 2 52); do

@@ -23,32 +23,18 @@ public struct EventSignal: Sendable {
 /// the loop thread with the number of signals since the last call (coalesced, at least 1).
 public final class EventSignalSource {
     public let signal: EventSignal
-    private let loop: EventLoop
-    private var registration: EventLoop.IORegistration?
+    private let descriptor: WatchedDescriptor
 
     public init(loop: EventLoop, handler: @escaping (UInt64) -> Void) throws(SystemError) {
         let fd = LinuxAPI.eventfd(0)
         if fd < 0 { throw .errno("eventfd") }
-        self.loop = loop
         signal = EventSignal(fileDescriptor: fd)
-        do {
-            registration = try loop.register(fd, interest: .readable) { _ in
-                var count: UInt64 = 0
-                if Glibc.read(fd, &count, 8) == 8, count > 0 { handler(count) }
-            }
-        } catch {
-            Glibc.close(fd)
-            throw error
+        descriptor = try WatchedDescriptor(fd, loop: loop, interest: .readable) { _ in
+            var count: UInt64 = 0
+            if Glibc.read(fd, &count, 8) == 8, count > 0 { handler(count) }
         }
     }
 
     /// Deregisters and closes the eventfd. Only after the signalling threads stopped.
-    public func close() {
-        guard let registration else { return }
-        loop.deregister(registration)
-        Glibc.close(signal.fileDescriptor)
-        self.registration = nil
-    }
-
-    deinit { close() }
+    public func close() { descriptor.close() }
 }

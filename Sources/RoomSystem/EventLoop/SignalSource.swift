@@ -34,9 +34,8 @@ public final class SignalSource {
     /// SIGINT, SIGTERM, SIGHUP: stop, stop, reload.
     public static let daemonSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
-    public let fileDescriptor: Int32
-    private let loop: EventLoop
-    private var registration: EventLoop.IORegistration?
+    private let descriptor: WatchedDescriptor
+    public var fileDescriptor: Int32 { descriptor.fileDescriptor }
 
     /// - Parameters:
     ///   - block: block `signals` in the calling thread first (see above). Pass false when the
@@ -52,30 +51,16 @@ public final class SignalSource {
         for s in signals { sigaddset(&set, s) }
         let fd = LinuxAPI.signalfd(&set)
         if fd < 0 { throw .errno("signalfd") }
-        fileDescriptor = fd
-        self.loop = loop
-        do {
-            registration = try loop.register(fd, interest: .readable) { _ in
-                while true {
-                    let signal = LinuxAPI.readSignal(fd)
-                    if signal <= 0 { return } // drained
-                    handler(signal)
-                }
+        descriptor = try WatchedDescriptor(fd, loop: loop, interest: .readable) { _ in
+            while true {
+                let signal = LinuxAPI.readSignal(fd)
+                if signal <= 0 { return } // drained
+                handler(signal)
             }
-        } catch {
-            Glibc.close(fd)
-            throw error
         }
     }
 
     /// Deregisters and closes the signalfd; the signals stay blocked (restore the mask
     /// yourself if they should act again).
-    public func close() {
-        guard let registration else { return }
-        loop.deregister(registration)
-        Glibc.close(fileDescriptor)
-        self.registration = nil
-    }
-
-    deinit { close() }
+    public func close() { descriptor.close() }
 }

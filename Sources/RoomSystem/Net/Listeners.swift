@@ -7,7 +7,8 @@ final class AcceptCore {
     let outgoingLimit: Int
     let name: String
     var onAccept: (StreamConnection) -> Void
-    private var registration: EventLoop.IORegistration?
+    /// Set once listening: from then on it owns `fd`.
+    private var descriptor: WatchedDescriptor?
     private var paused = false
 
     init(fd: Int32, name: String, loop: EventLoop, outgoingLimit: Int, onAccept: @escaping (StreamConnection) -> Void) {
@@ -19,8 +20,12 @@ final class AcceptCore {
     }
 
     func start(backlog: Int32) throws(SystemError) {
-        if listen(fd, backlog) != 0 { throw .errno("listen \(name)") }
-        registration = try loop.register(fd, interest: .readable) { [weak self] _ in self?.acceptPending() }
+        if listen(fd, backlog) != 0 {
+            let error = SystemError.errno("listen \(name)")
+            Glibc.close(fd)
+            throw error
+        }
+        descriptor = try WatchedDescriptor(fd, loop: loop, interest: .readable) { [weak self] _ in self?.acceptPending() }
     }
 
     /// Accepts up to 64 connections per wake-up (level-triggered: the rest come next time), so
@@ -55,29 +60,22 @@ final class AcceptCore {
                 continue // the connection closes as it goes out of scope
             }
             onAccept(connection)
-            if registration == nil { return } // closed by the callback
+            if descriptor?.isOpen != true { return } // closed by the callback
         }
     }
 
     private func pause() {
-        guard let registration, !paused else { return }
+        guard let descriptor, descriptor.isOpen, !paused else { return }
         paused = true
-        try? loop.modify(registration, interest: [])
+        try? descriptor.modify(interest: [])
         loop.schedule(after: .milliseconds(100)) { [weak self] in
-            guard let self, let registration = self.registration else { return }
+            guard let self, let descriptor = self.descriptor, descriptor.isOpen else { return }
             self.paused = false
-            try? self.loop.modify(registration, interest: .readable)
+            try? descriptor.modify(interest: .readable)
         }
     }
 
-    func close() {
-        guard let registration else { return }
-        loop.deregister(registration)
-        Glibc.close(fd)
-        self.registration = nil
-    }
-
-    deinit { close() }
+    func close() { descriptor?.close() }
 }
 
 /// A TCP listening socket (IPv4 or IPv6) on the loop. SO_REUSEADDR is set so a restarted
