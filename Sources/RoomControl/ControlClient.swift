@@ -72,7 +72,7 @@ public final class ControlClient {
                 }
             }
         } catch {
-            if error.code == EACCES || error.code == EPERM {
+            if error.errno == .accessDenied || error.errno == .notPermitted {
                 throw .permissionDenied("no permission to open roomd's control socket \(path): \(Self.permissionHint(path))")
             }
             throw .unreachable("cannot connect to roomd at \(path): \(error)")

@@ -5,24 +5,16 @@ import Glibc
 /// group) from "no such file" (is roomd running?) without parsing text.
 public struct SystemError: Error, CustomStringConvertible, Sendable, Equatable {
     public let description: String
-    /// errno when the error came from a system call (`errno(_:_:)`), nil otherwise.
-    public let code: Int32?
-    public init(_ description: String, code: Int32? = nil) {
+    /// The error number when the error came from a system call (`errno(_:_:)`), nil otherwise.
+    public let errno: Errno?
+    public init(_ description: String, errno: Errno? = nil) {
         self.description = description
-        self.code = code
+        self.errno = errno
     }
-    public static func errno(_ what: String, _ code: Int32 = Glibc.errno) -> SystemError {
-        SystemError("\(what): \(String(cString: strerror(code)))", code: code)
-    }
-}
-
-/// The one place a system call interrupted by a signal is retried: `call` returns -1 with
-/// errno set on failure (read, write, fsync, open, …); EINTR means "try again".
-@inline(__always)
-public func retryingEINTR<T: BinaryInteger>(_ call: () -> T) -> T {
-    while true {
-        let r = call()
-        if r != -1 || errno != EINTR { return r }
+    /// "what: the system's text", keeping the number for callers that branch on it.
+    public static func errno(_ what: String, _ number: Int32 = Glibc.errno) -> SystemError {
+        let e = Errno(rawValue: number)
+        return SystemError("\(what): \(e)", errno: e)
     }
 }
 

@@ -59,8 +59,8 @@ private func writeLine(_ text: String, to fd: Int32) {
     bytes.withUnsafeMutableBytes { buffer in
         var offset = 0
         while offset < buffer.count {
-            let n = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if n < 0 { if errno == EINTR { continue }; return }
+            let n = retryingEINTR { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+            if n < 0 { return }
             offset += n
         }
     }

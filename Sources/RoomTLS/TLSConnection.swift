@@ -165,7 +165,7 @@ public final class TLSConnection: StreamTransport {
                 handler?(.closed(error))
             } else {
                 failed = true
-                handler?(.closed(SystemError("TLS handshake with \(peerAddress): \(error)", code: error.code)))
+                handler?(.closed(SystemError("TLS handshake with \(peerAddress): \(error)", errno: error.errno)))
             }
         }
     }

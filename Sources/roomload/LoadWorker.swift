@@ -364,11 +364,8 @@ final class LoadWorker {
         let fd = udp.fileDescriptor
         let buffer = datagramBuffer.baseAddress!
         for _ in 0 ..< 64 {
-            let n = Glibc.recv(fd, buffer, datagramBuffer.count, Int32(MSG_DONTWAIT))
-            if n < 0 {
-                if errno == EINTR { continue }
-                return // EAGAIN (or ECONNREFUSED from an earlier send: consumed)
-            }
+            let n = retryingEINTR { Glibc.recv(fd, buffer, datagramBuffer.count, Int32(MSG_DONTWAIT)) }
+            if n < 0 { return } // EAGAIN (or ECONNREFUSED from an earlier send: consumed)
             let now = monotonicNanoseconds()
             guard n >= 12 else { continue }
             let b0 = datagramBuffer[0]

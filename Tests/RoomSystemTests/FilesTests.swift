@@ -31,12 +31,14 @@ final class FilesTests: XCTestCase {
 final class SystemErrorTests: XCTestCase {
     func testErrorsCarryErrno() {
         XCTAssertThrowsError(try Files.read("/nonexistent-roomd-dir/file")) {
-            XCTAssertEqual(($0 as? SystemError)?.code, ENOENT)
+            XCTAssertEqual(($0 as? SystemError)?.errno, .noSuchFile)
         }
         XCTAssertThrowsError(try Files.writeAtomically("/proc/version/x", [1])) {
-            XCTAssertEqual(($0 as? SystemError)?.code, ENOTDIR)
+            XCTAssertEqual(($0 as? SystemError)?.errno?.rawValue, ENOTDIR)
         }
-        XCTAssertNil(SystemError("plain text").code)
+        XCTAssertNil(SystemError("plain text").errno)
+        XCTAssertEqual("\(Errno.accessDenied)", "Permission denied")
+        XCTAssertTrue(Errno(rawValue: EWOULDBLOCK).isWouldBlock)
     }
 
     func testDirectorySyncNamesTheDirectory() throws {
@@ -47,7 +49,7 @@ final class SystemErrorTests: XCTestCase {
         XCTAssertNoThrow(try Files.syncDirectory(of: tmp.path + "/settings.conf"))
         XCTAssertNoThrow(try Files.syncDirectory(of: "relative-name"))   // the current directory
         XCTAssertThrowsError(try Files.syncDirectory(of: "/nonexistent-roomd-dir/x")) {
-            XCTAssertEqual(($0 as? SystemError)?.code, ENOENT)
+            XCTAssertEqual(($0 as? SystemError)?.errno, .noSuchFile)
             XCTAssertTrue("\($0)".contains("/nonexistent-roomd-dir"), "\($0)")
         }
         XCTAssertEqual(retryingEINTR { Int32(5) }, 5)

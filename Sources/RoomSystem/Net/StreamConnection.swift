@@ -142,15 +142,12 @@ public final class StreamConnection {
     /// caller should then `close()`.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> ReadResult {
         guard fd >= 0, isConnected else { return .wouldBlock }
-        while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if n > 0 { return .bytes(n) }
-            if n == 0 { return buffer.isEmpty ? .wouldBlock : .endOfStream }
-            let e = errno
-            if e == EINTR { continue }
-            if LinuxAPI.isWouldBlock(e) { return .wouldBlock }
-            throw .errno("read from \(peerAddress)", e)
-        }
+        let n = retryingEINTR { recv(fd, buffer.baseAddress, buffer.count, 0) }
+        if n > 0 { return .bytes(n) }
+        if n == 0 { return buffer.isEmpty ? .wouldBlock : .endOfStream }
+        let e = errno
+        if LinuxAPI.isWouldBlock(e) { return .wouldBlock }
+        throw .errno("read from \(peerAddress)", e)
     }
 
     /// Sends `bytes`, queueing what the kernel does not take now. All or nothing: a write that
@@ -164,10 +161,9 @@ public final class StreamConnection {
         var offset = 0
         if bufferedByteCount == 0 && isConnected {
             while offset < bytes.count {
-                let n = send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                let n = retryingEINTR { send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
                 if n >= 0 { offset += n; continue }
                 let e = errno
-                if e == EINTR { continue }
                 if LinuxAPI.isWouldBlock(e) { break }
                 failLater(.errno("write to \(peerAddress)", e))
                 return .closed
@@ -257,12 +253,13 @@ public final class StreamConnection {
 
     private func flush() {
         while pendingHead < pending.count {
-            let n = pending.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + pendingHead, raw.count - pendingHead, Int32(MSG_NOSIGNAL))
+            let n = retryingEINTR {
+                pending.withUnsafeBytes { raw in
+                    send(fd, raw.baseAddress! + pendingHead, raw.count - pendingHead, Int32(MSG_NOSIGNAL))
+                }
             }
             if n >= 0 { pendingHead += n; continue }
             let e = errno
-            if e == EINTR { continue }
             if LinuxAPI.isWouldBlock(e) { break }
             fail(.errno("write to \(peerAddress)", e))
             return

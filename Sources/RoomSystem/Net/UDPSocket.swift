@@ -50,13 +50,13 @@ public final class UDPSocket {
     public func receive(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Datagram? {
         var source = SocketAddress()
         while true {
-            let n = source.fill { recvfrom(fileDescriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), $0, $1) }
+            let n = retryingEINTR { source.fill { recvfrom(fileDescriptor, buffer.baseAddress, buffer.count, Int32(MSG_TRUNC), $0, $1) } }
             if n >= 0 {
                 return Datagram(count: min(n, buffer.count), source: source, truncated: n > buffer.count)
             }
             let e = errno
             // ECONNREFUSED: an ICMP error from an earlier send; it is consumed, go on.
-            if e == EINTR || e == ECONNREFUSED { continue }
+            if e == ECONNREFUSED { continue }
             if LinuxAPI.isWouldBlock(e) { return nil }
             throw .errno("recvfrom on \(localAddress)", e)
         }
@@ -66,14 +66,11 @@ public final class UDPSocket {
     /// dropped — media is loss-tolerant); throws for other errors (unreachable, too large).
     @discardableResult
     public func send(_ bytes: UnsafeRawBufferPointer, to destination: SocketAddress) throws(SystemError) -> Bool {
-        while true {
-            let n = destination.withSockAddr { sendto(fileDescriptor, bytes.baseAddress, bytes.count, 0, $0, $1) }
-            if n >= 0 { return true }
-            let e = errno
-            if e == EINTR { continue }
-            if LinuxAPI.isWouldBlock(e) || e == ENOBUFS { return false }
-            throw .errno("sendto \(destination)", e)
-        }
+        let n = retryingEINTR { destination.withSockAddr { sendto(fileDescriptor, bytes.baseAddress, bytes.count, 0, $0, $1) } }
+        if n >= 0 { return true }
+        let e = errno
+        if LinuxAPI.isWouldBlock(e) || e == ENOBUFS { return false }
+        throw .errno("sendto \(destination)", e)
     }
 
     @discardableResult
