@@ -48,27 +48,43 @@ public struct ParsedCommandLine: Sendable {
     public var options: [(name: String, value: String?)]
     /// Arguments that are not options, and everything after `--`.
     public var operands: [String]
+    /// Whether a `--` ended the options (with `stopAtOperand`: before the first operand, so a
+    /// subcommand's own parse must not read options from `operands` either).
+    public var optionsEnded = false
 
     /// Whether the option `name` was given (`--help`, `--version`: answered before the rest).
     public func contains(_ name: String) -> Bool { options.contains { $0.name == name } }
 }
 
-/// GNU conventions: `--opt value` and `--opt=value`, `--` ends the options, a value may start
-/// with a dash (`--gain -3`), a flag given a value (`--help=yes`) and an unknown option are
-/// errors naming them. No clustered short flags: no program here has more than `-h`.
+/// GNU conventions: `--opt value` and `--opt=value`, `--` ends the options, options and
+/// operands in any order, a value may start with a dash (`--gain -3`), a flag given a value
+/// (`--help=yes`) and an unknown option are errors naming them. A number is an operand even with
+/// its minus sign (`volume -6`), as in Python's argparse, unless the table has an option that
+/// looks like one. No clustered short flags: no program here has more than `-h`.
 public enum CommandLineParser {
-    public static func parse(_ arguments: [String], options: [CommandOption], operands allowed: Bool = false)
+    /// `operands`: whether arguments that are not options are allowed (else each is an error).
+    /// `stopAtOperand`: a program with subcommands (`roomctl [--json] status ...`): the first
+    /// operand ends the options, and it and everything after it are `operands`, unparsed, for
+    /// the subcommand's own table (implies `operands`).
+    public static func parse(_ arguments: [String], options: [CommandOption], operands allowed: Bool = false,
+                             stopAtOperand: Bool = false)
         throws(CommandLineUsageError) -> ParsedCommandLine {
         var result = ParsedCommandLine(options: [], operands: [])
+        let numbersAreOptions = options.contains { o in ([o.name] + o.aliases).contains(where: isNumber) }
         var i = 0
         while i < arguments.count {
             let argument = arguments[i]
             i += 1
             if argument == "--" {
                 result.operands += arguments[i...]
+                result.optionsEnded = true
                 break
             }
-            guard argument.hasPrefix("-"), argument != "-" else {
+            guard argument.hasPrefix("-"), argument != "-", numbersAreOptions || !isNumber(argument) else {
+                if stopAtOperand {
+                    result.operands += arguments[(i - 1)...]
+                    break
+                }
                 guard allowed else { throw CommandLineUsageError("unexpected argument '\(argument)'") }
                 result.operands.append(argument)
                 continue
@@ -95,6 +111,9 @@ public enum CommandLineParser {
         }
         return result
     }
+
+    /// `-6`, `-0.5`, `-1e3`: what `Double` reads (roomctl's `volume -6` always took it so).
+    private static func isNumber(_ argument: String) -> Bool { Double(argument) != nil }
 
     /// The options part of `--help`: one option per entry, `--name VALUE` in a column of
     /// `column` characters, the help beside it (its own line breaks continue under it), or on
