@@ -1,4 +1,3 @@
-import RoomCore
 import RoomSystem
 
 /// roomctl's command line: the option tables, which both parse (RoomSystem's

@@ -1,4 +1,5 @@
-import RoomCore
+import RoomBase
+
 
 /// roomctl's human-readable output: results as `key  value` lines and tables, events as one
 /// line each. Everything from other people's tokens and clients goes through `inertText`.
