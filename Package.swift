@@ -85,7 +85,7 @@ let package = Package(
         // The one real FFT of the C code (header-only): the canceller's and the simulated room's.
         .target(name: "CRoomFFT"),
         .target(
-            name: "CWebRTCAPM",
+            name: "CCaptureChain",
             dependencies: ["CWebRTCAudioProcessing", "CRoomFFT"],
             cxxSettings: [
                 // SwiftPM passes pkg-config's -I but drops its -D flags: define them here.
@@ -138,7 +138,12 @@ let package = Package(
         .target(name: "RoomSystem", dependencies: ["CLinux", "RoomBase"]),
         // TLS 1.3 over a RoomSystem stream connection (signalling; docs/security.md).
         .target(name: "RoomTLS", dependencies: ["CRoomTLS", "RoomBase", "RoomSystem"]),
-        .target(name: "RoomAudio", dependencies: ["CAlsa", "COpus", "CWebRTCAPM", "RoomBase", "RoomDSP", "RoomMedia", "RoomSettings", "RoomSystem"]),
+        // One C library each: ALSA devices, the Opus codec, the capture chain's DSP (roomd's
+        // canceller, suppressor, beam and locator, and the webrtc-audio-processing shim).
+        .target(name: "RoomALSA", dependencies: ["CAlsa", "RoomSystem"]),
+        .target(name: "RoomOpus", dependencies: ["COpus", "RoomSystem"]),
+        .target(name: "RoomCaptureChain", dependencies: ["CCaptureChain", "RoomBase", "RoomDSP"]),
+        .target(name: "RoomAudio", dependencies: ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
         .target(name: "RoomProtocol", dependencies: ["CSodium", "RoomBase", "RoomModel"]),
         // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
@@ -167,12 +172,12 @@ let package = Package(
         .target(name: "RoomJanus", dependencies: ["CLibcrypto", "RoomBase", "RoomSystem", "RoomTLS"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
         .target(name: "RoomJanusBackend", dependencies: ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomAudio", "RoomBase", "RoomBuildInfo", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"],
+        .executableTarget(name: "roomd", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomBuildInfo", "RoomControl", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
-        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
+        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCaptureChain", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"]),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
         .executableTarget(name: "roomload", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
@@ -203,7 +208,7 @@ let package = Package(
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomMedia", "RoomSDP", "RoomSystem", "RoomTLS", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
-        .testTarget(name: "RoomAudioTests", dependencies: ["COpus", "CWebRTCAPM", "RoomAudio", "RoomBase", "RoomControl", "RoomDSP", "RoomMedia", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
+        .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .gnu11,

@@ -1,7 +1,10 @@
 import Glibc
+import RoomALSA
 import RoomBase
+import RoomCaptureChain
 import RoomDSP
 import RoomMedia
+import RoomOpus
 import RoomSettings
 import RoomSystem
 import Synchronization
@@ -218,7 +221,7 @@ final class AudioLoop: @unchecked Sendable {
     /// handed to the locator so the speaker's echo does not steer it during double talk.
     private let nearShare: UnsafePointer<Float>?
     /// The locator's change count as of the last `talkerChanged` event posted.
-    private var announcedTalkerChanges: UInt32 = 0
+    private var announcedTalkerChanges: Int = 0
     private let encoder: OpusEncoderBox
     private let remotes: RemoteStreams
     private let outgoing: SPSCRing<MediaPacket>
@@ -524,7 +527,7 @@ final class AudioLoop: @unchecked Sendable {
         let wanted = control.profileIndex.load(ordering: .relaxed)
         guard wanted != appliedProfile, wanted >= 0, wanted < profiles.count else { return }
         let p = profiles[wanted]
-        _ = encoder.apply(p)
+        _ = encoder.apply(p.encoderConfiguration)
         _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !selfTestHeld)
         apm.setOutputBand(topHz: p.bandwidth.topHz)
         voiceGateOn = p.voiceGate
@@ -688,17 +691,17 @@ final class AudioLoop: @unchecked Sendable {
         locator.process(micPointers, listen: voice && (farEndQuiet || nearEndOverFarEnd),
                         echoAlone: echoAlone, farEndActive: !farEndQuiet, nearShare: nearShare)
         let state = locator.state
-        apm.steer(azimuthDegrees: state.azimuth_deg, hasDirection: state.has_direction != 0,
+        apm.steer(azimuthDegrees: state.azimuthDegrees, hasDirection: state.hasDirection,
                   echoAlone: echoAlone, farEndActive: !farEndQuiet)
         stats.beamAzimuthTenths.store(apm.beamAzimuthDegrees.map { Int(($0 * 10).rounded()) } ?? Int.min, ordering: .relaxed)
         stats.reverberancePermille.store(apm.reverberance.map { Int(($0 * 1000).rounded()) } ?? -1, ordering: .relaxed)
-        guard state.has_direction != 0 else { return }
-        let tenths = Int((state.azimuth_deg * 10).rounded())
+        guard state.hasDirection else { return }
+        let tenths = Int((state.azimuthDegrees * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)
-        stats.talkerLocked.store(state.locked != 0, ordering: .relaxed)
+        stats.talkerLocked.store(state.locked, ordering: .relaxed)
         if state.changes != announcedTalkerChanges {
             announcedTalkerChanges = state.changes
-            stats.talkerChanges.store(Int(state.changes), ordering: .relaxed)
+            stats.talkerChanges.store(state.changes, ordering: .relaxed)
             post(.talkerChanged(azimuthTenths: tenths))
         }
     }

@@ -1,3 +1,5 @@
+import RoomCaptureChain
+import RoomOpus
 import RoomSettings
 
 
@@ -40,6 +42,12 @@ public struct AudioProfileSettings: Sendable, Equatable {
 
     /// The music profile's bitrate floor: full band music gets more than speech's 96 kbps.
     public static let musicMinimumBitrate: Int32 = 128000
+
+    /// What this profile sets on the running encoder (`OpusEncoderBox.apply(_:)`).
+    public var encoderConfiguration: OpusEncoderConfiguration {
+        OpusEncoderConfiguration(bitrate: bitrate, bandwidth: bandwidth, music: music, dtx: dtx, inbandFEC: inbandFEC,
+                                 expectedLossPercent: expectedLossPercent, complexity: complexity, vbr: vbr)
+    }
 
     /// `processing` is what the board and command line allow: a feature switched off there
     /// stays off in every profile. `opus` gets `ROOMD_OPUS`'s overrides first (as the encoder

@@ -1,5 +1,7 @@
 import Glibc
+import RoomCaptureChain
 import RoomMedia
+import RoomOpus
 import RoomSettings
 import RoomSystem
 import Synchronization

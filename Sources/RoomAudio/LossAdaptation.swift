@@ -1,3 +1,4 @@
+import RoomOpus
 import Synchronization
 
 /// The loss this appliance's listeners report, handed from the event loop (which hears the
@@ -99,22 +100,6 @@ public struct LossAdaptation: Sendable, Equatable {
         let clean = expectedLossPercent == 0 && profile.cleanNetworkTransform && !profile.music
         return EncoderCoding(bitrate: bitrate(for: profile), expectedLossPercent: expectedLossPercent,
                              musicSignal: profile.music || clean, complexity: clean ? profile.cleanNetworkComplexity : profile.complexity)
-    }
-}
-
-/// What `LossAdaptation` sets on the encoder (`OpusEncoderBox.apply(_:)`).
-public struct EncoderCoding: Sendable, Equatable {
-    public var bitrate: Int32
-    public var expectedLossPercent: Int32
-    /// OPUS_SIGNAL_MUSIC (transform layer) rather than OPUS_SIGNAL_VOICE (SILK).
-    public var musicSignal: Bool
-    public var complexity: Int32
-
-    public init(bitrate: Int32, expectedLossPercent: Int32, musicSignal: Bool, complexity: Int32) {
-        self.bitrate = bitrate
-        self.expectedLossPercent = expectedLossPercent
-        self.musicSignal = musicSignal
-        self.complexity = complexity
     }
 }
 

@@ -1,5 +1,6 @@
-import COpus
+
 import RoomMedia
+import RoomOpus
 
 /// The remote participants the speaker plays, on the audio thread: one jitter buffer and one
 /// Opus decoder per stream, found by SSRC. The server forwards only the loudest few streams,
@@ -117,10 +118,7 @@ final class RemoteStreams {
         _ = packet.withPayload { payload in
             // The packet's own duration (TOC byte and frame count), at the RTP clock; negative
             // for a malformed packet, which the buffer then sizes from the timestamps.
-            let duration = payload.count > 0
-                ? Int(opus_packet_get_nb_samples(payload.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                                 Int32(payload.count), Int32(Self.clock)))
-                : 0
+            let duration = opusPacketSamples(payload, sampleRate: Self.clock)
             return buffer(index) {
                 $0.insert(sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
                           arrivalSamples: packet.arrivalSamples, payload: payload, durationSamples: duration)

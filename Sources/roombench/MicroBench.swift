@@ -1,5 +1,7 @@
 import Glibc
 import RoomAudio
+import RoomCaptureChain
+import RoomOpus
 import RoomSystem
 
 /// Times the per-period building blocks in isolation, on the sim board's shape (48 kHz, four

@@ -1,6 +1,8 @@
 import CLinux
 import Glibc
 import RoomAudio
+import RoomCaptureChain
+import RoomOpus
 import RoomSystem
 
 /// What the audio thread's rhythm costs on this machine: first the wake-up alone (a thread that

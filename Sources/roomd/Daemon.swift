@@ -1,4 +1,5 @@
 import Glibc
+import RoomALSA
 import RoomAudio
 import RoomBase
 import RoomClient

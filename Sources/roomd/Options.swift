@@ -1,6 +1,7 @@
 import RoomAudio
 import RoomBase
 import RoomBuildInfo
+import RoomCaptureChain
 import RoomSettings
 import RoomSystem
 

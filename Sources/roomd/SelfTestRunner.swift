@@ -1,5 +1,6 @@
 import RoomAudio
 import RoomBase
+import RoomCaptureChain
 import RoomControl
 import RoomDSP
 import RoomSystem

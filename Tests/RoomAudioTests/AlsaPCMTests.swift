@@ -1,4 +1,5 @@
 import Foundation
+import RoomALSA
 import RoomAudio
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import RoomAudio
 import RoomBase
+import RoomCaptureChain
 import XCTest
 
 /// The Swift side of the C beam (`rbeam_*`) that `roomctl selftest` measures the array with.

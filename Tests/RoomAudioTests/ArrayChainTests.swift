@@ -1,9 +1,10 @@
 // The array's beam (array_beam.h) and the chain around it on board/sim's 4-mic array, fed plane
 // waves built as in TalkerLocatorTests. The far-field rooms through the sim card are
 // `scripts/bench farfield`'s (farfield.pesq_roomd, farfield.stoi_roomd).
-import XCTest
-import CWebRTCAPM
+import CCaptureChain
 @testable import RoomAudio
+import RoomCaptureChain
+import XCTest
 
 final class ArrayChainTests: XCTestCase {
     static let rate = 48000, block = 480

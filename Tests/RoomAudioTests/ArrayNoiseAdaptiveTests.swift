@@ -6,6 +6,7 @@
 import Foundation
 @testable import RoomAudio
 import RoomBase
+import RoomCaptureChain
 import XCTest
 
 final class ArrayNoiseAdaptiveTests: XCTestCase {

@@ -1,5 +1,7 @@
 import Foundation
 import RoomAudio
+import RoomCaptureChain
+import RoomOpus
 import RoomSettings
 import XCTest
 

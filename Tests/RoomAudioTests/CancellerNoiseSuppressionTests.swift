@@ -1,7 +1,8 @@
-import XCTest
 @testable import RoomAudio
+import RoomCaptureChain
+import XCTest
 
-/// Noise suppression inside roomd's canceller (Sources/CWebRTCAPM/spectral_ns.h), straight
+/// Noise suppression inside roomd's canceller (Sources/CCaptureChain/spectral_ns.h), straight
 /// through the APM shim: it must remove stationary noise, keep a voiced signal, follow the
 /// profile's on/off switch, and add no delay (the reason it exists: webrtc's NS costs 7 ms).
 final class CancellerNoiseSuppressionTests: XCTestCase {

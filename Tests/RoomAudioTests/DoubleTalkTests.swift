@@ -1,5 +1,6 @@
 import Foundation
 import RoomAudio
+import RoomCaptureChain
 import RoomDSP
 import RoomTestSupport
 import XCTest

@@ -1,4 +1,6 @@
 @testable import RoomAudio
+import RoomCaptureChain
+import RoomOpus
 import XCTest
 
 /// Loss-driven FEC: the listeners' reports turn the encoder's protection on at once and off

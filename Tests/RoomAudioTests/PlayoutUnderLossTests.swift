@@ -2,6 +2,7 @@ import Foundation
 @testable import RoomAudio
 import RoomDSP
 import RoomMedia
+import RoomOpus
 import XCTest
 
 /// The receive path under random loss, at the engine's two playout steps (10 and 5 ms periods)

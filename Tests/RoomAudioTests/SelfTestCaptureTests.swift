@@ -1,5 +1,6 @@
 import Foundation
 @testable import RoomAudio
+import RoomCaptureChain
 import RoomDSP
 import RoomTestSupport
 import XCTest

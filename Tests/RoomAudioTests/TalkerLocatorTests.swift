@@ -2,9 +2,10 @@
 // plane waves built here sample by sample: broadband sound from a known azimuth reaches each mic
 // at -(p·u)/c, placed with a windowed-sinc fractional delay. The far-field scenes through the
 // sim card are `scripts/bench farfield`'s (farfield.localization_median_deg, farfield.lock_ms).
-import XCTest
-import CWebRTCAPM
+import CCaptureChain
 @testable import RoomAudio
+import RoomCaptureChain
+import XCTest
 
 final class TalkerLocatorTests: XCTestCase {
     static let rate = 48000, block = 480
@@ -50,7 +51,7 @@ final class TalkerLocatorTests: XCTestCase {
 
     /// Runs the mics through the locator block by block; `listen` per block (default: all).
     static func run(_ locator: TalkerLocator, _ mics: [[Float]], listen: (Int) -> Bool = { _ in true },
-                    each: (Int, rloc_state_t) -> Void = { _, _ in }) {
+                    each: (Int, TalkerLocatorState) -> Void = { _, _ in }) {
         let blocks = mics[0].count / block
         for b in 0..<blocks {
             let planes = mics.map { Array($0[(b * block)..<((b + 1) * block)]) }
@@ -76,8 +77,8 @@ final class TalkerLocatorTests: XCTestCase {
             let locator = try XCTUnwrap(TalkerLocator(rate: Self.rate, positions: Self.board))
             Self.run(locator, Self.planeWave(Self.bursts(blocks: 40, seed: UInt64(i + 1)), azimuth: azimuth))
             let s = locator.state
-            XCTAssertEqual(s.locked, 1, "\(azimuth)°: not locked")
-            XCTAssertLessThanOrEqual(Self.angle(s.azimuth_deg, azimuth), 5, "\(azimuth)°: found \(s.azimuth_deg)°")
+            XCTAssertTrue(s.locked, "\(azimuth)°: not locked")
+            XCTAssertLessThanOrEqual(Self.angle(s.azimuthDegrees, azimuth), 5, "\(azimuth)°: found \(s.azimuthDegrees)°")
             XCTAssertEqual(s.changes, 1)
         }
     }
@@ -89,7 +90,7 @@ final class TalkerLocatorTests: XCTestCase {
         let mics = (0..<4).map { first[$0] + second[$0] }
         var movedAt: Int?
         Self.run(locator, mics, each: { b, s in
-            if b >= 60, movedAt == nil, s.locked != 0, Self.angle(s.azimuth_deg, -120) <= 10 { movedAt = b }
+            if b >= 60, movedAt == nil, s.locked, Self.angle(s.azimuthDegrees, -120) <= 10 { movedAt = b }
         })
         let moved = try XCTUnwrap(movedAt, "never moved to the second talker")
         XCTAssertLessThanOrEqual((moved - 60) * 10, 300, "the new talker was found after \((moved - 60) * 10) ms")
@@ -126,7 +127,7 @@ final class TalkerLocatorTests: XCTestCase {
         var errors: [Double] = []
         // listen while the talker talks, as the chain's voice detector would say
         Self.run(locator, mics, listen: { b in b >= 100 && ((b - 100) / 10) % 3 != 2 }, each: { b, s in
-            if b >= 130, s.locked != 0 { errors.append(Self.angle(s.azimuth_deg, -30)) }
+            if b >= 130, s.locked { errors.append(Self.angle(s.azimuthDegrees, -30)) }
         })
         XCTAssertFalse(errors.isEmpty, "never locked")
         let sorted = errors.sorted()
@@ -138,16 +139,16 @@ final class TalkerLocatorTests: XCTestCase {
         let locator = try XCTUnwrap(TalkerLocator(rate: Self.rate, positions: Self.board))
         // 60 blocks: the first silence (blocks 20-29) teaches the noise floor, then it locks
         Self.run(locator, Self.planeWave(Self.bursts(blocks: 60, seed: 3), azimuth: 60))
-        XCTAssertLessThanOrEqual(Self.angle(locator.state.azimuth_deg, 60), 5)
+        XCTAssertLessThanOrEqual(Self.angle(locator.state.azimuthDegrees, 60), 5)
         // the far end plays from below (same arrival at every mic): not listened to
         var noise = Noise(state: 4)
         let echo = [Float]((0..<(30 * Self.block)).map { _ in noise.next() * 0.3 })
         Self.run(locator, [echo, echo, echo, echo], listen: { _ in false })
-        XCTAssertLessThanOrEqual(Self.angle(locator.state.azimuth_deg, 60), 5)
-        XCTAssertEqual(locator.state.locked, 1, "0.3 s without voice must not unlock")
+        XCTAssertLessThanOrEqual(Self.angle(locator.state.azimuthDegrees, 60), 5)
+        XCTAssertTrue(locator.state.locked, "0.3 s without voice must not unlock")
         Self.run(locator, [echo, echo, echo, echo] .map { Array(repeating: $0, count: 6).flatMap { $0 } }, listen: { _ in false })
-        XCTAssertEqual(locator.state.locked, 0, "2 s without voice unlocks")
-        XCTAssertLessThanOrEqual(Self.angle(locator.state.azimuth_deg, 60), 5, "and keeps the last direction")
+        XCTAssertFalse(locator.state.locked, "2 s without voice unlocks")
+        XCTAssertLessThanOrEqual(Self.angle(locator.state.azimuthDegrees, 60), 5, "and keeps the last direction")
     }
 
     func testGeometriesThatCannotTellDirectionsAreNamed() {

@@ -1,7 +1,8 @@
 import RoomAudio
+import RoomCaptureChain
 import XCTest
 
-/// webrtc's stages on the low band (Sources/CWebRTCAPM/band_split.h) must do what they did at
+/// webrtc's stages on the low band (Sources/CCaptureChain/band_split.h) must do what they did at
 /// 48 kHz: the HPF still removes rumble, the AGC still lifts a quiet talker, and the band above
 /// 8 kHz — which the low-band path never sees — comes out at its level (music keeps it).
 final class WebRTCBandTests: XCTestCase {

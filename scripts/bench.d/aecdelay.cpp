@@ -1,4 +1,4 @@
-// scripts/bench aecdelay: roomd's canceller (Sources/CWebRTCAPM/kalman_aec.h) offline, on a pure
+// scripts/bench aecdelay: roomd's canceller (Sources/CCaptureChain/kalman_aec.h) offline, on a pure
 // delay: how fast its linear filter converges as a function of where the echo's delay falls.
 //   aecdelay FAR.f32 DELAY_MS GAIN_DB FROM_S TO_S
 // FAR.f32: raw float32 mono at 48 kHz, the far end. The mic is the far end delayed and scaled,

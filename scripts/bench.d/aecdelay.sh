@@ -3,7 +3,7 @@
 #
 # How fast roomd's canceller converges depending on where the echo path's bulk delay falls
 # (docs/audio-engine.md, "Surprise"). Offline, no sound card: scripts/bench.d/aecdelay.cpp
-# compiles Sources/CWebRTCAPM/kalman_aec.h with g++ and runs it on a pure delay (echo 6 dB below
+# compiles Sources/CCaptureChain/kalman_aec.h with g++ and runs it on a pure delay (echo 6 dB below
 # the far end, −70 dBFS noise) for delays 2 … 52 ms; the far end is an espeak sentence (15 s),
 # played three times. aec.linear_erle_db per delay, over 5-10 s (`window: early`: what the
 # double-talk bench sees) and over the last 10 s (`late`, converged). Then the double-talk bench's
@@ -14,7 +14,7 @@
 speech aecdelay_far "$FAR_TEXT" en-us
 sox "$WORK/aecdelay_far.wav" -e floating-point -b 32 -t raw "$WORK/aecdelay_far1.f32" norm -3
 cat "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" > "$WORK/aecdelay_far.f32"
-g++ -O2 -std=c++17 -I "$ROOT/Sources/CWebRTCAPM" -I "$ROOT/Sources/CRoomFFT/include" -o "$WORK/aecdelay" "$ROOT/scripts/bench.d/aecdelay.cpp"
+g++ -O2 -std=c++17 -I "$ROOT/Sources/CCaptureChain" -I "$ROOT/Sources/CRoomFFT/include" -o "$WORK/aecdelay" "$ROOT/scripts/bench.d/aecdelay.cpp"
 far_s="$(python3 -c "import os; print(os.path.getsize('$WORK/aecdelay_far.f32') / 4 / 48000)")"
 late_from="$(python3 -c "print(max(10.0, $far_s - 10))")"
 for d in $(seq 2 2 52); do

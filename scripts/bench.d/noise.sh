@@ -7,7 +7,7 @@
 # sim board recording what it sends (--record). Three chains per noise, run in parallel:
 #
 #   kalman   the shipped chain with roomd's canceller: noise suppressed inside its suppressor
-#            (Sources/CWebRTCAPM/spectral_ns.h, no added delay)
+#            (Sources/CCaptureChain/spectral_ns.h, no added delay)
 #   webrtc   webrtc's AEC and webrtc's NS (7 ms of delay)
 #   off      the chain with NS off (--disable ns): what suppression starts from
 #

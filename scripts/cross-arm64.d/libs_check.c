@@ -4,7 +4,7 @@
 //             _Static_asserts): 64-bit tokens come back intact from two ready eventfds
 //             (epoll_event is packed on x86_64, not on arm64), a blocked signal is read
 //   opus      COpus's shim.h wrappers: encode 1 s of a tone, decode it, lookahead
-//   apm       CWebRTCAPM (apm_shim.cpp) over webrtc-audio-processing: the echo canceller removes
+//   apm       CCaptureChain (apm_shim.cpp) over webrtc-audio-processing: the echo canceller removes
 //             a delayed copy of white noise (residual echo well below the echo)
 //   sodium    libsodium HMAC-SHA256 (RFC 4231 test case 2), as RoomProtocol uses it
 //   gpiod     libgpiod v1 links and reports its version
@@ -24,7 +24,7 @@
 #include <sodium.h>
 
 #include "clinux.h"
-#include "cwebrtcapm.h"
+#include "capture_chain.h"
 #include COPUS_SHIM  // Sources/COpus/shim.h (the path is passed by scripts/cross-arm64)
 
 #include "check.h"

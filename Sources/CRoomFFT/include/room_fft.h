@@ -1,7 +1,7 @@
 // The one real FFT of roomd's C code: the canceller, the suppressor's and the beam's filter
-// banks and the talker locator (CWebRTCAPM) and the simulated card's room convolver
+// banks and the talker locator (CCaptureChain) and the simulated card's room convolver
 // (RoomSimRoom) all transform through it, so a speed-up or a fix lands in both the product and
-// the simulation that measures it. Header-only and C/C++-neutral (CWebRTCAPM is C++,
+// the simulation that measures it. Header-only and C/C++-neutral (CCaptureChain is C++,
 // RoomSimRoom C): each includer compiles its own static copy, inlined where it is hot.
 //
 // A real FFT of n = 2h points through a complex FFT of h points in split re/im arrays, radix-2

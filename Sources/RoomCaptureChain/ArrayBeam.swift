@@ -1,8 +1,8 @@
-import CWebRTCAPM
+import CCaptureChain
 import RoomBase
 import RoomDSP
 
-/// The array's beam on its own (cwebrtcapm.h `rbeam_*`, the same beams the chain steers), for
+/// The array's beam on its own (capture_chain.h `rbeam_*`, the same beams the chain steers), for
 /// measuring off the audio thread: `roomctl selftest` asks it how much quieter the room's noise
 /// is through the beam than through mic 0. Not for the audio thread: `process` allocates its
 /// output, and the chain has its own beam inside the processor.
@@ -14,7 +14,7 @@ public final class ArrayBeam: SelfTestSteerableBeam {
     /// Samples per 10 ms block, what `process` consumes per step.
     public let blockFrames: Int
     /// How many samples the output lags the mics: the beam's low-delay overlap-add holds 2 ms
-    /// (cwebrtcapm.h, rbeam_process; apm_shim.cpp builds it with rate / 500).
+    /// (capture_chain.h, rbeam_process; apm_shim.cpp builds it with rate / 500).
     public let latency: Int
 
     /// Nil when the C side refuses the array (fewer than 2 or more than 8 mics, a rate that is

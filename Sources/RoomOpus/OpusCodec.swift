@@ -190,6 +190,57 @@ public struct OpusEncoderReadback: Sendable, Equatable {
 /// Rates Opus encodes natively; the board rate must be one of them (no resampler in the loop).
 public let opusRates: Set<Int> = [8000, 12000, 16000, 24000, 48000]
 
+/// Everything a profile sets on a running encoder (`OpusEncoderBox.apply(_:)`). The engine's
+/// audio profile (speech or music, RoomAudio's `AudioProfileSettings`) decides the values; the
+/// adapter only knows which ctl each one is.
+public struct OpusEncoderConfiguration: Sendable, Equatable {
+    public var bitrate: Int32
+    public var bandwidth: OpusBandwidth
+    /// OPUS_SIGNAL_MUSIC rather than OPUS_SIGNAL_VOICE.
+    public var music: Bool
+    public var dtx: Bool
+    public var inbandFEC: Bool
+    public var expectedLossPercent: Int32
+    public var complexity: Int32
+    public var vbr: Bool
+
+    public init(bitrate: Int32, bandwidth: OpusBandwidth, music: Bool, dtx: Bool, inbandFEC: Bool,
+                expectedLossPercent: Int32, complexity: Int32, vbr: Bool) {
+        self.bitrate = bitrate
+        self.bandwidth = bandwidth
+        self.music = music
+        self.dtx = dtx
+        self.inbandFEC = inbandFEC
+        self.expectedLossPercent = expectedLossPercent
+        self.complexity = complexity
+        self.vbr = vbr
+    }
+}
+
+/// What RoomAudio's `LossAdaptation` sets on the encoder (`OpusEncoderBox.apply(_:)`).
+public struct EncoderCoding: Sendable, Equatable {
+    public var bitrate: Int32
+    public var expectedLossPercent: Int32
+    /// OPUS_SIGNAL_MUSIC (transform layer) rather than OPUS_SIGNAL_VOICE (SILK).
+    public var musicSignal: Bool
+    public var complexity: Int32
+
+    public init(bitrate: Int32, expectedLossPercent: Int32, musicSignal: Bool, complexity: Int32) {
+        self.bitrate = bitrate
+        self.expectedLossPercent = expectedLossPercent
+        self.musicSignal = musicSignal
+        self.complexity = complexity
+    }
+}
+
+/// The duration of an Opus packet in samples at `sampleRate`, from its TOC byte and frame
+/// count (`opus_packet_get_nb_samples`); negative for a malformed packet. Reads the packet,
+/// allocates nothing: the receive path sizes jitter-buffer slots with it.
+public func opusPacketSamples(_ payload: UnsafeRawBufferPointer, sampleRate: Int) -> Int {
+    guard let base = payload.baseAddress, payload.count > 0 else { return 0 }
+    return Int(opus_packet_get_nb_samples(base.assumingMemoryBound(to: UInt8.self), Int32(payload.count), Int32(sampleRate)))
+}
+
 public final class OpusEncoderBox {
     private let encoder: OpaquePointer
     public let rate: Int
@@ -228,7 +279,7 @@ public final class OpusEncoderBox {
     /// FEC and its expected loss, complexity, VBR. The application mode (VOIP) cannot change
     /// after the first frame in libopus, so the signal-type hint carries the speech/music
     /// choice. On the audio thread, between frames: ctl calls only, nothing allocated.
-    public func apply(_ p: AudioProfileSettings) -> Int32 {
+    public func apply(_ p: OpusEncoderConfiguration) -> Int32 {
         // One call after another, no array of results: this runs on the audio thread, where
         // even a four-element array literal is a heap allocation in a debug build.
         var rc = copus_set_bitrate(encoder, p.bitrate)

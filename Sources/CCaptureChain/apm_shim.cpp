@@ -1,5 +1,5 @@
 // extern "C" shim over webrtc::AudioProcessing (webrtc-audio-processing 0.3).
-#include "cwebrtcapm.h"
+#include "capture_chain.h"
 
 #include <cstdio>
 #include <new>

@@ -1,8 +1,8 @@
-import CWebRTCAPM
+import CCaptureChain
 
 /// Which echo canceller runs when `echoCancel` is on.
 public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
-    /// roomd's own (Sources/CWebRTCAPM/kalman_aec.h), the default: a frequency-domain adaptive
+    /// roomd's own (Sources/CCaptureChain/kalman_aec.h), the default: a frequency-domain adaptive
     /// filter whose step size comes from a Kalman model of the echo path, then a residual echo
     /// suppressor driven by that model's error covariance; it runs in front of webrtc's HPF, NS,
     /// AGC and VAD (webrtc's AEC off). Keeps the room's talker while the far end speaks
@@ -23,7 +23,7 @@ public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
 
 /// Where noise suppression runs when roomd's own canceller (`EchoCanceller.kalman`) is on.
 public enum NoiseSuppressor: String, Sendable, Equatable, CaseIterable {
-    /// Inside the canceller's residual echo suppressor (Sources/CWebRTCAPM/spectral_ns.h): a
+    /// Inside the canceller's residual echo suppressor (Sources/CCaptureChain/spectral_ns.h): a
     /// noise gain per bin multiplied into the echo gains, in the same 2 ms overlap-add — no
     /// delay of its own. webrtc's NS adds 7 ms to the capture path (`scripts/bench apm`).
     case canceller
@@ -38,7 +38,7 @@ public enum NoiseSuppressor: String, Sendable, Equatable, CaseIterable {
 /// Where webrtc's HPF, AGC and VAD (and its NS, when chosen) run behind roomd's canceller.
 public enum WebRTCBand: String, Sendable, Equatable, CaseIterable {
     /// On the band below 8 kHz at 16 kHz, the canceller's output decimated and the changes
-    /// merged back (Sources/CWebRTCAPM/band_split.h): at 48 kHz, webrtc's three-band split
+    /// merged back (Sources/CCaptureChain/band_split.h): at 48 kHz, webrtc's three-band split
     /// costs more than the stages it feeds. Needs roomd's canceller, no beamformer, 48 kHz.
     case low
     /// At the card's rate, as webrtc-audio-processing does it (the way back; with webrtc's AEC
