@@ -172,7 +172,10 @@ let package = Package(
         .target(name: "RoomJanus", dependencies: ["CLibcrypto", "RoomBase", "RoomSystem", "RoomTLS"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
         .target(name: "RoomJanusBackend", dependencies: ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
-        .executableTarget(name: "roomd", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"],
+        // The appliance: settings, the room link, the control bridge, buttons and LEDs, health,
+        // status, self-test, and the daemon's start-up order; roomd only parses and runs it.
+        .target(name: "RoomAppliance", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
+        .executableTarget(name: "roomd", dependencies: ["RoomAppliance", "RoomSystem"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomBuildInfo", "RoomControl", "RoomSystem"]),

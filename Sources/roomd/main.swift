@@ -1,4 +1,5 @@
 import Glibc
+import RoomAppliance
 import RoomSystem
 
 // Every library's symbols bound before start-up's page release, not on first call

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The hand button beyond raising a hand (docs/gpio.md, Sources/roomd/Panel.swift): a short press
+# The hand button beyond raising a hand (docs/gpio.md, Sources/RoomAppliance/Panel.swift): a short press
 # accepts a moderator's invitation (invited lights the hand LED) and, on stage, steps down; a
 # long press (held >= 1.5 s) leaves the room, and nothing more happens on the release. (The rig
 # brings the dut back into the room before the next scenario.)

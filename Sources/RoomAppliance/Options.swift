@@ -6,7 +6,7 @@ import RoomSettings
 import RoomSystem
 
 /// roomd's command line. Errors name the option, so a typo in a unit file is obvious in the journal.
-struct Options {
+public struct Options {
     /// Settings that roomd.conf can also give are optional here: nil means "not on the command
     /// line", so the file (or the run-time settings) decides. docs/config.md: precedence.
     var config: String?
@@ -94,9 +94,9 @@ struct Options {
 
     """ + "\n" + CommandLineParser.help(options, column: 25)
 
-    enum Parsed { case run(Options), exit(String, Int32) }
+    public enum Parsed { case run(Options), exit(String, Int32) }
 
-    static func parse(_ args: [String]) -> Parsed {
+    public static func parse(_ args: [String]) -> Parsed {
         do throws(CommandLineUsageError) {
             let parsed = try CommandLineParser.parse(args, options: options)
             if parsed.contains("--help") { return .exit(usage, 0) }

@@ -20,10 +20,12 @@ struct StartFailure: Error {
 /// Wiring, in the order things must happen: settings → event loop and signals → board and
 /// ALSA environment → engine → room link, control socket, panel → engine start → join → serve
 /// until told to stop → leave, stop audio, summary.
-struct Daemon {
+public struct Daemon {
     let options: Options
 
-    func run() -> Int32 {
+    public init(options: Options) { self.options = options }
+
+    public func run() -> Int32 {
         do {
             return try runChecked()
         } catch {
