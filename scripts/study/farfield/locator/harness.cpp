@@ -1,4 +1,4 @@
-// The talker locator (Sources/CWebRTCAPM/talker_locator.h) offline: feeds a 4-channel PCM16
+// The talker locator (Sources/CCaptureChain/talker_locator.h) offline: feeds a 4-channel PCM16
 // 48 kHz WAV (44-byte header; roomsim-scene's renderings) block by block with a listen flag per
 // 10 ms block from a file (one 0/1 per line: oracle voice activity), prints per block:
 // t azimuth locked confidence changes listen. Built by locator.py.

@@ -4,7 +4,7 @@ with oracle voice activity (the dry talkers' energy): median error and lock-on p
   python3 locator.py BIN     BIN: the build's bin directory holding roomsim-scene
 
 Renders into $FARFIELD_STUDY_INPUT (default /tmp/loc; the farfield rooms must have been rendered
-by ../prepare.py), builds harness.cpp with g++ against Sources/CWebRTCAPM, runs it per room.
+by ../prepare.py), builds harness.cpp with g++ against Sources/CCaptureChain, runs it per room.
 """
 import os
 import subprocess
@@ -58,7 +58,7 @@ def main():
     tool = os.path.join(sys.argv[1], "roomsim-scene")
     base = os.environ.get("FARFIELD_STUDY_INPUT", "/tmp/loc")
     harness = os.path.join(base, "locator-harness")
-    subprocess.run(["g++", "-O2", "-I", os.path.join(ROOT, "Sources", "CWebRTCAPM"), "-o", harness,
+    subprocess.run(["g++", "-O2", "-I", os.path.join(ROOT, "Sources", "CCaptureChain"), "-I", os.path.join(ROOT, "Sources", "CRoomFFT", "include"), "-o", harness,
                     os.path.join(HERE, "harness.cpp")], check=True)
     rooms = dict(farfield.ROOMS)
     rooms.update(HELD_OUT)
