@@ -12,9 +12,9 @@ struct StartFailure: Error {
     let code: Int32
     let message: String
     init(_ code: Int32, _ message: String) { self.code = code; self.message = message }
-    static func config(_ m: String) -> StartFailure { StartFailure(78, m) }       // EX_CONFIG
-    static func os(_ m: String) -> StartFailure { StartFailure(71, m) }           // EX_OSERR
-    static func device(_ m: String) -> StartFailure { StartFailure(69, m) }       // EX_UNAVAILABLE
+    static func config(_ m: String) -> StartFailure { StartFailure(ExitStatus.configuration, m) }
+    static func os(_ m: String) -> StartFailure { StartFailure(ExitStatus.osError, m) }
+    static func device(_ m: String) -> StartFailure { StartFailure(ExitStatus.unavailable, m) }
 }
 
 /// Wiring, in the order things must happen: settings → event loop and signals → board and
@@ -57,7 +57,7 @@ public struct Daemon {
         var recorder: WAVRecorder?
         if let path = options.record {
             do { recorder = try WAVRecorder(path: path, sampleRate: board.rate) } catch {
-                throw StartFailure(73, "--record: \(error)")   // EX_CANTCREAT
+                throw StartFailure(ExitStatus.cannotCreate, "--record: \(error)")
             }
         }
         let farEnd = try openFarEnd(rate: board.rate)
@@ -130,10 +130,10 @@ public struct Daemon {
         guard let path = options.farEnd else { return nil }
         let reader: WAVStreamReader
         do { reader = try WAVStreamReader(path: path, loops: !options.farEndOnce) } catch {
-            throw StartFailure(66, "--far-end \(error)")  // EX_NOINPUT
+            throw StartFailure(ExitStatus.noInput, "--far-end \(error)")
         }
         guard reader.layout.sampleRate == rate else {
-            throw StartFailure(66, "--far-end \(path): sample rate \(reader.layout.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
+            throw StartFailure(ExitStatus.noInput, "--far-end \(path): sample rate \(reader.layout.sampleRate) Hz, the board runs at \(rate) Hz (convert it, e.g. sox in.wav -r \(rate) out.wav)")
         }
         return reader
     }
@@ -142,7 +142,7 @@ public struct Daemon {
         let config: EngineConfiguration
         switch engineConfiguration(board: board, settings: settings) {
         case .success(let c): config = c
-        case .failure(let message): throw StartFailure(66, message)  // EX_NOINPUT
+        case .failure(let message): throw StartFailure(ExitStatus.noInput, message)
         }
         // A board whose array cannot tell directions runs without one, and says why once.
         if board.captureChannels > 1, let problem = AudioEngine.talkerDirectionProblem(rate: config.rate, micPositions: config.micPositions) {
@@ -280,7 +280,7 @@ public struct Daemon {
             // thread cannot signal a descriptor that was reused.
             Log.error("audio thread did not stop within 2 s (stuck in the sound driver?); exiting without it")
             reporter.summary(elapsed: elapsed())
-            return 70   // EX_SOFTWARE
+            return ExitStatus.software
         }
         room.close()
         drainEvents(engine)
@@ -294,7 +294,7 @@ public struct Daemon {
             return 0
         } catch {
             Log.error("--record: \(error)")
-            return 73  // EX_CANTCREAT
+            return ExitStatus.cannotCreate
         }
     }
 

@@ -18,12 +18,12 @@ public enum Roomctl {
         /// `selftest` ran and found problems (they are printed).
         public static let checkFailed: Int32 = 4
         /// No daemon at the socket, or it stopped answering (EX_UNAVAILABLE).
-        public static let unavailable: Int32 = 69
+        public static let unavailable: Int32 = ExitStatus.unavailable
         /// The caller may not open the control socket (EX_NOPERM): the message names the group.
-        public static let noPermission: Int32 = 77
+        public static let noPermission: Int32 = ExitStatus.noPermission
         /// roomd is there but cannot serve this connection now (`too_many_clients`, or it
         /// closed the connection as idle: `timeout`): try again later (EX_TEMPFAIL).
-        public static let tryAgain: Int32 = 75
+        public static let tryAgain: Int32 = ExitStatus.tryAgain
     }
 
     public enum WaitCondition: String, Sendable, Equatable, CaseIterable {

@@ -27,7 +27,7 @@ public struct CommandOption: Sendable, Equatable {
 public struct CommandLineUsageError: Error, Equatable, CustomStringConvertible {
     public let message: String
     /// 2, as GNU programs and POSIX utilities use for a usage error (sysexits' 64 was the odd one).
-    public static let exitCode: Int32 = 2
+    public static let exitCode: Int32 = ExitStatus.usage
 
     public init(_ message: String) { self.message = message }
     public var description: String { message }

@@ -202,7 +202,7 @@ do {
     }
 } catch {
     Log.error("roomserver: \(error)")
-    exit(71)
+    exit(ExitStatus.osError)
 }
 Log.notice("roomserver \(roomdVersion) running (protocol \(roomProtocolVersion), \(configuration.keys.count) keys, policy \(configuration.room.policy.rawValue))")
 _ = try? SystemdNotifier().ready(status: "serving")
@@ -210,7 +210,7 @@ do {
     try loop.run()
 } catch {
     Log.error("roomserver: event loop: \(error)")
-    exit(71)
+    exit(ExitStatus.osError)
 }
 let stats = server.statistics
 Log.notice("roomserver: stopped; \(stats.joins) joins, \(stats.packetsForwarded) packets forwarded, \(stats.dropped.total) datagrams dropped"
