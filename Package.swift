@@ -180,11 +180,11 @@ let package = Package(
         .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomBuildInfo", "RoomControl", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
-        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCaptureChain", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"]),
+        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCaptureChain", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"], path: "Sources/Tools/roombench"),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
+        .executableTarget(name: "roomload", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"], path: "Sources/Tools/roomload"),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
-        .executableTarget(name: "roomproxy", dependencies: ["RoomBase", "RoomSystem"]),
+        .executableTarget(name: "roomproxy", dependencies: ["RoomBase", "RoomSystem"], path: "Sources/Tools/roomproxy"),
 
         .testTarget(name: "RoomBaseTests", dependencies: ["RoomBase"]),
         .testTarget(name: "RoomMediaTests", dependencies: ["RoomBase", "RoomMedia"]),
