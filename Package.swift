@@ -61,7 +61,6 @@ let package = Package(
         // One target per C library.
         .systemLibrary(name: "CAlsa", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CGpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
-        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // OpenSSL 3 for signalling over TLS 1.3. Only CRoomTLS includes it: OpenSSL's API is
         // macros, variadic ctrl calls and C callbacks, which CRoomTLS turns into plain functions.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
@@ -127,7 +126,7 @@ let package = Package(
         // text, the version), media (RTP, the jitter buffer), DSP (meters, limiter, mixer, FFT,
         // WAV, self-test analysis) and settings (INI, board profiles, roomd.conf).
         .target(name: "RoomBase", dependencies: []),
-        .target(name: "RoomMedia", dependencies: []),
+        .target(name: "RoomMedia", dependencies: ["RoomBase"]),
         .target(name: "RoomDSP", dependencies: ["RoomBase"]),
         .target(name: "RoomSettings", dependencies: ["RoomBase"]),
         // The version line of the programs: release version and the git commit built from.
@@ -144,12 +143,14 @@ let package = Package(
         .target(name: "RoomOpus", dependencies: ["COpus", "RoomSystem"]),
         .target(name: "RoomCaptureChain", dependencies: ["CCaptureChain", "RoomBase", "RoomDSP"]),
         .target(name: "RoomAudio", dependencies: ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem"]),
+        // Hashes, HMAC, random keys and locked secrets over libcrypto: roomd's one crypto library.
+        .target(name: "RoomCrypto", dependencies: ["CLibcrypto", "RoomMedia", "RoomSystem"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
-        .target(name: "RoomProtocol", dependencies: ["CSodium", "RoomBase", "RoomModel"]),
+        .target(name: "RoomProtocol", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomModel"]),
         // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
-        .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"]),
+        .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomMedia"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
-        .target(name: "RoomServerKit", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
+        .target(name: "RoomServerKit", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
         .target(name: "RoomControl", dependencies: ["RoomBase", "RoomModel", "RoomSettings", "RoomSystem"]),
@@ -163,13 +164,13 @@ let package = Package(
         // Session descriptions (SDP offer/answer) for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
-        .target(name: "RoomICE", dependencies: ["CLibcrypto"]),
+        .target(name: "RoomICE", dependencies: ["RoomCrypto"]),
         // DTLS-SRTP handshakes and keys for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomDTLS", dependencies: ["CRoomDTLS", "RoomSDP"]),
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
-        .target(name: "RoomWebRTC", dependencies: ["RoomICE", "RoomDTLS", "RoomSDP", "RoomMediaCrypto", "RoomProtocol", "RoomSystem"]),
+        .target(name: "RoomWebRTC", dependencies: ["RoomDTLS", "RoomICE", "RoomMedia", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
-        .target(name: "RoomJanus", dependencies: ["CLibcrypto", "RoomBase", "RoomSystem", "RoomTLS"]),
+        .target(name: "RoomJanus", dependencies: ["RoomBase", "RoomCrypto", "RoomSystem", "RoomTLS"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
         .target(name: "RoomJanusBackend", dependencies: ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
         // The appliance: settings, the room link, the control bridge, buttons and LEDs, health,
@@ -180,9 +181,9 @@ let package = Package(
         .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomBuildInfo", "RoomControl", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
-        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCaptureChain", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"], path: "Sources/Tools/roombench"),
+        .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCaptureChain", "RoomMedia", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"], path: "Sources/Tools/roombench"),
         // Synthetic room clients for the server load benchmark (scripts/bench server).
-        .executableTarget(name: "roomload", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"], path: "Sources/Tools/roomload"),
+        .executableTarget(name: "roomload", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"], path: "Sources/Tools/roomload"),
         // A lossy, jittery, reordering relay between appliances and roomserver (tests, benches, the rig).
         .executableTarget(name: "roomproxy", dependencies: ["RoomBase", "RoomSystem"], path: "Sources/Tools/roomproxy"),
 
@@ -193,10 +194,11 @@ let package = Package(
         // Reads Sources/ and the built roomctl; depends on no module of ours on purpose.
         .testTarget(name: "ArchitectureTests"),
         .testTarget(name: "RoomSystemTests", dependencies: ["RoomBase", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
-        .testTarget(name: "RoomProtocolTests", dependencies: ["RoomBase", "RoomModel", "RoomProtocol"]),
+        .testTarget(name: "RoomCryptoTests", dependencies: ["RoomCrypto", "RoomMedia", "RoomModel", "RoomProtocol"]),
+        .testTarget(name: "RoomProtocolTests", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomModel", "RoomProtocol"]),
         .testTarget(name: "RoomGPIOTests", dependencies: ["CGpiod", "RoomGPIO", "RoomSettings", "RoomSystem"]),
         .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomSystem"]),
-        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
+        .testTarget(name: "RoomServerKitTests", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomBase", "RoomClient", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
         // Test helpers several test targets share (certificates from scripts/make-dev-certs, a
         // Janus from scripts/janus-dev, a free port).

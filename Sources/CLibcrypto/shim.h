@@ -1,10 +1,13 @@
-// OpenSSL's libcrypto (Debian's libssl-dev): the AES-GCM libsrtp2 runs on
-// (CSRTPOpenSSLCipher), HMAC-SHA1 for STUN's MESSAGE-INTEGRITY (RoomICE) and SHA-1 for the
-// WebSocket handshake (RoomJanus); in tests, RoomMediaCryptoTests' SRTP reference decryptor.
+// OpenSSL's libcrypto (Debian's libssl-dev), roomd's one crypto library: the AES-GCM libsrtp2
+// runs on (CSRTPOpenSSLCipher), and through RoomCrypto the hashes, HMACs, random keys and
+// constant-time comparisons (STUN, the WebSocket handshake, room tokens, binding datagrams);
+// in tests, RoomMediaCryptoTests' SRTP reference decryptor.
 #ifndef ROOMD_CLIBCRYPTO_SHIM_H
 #define ROOMD_CLIBCRYPTO_SHIM_H
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/crypto.h>
 
 static const int roomd_evp_ctrl_gcm_set_ivlen = EVP_CTRL_GCM_SET_IVLEN;
 static const int roomd_evp_ctrl_gcm_set_tag = EVP_CTRL_GCM_SET_TAG;

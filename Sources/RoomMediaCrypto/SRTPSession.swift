@@ -1,6 +1,6 @@
 import CSRTP
 import CSRTPOpenSSLCipher
-import RoomProtocol
+import RoomMedia
 
 /// One direction of SRTP (RFC 3711) with AEAD_AES_128_GCM (RFC 7714) for every SSRC sent or
 /// received under one master key: roomd's uplink (it protects, the server unprotects) or a

@@ -1,3 +1,5 @@
+import RoomCrypto
+
 /// The UDP binding/keepalive datagram (docs/protocol.md, "Binding/keepalive datagram"):
 ///
 ///     0       4                8                        16                      32            48
@@ -104,7 +106,7 @@ public struct BindingDatagram: Sendable, Hashable {
         let kind = try checkShape(datagram)
         let authenticated = datagram.count - tagSize
         let valid = tag(UnsafeRawBufferPointer(rebasing: datagram[0 ..< authenticated]), key: key) { tag in
-            HMACSHA256.equal(
+            ConstantTime.equal(
                 UnsafeRawBufferPointer(rebasing: tag[0 ..< tagSize]),
                 UnsafeRawBufferPointer(rebasing: datagram[authenticated ..< datagram.count]))
         }
@@ -155,8 +157,8 @@ public struct BindingDatagram: Sendable, Hashable {
     static func tag<R>(
         _ message: UnsafeRawBufferPointer, key: MediaKey, _ body: (UnsafeMutableRawBufferPointer) -> R
     ) -> R {
-        withUnsafeTemporaryAllocation(byteCount: HMACSHA256.macSize, alignment: 8) { mac in
-            key.bytes.withUnsafeBytes { k in HMACSHA256.authenticate(key: k, message: message, into: mac) }
+        withUnsafeTemporaryAllocation(byteCount: HMAC.sha256Size, alignment: 8) { mac in
+            key.bytes.withUnsafeBytes { k in HMAC.sha256(key: k, message: message, into: mac) }
             return body(mac)
         }
     }

@@ -1,10 +1,10 @@
-import CSodium
 import RoomBase
+import RoomCrypto
 
 /// The per-participant secret the server hands out in `welcome`, authenticating UDP binding
 /// datagrams (see `BindingDatagram`): whoever can produce a valid binding for a participant
 /// can redirect that participant's media, so it must be unguessable — 128 bits from
-/// libsodium's CSPRNG.
+/// libcrypto's CSPRNG.
 ///
 /// `description` is redacted so that logging a `welcome` does not leak the key.
 public struct MediaKey: Sendable, Hashable, CustomStringConvertible {
@@ -19,10 +19,7 @@ public struct MediaKey: Sendable, Hashable, CustomStringConvertible {
 
     /// A fresh random key (server side, one per participant session).
     public static func random() -> MediaKey {
-        _ = Sodium.initialized
-        var bytes = [UInt8](repeating: 0, count: size)
-        bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, size) }
-        return MediaKey(bytes: bytes)!
+        MediaKey(bytes: SecureRandom.bytes(size))!
     }
 
     /// Standard padded base64, the spelling used in JSON.

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import RoomBase
+import RoomCrypto
 import RoomModel
 
 /// What a room token grants beyond listening.
@@ -129,12 +130,12 @@ public enum RoomToken {
     public static let algorithm = "HS256"
 
     public static func mint(claims: RoomTokenClaims, keyID: String, secret: [UInt8]) -> String {
-        mint(claims: claims, keyID: keyID) { HMACSHA256.mac(key: secret, message: $0) }
+        mint(claims: claims, keyID: keyID) { HMAC.sha256(key: secret, message: $0) }
     }
 
     /// With a key held in locked memory (the server's `[keys]`).
     public static func mint(claims: RoomTokenClaims, keyID: String, secret: SecretBytes) -> String {
-        mint(claims: claims, keyID: keyID) { HMACSHA256.mac(key: secret, message: $0) }
+        mint(claims: claims, keyID: keyID) { HMAC.sha256(key: secret, message: $0) }
     }
 
     private static func mint(claims: RoomTokenClaims, keyID: String, sign: ([UInt8]) -> [UInt8]) -> String {
@@ -151,7 +152,7 @@ public enum RoomToken {
     /// The HS256 signature of a JWS signing input (`BASE64URL(header) '.' BASE64URL(payload)`),
     /// exposed so it can be checked against published test vectors.
     public static func signature(signingInput: String, secret: [UInt8]) -> [UInt8] {
-        HMACSHA256.mac(key: secret, message: Array(signingInput.utf8))
+        HMAC.sha256(key: secret, message: Array(signingInput.utf8))
     }
 }
 
@@ -231,13 +232,13 @@ public struct RoomTokenVerifier: Sendable {
         if header.crit != nil { throw .malformed("header has crit extensions") }
         guard let kid = header.kid else { throw .malformed("header has no kid") }
         guard let secret = keys[kid] else { throw .unknownKey(kid) }
-        guard signature.count == HMACSHA256.macSize else {
-            throw .malformed("signature is \(signature.count) bytes, not \(HMACSHA256.macSize)")
+        guard signature.count == HMAC.sha256Size else {
+            throw .malformed("signature is \(signature.count) bytes, not \(HMAC.sha256Size)")
         }
 
         let signingInput = token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
-        let expected = HMACSHA256.mac(key: secret, message: Array(signingInput))
-        guard HMACSHA256.equal(expected, signature) else { throw .badSignature }
+        let expected = HMAC.sha256(key: secret, message: Array(signingInput))
+        guard ConstantTime.equal(expected, signature) else { throw .badSignature }
 
         if let key = JSONDuplicateKeys.first(in: payloadBytes) { throw .malformed("claims: key \"\(key)\" twice") }
         let claims: RoomTokenClaims

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import RoomMedia
 import RoomModel
 
 /// Why a frame's payload is not a usable message. None of these is fatal for the

@@ -1,4 +1,5 @@
 import RoomBase
+import RoomCrypto
 import RoomModel
 import RoomProtocol
 import RoomSettings
@@ -256,7 +257,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         guard !app.isEmpty else { throw fail("empty application id before the first \":\"") }
         var secret: [UInt8] = []
         // The decoded bytes go into locked memory; this transient copy is wiped on every way out.
-        defer { SecretBytes.wipe(&secret) }
+        defer { ConstantTime.wipe(&secret) }
         switch encoding {
         case "hex":
             guard let bytes = decodeHex(text) else { throw fail("the secret is not hexadecimal (an even number of 0-9 a-f)") }

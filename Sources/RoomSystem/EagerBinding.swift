@@ -4,7 +4,7 @@ import Glibc
 /// call.
 ///
 /// Why: roomd itself is linked `-z now`, but the libraries it loads (libopus, libcrypto,
-/// libsodium, libasound, webrtc-audio-processing …) bind their calls lazily, each on its first
+/// libasound, libsrtp2, webrtc-audio-processing …) bind their calls lazily, each on its first
 /// call. A first call after start-up's page release (`ResidentMemory.releaseReadOnlyFilePages`)
 /// makes the dynamic loader look the name up in every loaded object (`do_lookup_x`), which maps
 /// the hash and symbol tables at the head of each library again: in a call, the audio thread's

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import RoomDTLS
 import RoomICE
+import RoomMedia
 import RoomMediaCrypto
 import RoomProtocol
 import RoomSDP

@@ -10,7 +10,7 @@ enum AllowedImports {
     /// C adapter targets (one C library or one C file of ours each): they import nothing Swift.
     static let cTargets: Set<String> = [
         "CAlsa", "CGpiod", "CLibcrypto", "CLinux", "COpenSSL", "COpus", "CRoomDTLS", "CRoomFFT", "CRoomTLS", "CSRTP",
-        "CSRTPOpenSSLCipher", "CSodium", "CCaptureChain", "CWebRTCAudioProcessing", "RoomAllocProbe",
+        "CSRTPOpenSSLCipher", "CCaptureChain", "CWebRTCAudioProcessing", "RoomAllocProbe",
         "RoomSimCard", "RoomSimRoom", "roomsim-scene",
     ]
 
@@ -19,21 +19,22 @@ enum AllowedImports {
         // Pure Swift, no C: the base every layer may use, then media, DSP, settings and the room's
         // vocabulary on top of it, then the wire messages.
         "RoomBase": ["Synchronization"],
-        "RoomMedia": [],
+        "RoomMedia": ["RoomBase"],
         "RoomDSP": ["RoomBase", "Synchronization"],
         "RoomSettings": ["RoomBase"],
         "RoomModel": [],
         "RoomSDP": [],
-        // Wire messages and tokens (debt: links libsodium for HMAC and random).
-        "RoomProtocol": ["CSodium", "FoundationEssentials", "RoomBase", "RoomModel"],
+        // Wire messages and tokens: signed and checked through the crypto adapter.
+        "RoomProtocol": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomMedia", "RoomModel"],
         // The one Glibc layer, below everything but RoomBase.
         "RoomSystem": ["CLinux", "Glibc", "RoomBase", "Synchronization"],
         "RoomBuildInfo": ["RoomBase"],
         // Adapters.
         "RoomTLS": ["CRoomTLS", "RoomBase", "RoomSystem"],
         "RoomDTLS": ["CRoomDTLS", "RoomSDP"],                                       // the fingerprint the SDP announced
-        "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomProtocol"],         // debt: RoomProtocol for one key type
-        "RoomICE": ["CLibcrypto"],
+        "RoomCrypto": ["CLibcrypto", "RoomMedia", "RoomSystem"],                    // random SRTP keys; locked pages
+        "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomMedia"],
+        "RoomICE": ["RoomCrypto"],
         "RoomGPIO": ["CGpiod", "Glibc", "RoomSettings", "RoomSystem"],              // debt: Glibc
         "RoomALSA": ["CAlsa", "Glibc", "RoomSystem"],                               // debt: Glibc
         "RoomOpus": ["COpus", "RoomSystem"],
@@ -43,10 +44,10 @@ enum AllowedImports {
                       "RoomSystem", "Synchronization"],                             // debt: Glibc
         "RoomClient": ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
         "RoomControl": ["FoundationEssentials", "Glibc", "RoomBase", "RoomModel", "RoomSettings", "RoomSystem"], // debt: Glibc
-        "RoomServerKit": ["FoundationEssentials", "RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol",
+        "RoomServerKit": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol",
                           "RoomSettings", "RoomSystem", "RoomTLS"],
-        "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
-        "RoomJanus": ["CLibcrypto", "FoundationEssentials", "RoomBase", "RoomSystem", "RoomTLS"],
+        "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMedia", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
+        "RoomJanus": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomSystem", "RoomTLS"],
         "RoomJanusBackend": ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS",
                              "RoomWebRTC"],
         // The appliance (debt: Glibc, and RoomALSA for the ALSA environment at start-up).
@@ -59,8 +60,8 @@ enum AllowedImports {
         "roomctl": ["Glibc", "RoomBuildInfo", "RoomControl", "RoomSystem"],
         "roomserver": ["Glibc", "RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"],
         // Tools.
-        "roombench": ["CLinux", "Glibc", "RoomAudio", "RoomCaptureChain", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"],
-        "roomload": ["Glibc", "RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem",
+        "roombench": ["CLinux", "Glibc", "RoomAudio", "RoomCaptureChain", "RoomMedia", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"],
+        "roomload": ["Glibc", "RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem",
                      "RoomTLS", "Synchronization"],
         "roomproxy": ["Glibc", "RoomBase", "RoomSystem"],
         // The build plugin that stamps the commit into RoomBuildInfo.

@@ -1,5 +1,6 @@
 import CLibcrypto
 import Glibc
+import RoomMedia
 import RoomMediaCrypto
 import RoomProtocol
 import XCTest

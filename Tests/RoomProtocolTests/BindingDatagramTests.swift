@@ -1,4 +1,5 @@
 @testable import RoomProtocol
+import RoomCrypto
 import XCTest
 
 final class BindingDatagramTests: XCTestCase {
@@ -11,7 +12,7 @@ final class BindingDatagramTests: XCTestCase {
         XCTAssertEqual(Array(bytes[4 ..< 8]), [1, 2, 3, 4])
         XCTAssertEqual(Array(bytes[8 ..< 16]), [0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88])
         // The tag is HMAC-SHA256 over the first 16 bytes with the media key, truncated.
-        let full = HMACSHA256.mac(key: key.bytes, message: Array(bytes[0 ..< 16]))
+        let full = HMAC.sha256(key: key.bytes, message: Array(bytes[0 ..< 16]))
         XCTAssertEqual(Array(bytes[16 ..< 32]), Array(full.prefix(16)))
     }
 

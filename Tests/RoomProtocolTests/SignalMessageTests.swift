@@ -1,5 +1,6 @@
 import FoundationEssentials
 import RoomBase
+import RoomMedia
 import RoomModel
 import RoomProtocol
 import XCTest

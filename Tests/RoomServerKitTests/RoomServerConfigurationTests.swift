@@ -1,3 +1,4 @@
+import RoomCrypto
 import RoomProtocol
 import RoomServerKit
 import RoomSystem

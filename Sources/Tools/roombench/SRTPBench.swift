@@ -1,4 +1,5 @@
 import Glibc
+import RoomMedia
 import RoomMediaCrypto
 import RoomProtocol
 import RoomSystem

@@ -1,4 +1,5 @@
 import Glibc
+import RoomCrypto
 import RoomModel
 import RoomProtocol
 import RoomServerKit

@@ -1,10 +1,9 @@
-import CSodium
 import RoomBase
 
 /// An SRTP master key and master salt (RFC 3711 §8.2) for AEAD_AES_128_GCM (RFC 7714 §12):
 /// 16 bytes of key followed by 12 bytes of salt, the concatenation libsrtp2 takes and the
 /// order Wireshark's and SDES's key parameters use. The server makes two per participant
-/// session, one per direction (see `MediaEncryption`), from libsodium's CSPRNG.
+/// session, one per direction (see `MediaEncryption`), from a CSPRNG (`random()`: RoomCrypto).
 ///
 /// `description` is redacted so that logging a `welcome` does not leak it.
 public struct SRTPMasterKey: Sendable, Hashable, CustomStringConvertible {
@@ -22,12 +21,6 @@ public struct SRTPMasterKey: Sendable, Hashable, CustomStringConvertible {
         self.bytes = bytes
     }
 
-    public static func random() -> SRTPMasterKey {
-        _ = Sodium.initialized
-        var bytes = [UInt8](repeating: 0, count: size)
-        bytes.withUnsafeMutableBytes { randombytes_buf($0.baseAddress!, size) }
-        return SRTPMasterKey(bytes: bytes)!
-    }
 
     public var key: ArraySlice<UInt8> { bytes[0 ..< Self.keySize] }
     public var salt: ArraySlice<UInt8> { bytes[Self.keySize ..< Self.size] }
@@ -62,6 +55,4 @@ public struct MediaEncryption: Sendable, Hashable {
         self.downlink = downlink
     }
 
-    /// Fresh keys for a participant session (a resumed seat gets fresh ones too).
-    public static func random() -> MediaEncryption { MediaEncryption(uplink: .random(), downlink: .random()) }
 }

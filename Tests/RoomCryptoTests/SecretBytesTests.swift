@@ -1,4 +1,5 @@
 import Foundation
+import RoomCrypto
 import RoomModel
 import RoomProtocol
 import XCTest
@@ -31,7 +32,7 @@ final class SecretBytesTests: XCTestCase {
         XCTAssertEqual("\(a)", "SecretBytes(32 bytes)")
         XCTAssertEqual(a.withUnsafeBytes { Array($0) }, Array(0 ..< 32))
         var transient: [UInt8] = Array(1 ... 40)
-        SecretBytes.wipe(&transient)
+        ConstantTime.wipe(&transient)
         XCTAssertEqual(transient, [UInt8](repeating: 0, count: 40))
     }
 
