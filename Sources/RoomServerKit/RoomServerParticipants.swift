@@ -1,3 +1,4 @@
+import RoomMedia
 import RoomMediaCrypto
 import RoomModel
 import RoomProtocol
