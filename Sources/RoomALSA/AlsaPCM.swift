@@ -1,5 +1,4 @@
 import CAlsa
-import Glibc
 import RoomSystem
 
 /// Why a PCM operation failed, in words an installer can act on (device name and ALSA's text).
@@ -11,7 +10,31 @@ public struct AudioDeviceError: Error, CustomStringConvertible, Sendable {
 
     /// The device is gone (unplugged, driver error, simulated loss) rather than merely late:
     /// the engine closes it and reopens with back-off instead of recovering in place.
-    public var isDeviceLost: Bool { code == -ENODEV || code == -EIO || code == -EBADFD || code == -ENOENT || code == -ENXIO }
+    public var isDeviceLost: Bool { AlsaCode.isDeviceLost(code) }
+}
+
+/// ALSA's error codes by name: ALSA returns `-errno`, and the engine decides between
+/// recovering in place and reopening the device through these instead of comparing numbers.
+public enum AlsaCode {
+    /// -EBADFD: no PCM is open (what `AlsaPCM` answers once closed, and the engine without a device).
+    public static var notOpen: Int32 { @inline(__always) get { -Errno.badDescriptorState.rawValue } }
+    /// -EIO: the device failed without a code of its own (streams that would not start again).
+    public static var ioError: Int32 { @inline(__always) get { -Errno.ioError.rawValue } }
+
+    /// An xrun (-EPIPE), a suspend (-ESTRPIPE), or a call interrupted or that would block
+    /// (-EINTR, -EAGAIN): the stream is recovered in place (`AlsaPCM.recover`). On the audio
+    /// thread: inlined, allocates nothing.
+    @inline(__always)
+    public static func isXrun(_ code: Int32) -> Bool {
+        code == -Errno.brokenPipe.rawValue || code == -Errno.streamsPipeError.rawValue
+            || code == -Errno.interrupted.rawValue || code == -Errno.wouldBlock.rawValue
+    }
+
+    /// The device is gone (-ENODEV, -EIO, -EBADFD, -ENOENT, -ENXIO) rather than merely late.
+    public static func isDeviceLost(_ code: Int32) -> Bool {
+        code == -Errno.noSuchDevice.rawValue || code == ioError || code == notOpen
+            || code == -Errno.noSuchFile.rawValue || code == -Errno.noSuchDeviceOrAddress.rawValue
+    }
 }
 
 @inline(__always) func alsaText(_ code: Int32) -> String { String(cString: snd_strerror(code)) }
@@ -95,7 +118,7 @@ public final class AlsaPCM {
         rc = snd_pcm_hw_params_set_period_size_near(pcm, hw, &period, &dir)
         if rc < 0 { throw fail("period of \(periodFrames) frames not supported", rc) }
         if Int(period) != periodFrames {
-            throw AudioDeviceError(device: device, message: "period of \(periodFrames) frames not supported (nearest \(period))", code: -EINVAL)
+            throw AudioDeviceError(device: device, message: "period of \(periodFrames) frames not supported (nearest \(period))", code: -Errno.invalidArgument.rawValue)
         }
         var buffer = snd_pcm_uframes_t(periodFrames * periods)
         rc = snd_pcm_hw_params_set_buffer_size_near(pcm, hw, &buffer)
@@ -126,7 +149,7 @@ public final class AlsaPCM {
     /// ALSA error code. Never allocates.
     @inline(__always)
     public func read(_ buffer: UnsafeMutablePointer<Int16>, frames: Int) -> Int {
-        guard let pcm else { return Int(-EBADFD) }
+        guard let pcm else { return Int(AlsaCode.notOpen) }
         var done = 0
         while done < frames {
             let n = snd_pcm_readi(pcm, buffer + done * channels, snd_pcm_uframes_t(frames - done))
@@ -139,7 +162,7 @@ public final class AlsaPCM {
     /// Writes `frames` frames; returns frames written or a negative ALSA error code.
     @inline(__always)
     public func write(_ buffer: UnsafePointer<Int16>, frames: Int) -> Int {
-        guard let pcm else { return Int(-EBADFD) }
+        guard let pcm else { return Int(AlsaCode.notOpen) }
         var done = 0
         while done < frames {
             let n = snd_pcm_writei(pcm, buffer + done * channels, snd_pcm_uframes_t(frames - done))
@@ -151,14 +174,14 @@ public final class AlsaPCM {
 
     /// Recovers from an xrun (-EPIPE) or suspend (-ESTRPIPE) in place. Returns 0 on success.
     public func recover(_ code: Int32) -> Int32 {
-        guard let pcm else { return -EBADFD }
+        guard let pcm else { return AlsaCode.notOpen }
         return snd_pcm_recover(pcm, code, 1)
     }
 
     /// Frames the application can write (playback) or read (capture) now, or a negative error.
     @inline(__always)
     public func available() -> Int {
-        guard let pcm else { return Int(-EBADFD) }
+        guard let pcm else { return Int(AlsaCode.notOpen) }
         return Int(snd_pcm_avail_update(pcm))
     }
 
@@ -175,7 +198,7 @@ public final class AlsaPCM {
 
     /// After `drop`: ready to be written (playback pre-fill) and started again.
     public func prepare() -> Int32 {
-        guard let pcm else { return -EBADFD }
+        guard let pcm else { return AlsaCode.notOpen }
         return snd_pcm_prepare(pcm)
     }
 

@@ -1,4 +1,3 @@
-import Glibc
 import RoomAudio
 import RoomClient
 import RoomControl
@@ -133,11 +132,11 @@ final class Appliance {
     }
 
     /// The control group's gid, checked to be one roomd can give the socket to.
-    static func controlGroup(_ name: String?) throws(SystemError) -> gid_t? {
+    static func controlGroup(_ name: String?) throws(SystemError) -> GroupID? {
         guard let name else { return nil }
         let gid = try Groups.id(of: name)
         guard Groups.processMayUse(gid) else {
-            throw SystemError("roomd (uid \(geteuid())) is not a member of group \(name), so it cannot give it the control socket (systemd: SupplementaryGroups=\(name))")
+            throw SystemError("roomd (uid \(ProcessIdentity.effectiveUserID)) is not a member of group \(name), so it cannot give it the control socket (systemd: SupplementaryGroups=\(name))")
         }
         return gid
     }
@@ -185,7 +184,7 @@ final class Appliance {
         do { next = try settings.readAgain() } catch { return .failure(.config(error)) }
         let before = settings.effective
         let after = settings.effective(file: next)
-        var group: gid_t??
+        var group: GroupID??
         if after.controlGroup != before.controlGroup {
             do { group = .some(try Self.controlGroup(after.controlGroup)) } catch {
                 return .failure(.system("control.group: \(error)"))

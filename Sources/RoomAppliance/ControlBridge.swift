@@ -1,4 +1,3 @@
-import Glibc
 import RoomAudio
 import RoomBase
 import RoomClient
@@ -22,7 +21,7 @@ final class ControlBridge {
     /// Kept for the room session only: participant ids are new at every join (docs/config.md).
     private var volumes: [UInt32: Float] = [:]
 
-    init(path: String, group: gid_t?, appliance: Appliance) throws(SystemError) {
+    init(path: String, group: GroupID?, appliance: Appliance) throws(SystemError) {
         self.appliance = appliance
         server = try ControlServer(configuration: .init(path: path, group: group), loop: appliance.loop) { [weak self] request, reply in
             guard let self else { return reply(.failure(ControlError(.internal, "shutting down"))) }
@@ -33,7 +32,7 @@ final class ControlBridge {
 
     func close() { server?.close(); server = nil }
 
-    func setAllowedGroup(_ group: gid_t?) throws(SystemError) { try server?.setAllowedGroup(group) }
+    func setAllowedGroup(_ group: GroupID?) throws(SystemError) { try server?.setAllowedGroup(group) }
 
     /// A reload (SIGHUP or roomctl) changed settings: subscribers see a `config` event.
     func reloaded(_ r: Appliance.ReloadReport) {

@@ -1,4 +1,3 @@
-import Glibc
 import RoomALSA
 import RoomAudio
 import RoomBase
@@ -95,11 +94,11 @@ public struct Daemon {
     private func makeLoop(onReload: @escaping () -> Void) throws(StartFailure) -> (EventLoop, SignalSource) {
         do {
             let loop = try EventLoop()
-            let signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
-                if signal == SIGHUP {
+            let signals = try SignalSource(signals: SignalSource.daemonSignals, loop: loop) { signal in
+                if signal == SignalNumber.hangUp {
                     onReload()
                 } else {
-                    Log.notice("stopping on \(signal == SIGINT ? "SIGINT" : "SIGTERM")")
+                    Log.notice("stopping on \(signal == SignalNumber.interrupt ? "SIGINT" : "SIGTERM")")
                     loop.stop()
                 }
             }
@@ -163,7 +162,7 @@ public struct Daemon {
     private func attachControlAndPanel(_ appliance: Appliance, board: BoardProfile, boardFile: String,
                                        settings initial: EffectiveSettings) throws(StartFailure) {
         if let path = controlSocketPath(initial) {
-            let group: gid_t?
+            let group: GroupID?
             do { group = try Appliance.controlGroup(initial.controlGroup) } catch {
                 throw .config("\(appliance.settings.configPath ?? "--control-group"): control.group: \(error)")
             }
@@ -259,7 +258,7 @@ public struct Daemon {
             if code == 0 {
                 if memoryLock != .none { Log.info("memory locked (mlockall, \(memoryLock.rawValue))") }
             } else {
-                Log.warning("memory not locked (mlockall: \(String(cString: strerror(code)))): under memory pressure the audio thread may wait for pages; systemd: AmbientCapabilities=CAP_IPC_LOCK")
+                Log.warning("memory not locked (mlockall: \(Errno(rawValue: code))): under memory pressure the audio thread may wait for pages; systemd: AmbientCapabilities=CAP_IPC_LOCK")
             }
         })
         _ = try? notifier.ready(status: "audio engine running" + (joining ? ", joining the room" : options.loopback ? ", loopback test" : ""))
@@ -359,12 +358,12 @@ public struct Daemon {
                 Log.info("audio engine running: \(rate) Hz, \(mics) mic(s)\(beam ? ", beamformer on" : "")\(array ? ", array processing on (beam, dereverberation)" : "")")
             case .realtimeGranted(let p): Log.info("audio thread runs SCHED_FIFO priority \(p)")
             case .realtimeDenied(let code):
-                Log.warning("audio thread: SCHED_FIFO refused (\(String(cString: strerror(code)))); running at normal priority")
+                Log.warning("audio thread: SCHED_FIFO refused (\(Errno(rawValue: code))); running at normal priority")
             case .xrun(let capture): Log.notice("\(capture ? "capture overrun" : "playback underrun") recovered")
             case .deviceLost(let capture, let code):
-                Log.error("audio device lost (\(capture ? "capture" : "playback"): \(String(cString: snd_error_text(code)))); reopening with back-off")
+                Log.error("audio device lost (\(capture ? "capture" : "playback"): \(alsaErrorText(code))); reopening with back-off")
             case .reopenFailed(let attempt, let code):
-                Log.warning("audio device reopen attempt \(attempt) failed: \(String(cString: snd_error_text(code)))")
+                Log.warning("audio device reopen attempt \(attempt) failed: \(alsaErrorText(code))")
             case .deviceRestored(let attempts): Log.notice("audio device back after \(attempts) attempt(s)")
             case .stopped: Log.info("audio engine stopped")
             case .talkerChanged(let tenths): Log.info("talker at \(Self.degreesText(tenths))")
@@ -407,5 +406,5 @@ final class FarEndFeeder {
     func topUp() { reader.feed(ring, scratch: &scratch) }
 }
 
-/// strerror for negative ALSA-style codes without linking ALSA into the executable.
-private func snd_error_text(_ code: Int32) -> UnsafeMutablePointer<CChar> { strerror(code < 0 ? -code : code) }
+/// The system's text for a negative ALSA-style code (`-errno`).
+private func alsaErrorText(_ code: Int32) -> String { Errno(rawValue: code < 0 ? -code : code).description }

@@ -1,4 +1,3 @@
-import Glibc
 import RoomSettings
 import RoomSystem
 import RoomTLS
@@ -112,10 +111,8 @@ final class SettingsStore {
 
     /// The default name in a Janus room: the board's host name (installers name boards by room).
     static let hostName: String = {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "roomd" }
-        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return name.isEmpty ? "roomd" : String(name.prefix(64))
+        guard let name = HostName.current, !name.isEmpty else { return "roomd" }
+        return String(name.prefix(64))
     }()
 
     var effective: EffectiveSettings { effective(file: file) }

@@ -1,4 +1,3 @@
-import Glibc
 import RoomAudio
 import RoomBase
 import RoomClient

@@ -1,4 +1,3 @@
-import Glibc
 import RoomALSA
 import RoomBase
 import RoomCaptureChain
@@ -428,14 +427,14 @@ final class AudioLoop: @unchecked Sendable {
         stats.allocationProbeVerified.store(probe.verify(), ordering: .relaxed)
         stats.retainProbeVerified.store(probe.verifyRetains(), ordering: .relaxed)
         post(.started(rate: config.rate, micChannels: micCount, beamforming: apm.beamforming, array: apm.arrayProcessing))
-        if !startStreams() { recoverLostDevice(capture: false, code: -EIO) }
+        if !startStreams() { recoverLostDevice(capture: false, code: AlsaCode.ioError) }
         prepareNextBlock()
         var lastAllocations = probe.threadAllocations()
         var lastRetains = probe.threadRetains()
         stats.audioThreadStarted()
 
         while control.running.load(ordering: .relaxed) {
-            let got = captureEveryPeriod?._withUnsafeGuaranteedRef { $0.read(captureInterleaved, frames: period) } ?? -Int(EBADFD)
+            let got = captureEveryPeriod?._withUnsafeGuaranteedRef { $0.read(captureInterleaved, frames: period) } ?? Int(AlsaCode.notOpen)
             if got < 0 {
                 handleCaptureError(Int32(got))
                 lastAllocations = probe.threadAllocations()
@@ -830,7 +829,7 @@ final class AudioLoop: @unchecked Sendable {
     /// (a card whose position moves in whole periods shows that only as an xrun). Each such
     /// correction is counted.
     private func writeSpeaker(_ speaker: UnsafePointer<Float>) -> Int {
-        guard let device = playbackEveryPeriod else { return -Int(EBADFD) }
+        guard let device = playbackEveryPeriod else { return Int(AlsaCode.notOpen) }
         let channels = config.playbackChannels
         if channels == 1 {   // the usual speaker: a loop that vectorizes
             for i in 0..<period { speakerInterleaved[i] = SampleConversion.int16(fromFloat: speaker[i], scale: SampleConversion.outputScale) }
@@ -860,7 +859,7 @@ final class AudioLoop: @unchecked Sendable {
 
     private func handleCaptureError(_ code: Int32) {
         blockTesting = false
-        let xrun = code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN
+        let xrun = AlsaCode.isXrun(code)
         if xrun { stats.captureXruns.wrappingAdd(1, ordering: .relaxed) }
         selfTest.abort()   // after the count: whoever sees a test aborted by an xrun sees the xrun
         if xrun {
@@ -872,7 +871,7 @@ final class AudioLoop: @unchecked Sendable {
 
     private func handlePlaybackError(_ code: Int32) {
         blockTesting = false
-        let xrun = code == -EPIPE || code == -ESTRPIPE || code == -EINTR || code == -EAGAIN
+        let xrun = AlsaCode.isXrun(code)
         if xrun { stats.playbackXruns.wrappingAdd(1, ordering: .relaxed) }
         selfTest.abort()   // after the count: whoever sees a test aborted by an xrun sees the xrun
         if xrun {
@@ -934,7 +933,7 @@ final class AudioLoop: @unchecked Sendable {
                 }
                 capture = nil
                 playback = nil
-                post(.reopenFailed(attempt: attempt, code: -EIO))
+                post(.reopenFailed(attempt: attempt, code: AlsaCode.ioError))
             } catch {
                 post(.reopenFailed(attempt: attempt, code: error.code))
             }

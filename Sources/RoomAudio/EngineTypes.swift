@@ -1,5 +1,5 @@
-import Glibc
 import RoomCaptureChain
+import RoomDSP
 import RoomMedia
 import RoomOpus
 import RoomSettings
@@ -367,8 +367,7 @@ public struct EngineSnapshot: Sendable {
         guard periods > 0, inE > 0 else { return nil }
         let lsb = 1.0 / 32768
         let floor = Double(periods * periodFrames) * lsb * lsb / 12
-        return 10 * log10Safe(inE / max(outE, floor))
+        let ratio = inE / max(outE, floor)
+        return ratio > 0 ? decibels(powerRatio: ratio) : -2000
     }
 }
-
-@inline(__always) func log10Safe(_ x: Double) -> Double { x > 0 ? log10(x) : -200 }

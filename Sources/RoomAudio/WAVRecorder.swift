@@ -1,4 +1,3 @@
-import Glibc
 import RoomDSP
 import RoomSystem
 
@@ -12,7 +11,8 @@ import RoomSystem
 public final class WAVRecorder {
     public let path: String
     private let partial: String
-    private var fd: Int32
+    /// nil once `finish` ran.
+    private var file: SystemFile?
     private var dataBytes = 0
     private var chunk: [UInt8] = []
 
@@ -21,25 +21,21 @@ public final class WAVRecorder {
         self.path = path
         let partial = path + ".partial"
         self.partial = partial
-        fd = retryingEINTR { open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
-        if fd < 0 { throw .errno(partial) }
+        let file = try SystemFile(path: partial, access: .write, options: .createTruncating)
         do {
             // RoomDSP's encoder with no samples is the header alone; `finish` fills in the sizes.
-            try writeAll(WAVFile.encode(WAVAudio(sampleRate: sampleRate, channels: channels, samples: [])))
+            try file.writeAll(WAVFile.encode(WAVAudio(sampleRate: sampleRate, channels: channels, samples: [])))
         } catch {
-            close(fd)
-            unlink(partial)
+            file.close()
+            try? Files.remove(partial)
             throw error
         }
-    }
-
-    deinit {
-        if fd >= 0 { close(fd) }
+        self.file = file
     }
 
     /// Appends samples (interleaved when stereo).
     public func append(_ samples: UnsafeBufferPointer<Int16>) throws(SystemError) {
-        guard fd >= 0, !samples.isEmpty else { return }
+        guard let file, !samples.isEmpty else { return }
         chunk.removeAll(keepingCapacity: true)
         chunk.reserveCapacity(samples.count * 2)
         for s in samples {
@@ -47,7 +43,7 @@ public final class WAVRecorder {
             chunk.append(UInt8(truncatingIfNeeded: u))
             chunk.append(UInt8(truncatingIfNeeded: u >> 8))
         }
-        try writeAll(chunk)
+        try file.writeAll(chunk)
         dataBytes += chunk.count
     }
 
@@ -55,31 +51,17 @@ public final class WAVRecorder {
 
     /// Writes the sizes into the header, syncs, renames to `path`.
     public func finish() throws(SystemError) {
-        guard fd >= 0 else { return }
-        defer { close(fd); fd = -1 }
+        guard let file else { return }
+        defer { file.close(); self.file = nil }
         var sizes = [UInt8]()
         func u32(_ v: Int) { for k in 0..<4 { sizes.append(UInt8(truncatingIfNeeded: v >> (8 * k))) } }
         u32(36 + dataBytes)
-        if pwriteAll(sizes, at: 4) == false { throw .errno(partial) }
+        try file.writeAll(sizes, at: 4)
         sizes = []
         u32(dataBytes)
-        if pwriteAll(sizes, at: 40) == false { throw .errno(partial) }
-        if retryingEINTR({ fsync(fd) }) != 0 { throw .errno(partial) }
-        if Glibc.rename(partial, path) != 0 { throw .errno(path) }
+        try file.writeAll(sizes, at: 40)
+        try file.sync()
+        try Files.rename(partial, to: path, label: path)
         try Files.syncDirectory(of: path)
-    }
-
-    private func writeAll(_ bytes: [UInt8]) throws(SystemError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = retryingEINTR { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) } }
-            if n < 0 { throw .errno(partial) }
-            offset += n
-        }
-    }
-
-    private func pwriteAll(_ bytes: [UInt8], at position: Int) -> Bool {
-        let n = retryingEINTR { bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress!, $0.count, off_t(position)) } }
-        return n == bytes.count
     }
 }

@@ -1,4 +1,3 @@
-import Glibc
 import RoomBase
 import RoomDSP
 import RoomSystem
@@ -12,7 +11,8 @@ public final class WAVStreamReader {
     public let layout: WAVFile.Layout
     /// Start over at the end of the data (`--far-end` loops unless `--far-end-once`).
     public let loops: Bool
-    private var fd: Int32
+    /// nil once a read failed (the stream ended).
+    private var file: SystemFile?
     /// Next frame to read, from the start of the data chunk.
     private var frame = 0
     private var bytes: [UInt8] = []
@@ -21,32 +21,20 @@ public final class WAVStreamReader {
     public init(path: String, loops: Bool) throws(SystemError) {
         self.path = path
         self.loops = loops
-        let fd = retryingEINTR { open(path, O_RDONLY | O_CLOEXEC) }
-        if fd < 0 { throw .errno(path) }
-        var st = stat()
-        if fstat(fd, &st) != 0 {
-            let error = SystemError.errno(path)
-            close(fd)
-            throw error
-        }
+        let file = try SystemFile(path: path, access: .read)
+        let size = try file.size()
         do {
-            layout = try WAVFile.layout(size: Int(st.st_size)) { offset, count in
+            layout = try WAVFile.layout(size: size) { offset, count in
                 var chunk = [UInt8](repeating: 0, count: count)
-                let n = retryingEINTR { chunk.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, count, off_t(offset)) } }
+                let n = chunk.withUnsafeMutableBytes { file.read(into: $0, at: offset) }
                 return Array(chunk.prefix(max(0, n)))
             }
         } catch {
-            close(fd)
             throw SystemError("\(path): \(error)")
         }
-        guard layout.frames > 0 else {
-            close(fd)
-            throw SystemError("\(path): the data chunk holds no audio")
-        }
-        self.fd = fd
+        guard layout.frames > 0 else { throw SystemError("\(path): the data chunk holds no audio") }
+        self.file = file
     }
-
-    deinit { if fd >= 0 { close(fd) } }
 
     /// True once a file that does not loop has been read to its end.
     public var finished: Bool { !loops && frame >= layout.frames }
@@ -55,7 +43,7 @@ public final class WAVStreamReader {
     /// the end of a file that does not loop, or on a read error, which ends the stream).
     public func read(into out: UnsafeMutableBufferPointer<Int16>) -> Int {
         var filled = 0
-        while filled < out.count, fd >= 0 {
+        while filled < out.count, let file {
             if frame >= layout.frames {
                 guard loops else { break }
                 frame = 0
@@ -64,11 +52,11 @@ public final class WAVStreamReader {
             let length = frames * layout.bytesPerFrame
             if bytes.count < length { bytes = [UInt8](repeating: 0, count: length) }
             let offset = layout.dataOffset + frame * layout.bytesPerFrame
-            let n = retryingEINTR { bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, length, off_t(offset)) } }
+            let n = bytes.withUnsafeMutableBytes { file.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<length]), at: offset) }
             guard n > 0 else {
                 // Shrunk or unreadable under us: the far end stops, roomd goes on.
-                close(fd)
-                fd = -1
+                file.close()
+                self.file = nil
                 break
             }
             let got = n / layout.bytesPerFrame

@@ -1,4 +1,3 @@
-import Glibc
 import RoomSystem
 
 /// Why a `ControlClient` call failed.
@@ -85,9 +84,8 @@ public final class ControlClient {
 
     /// What to do about EACCES: join the socket's group (it names it), or use root.
     static func permissionHint(_ path: String) -> String {
-        var st = stat()
-        guard stat(path, &st) == 0 else { return "run as root or as a member of the control group" }
-        let group = getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } ?? "\(st.st_gid)"
+        guard let gid = Files.owningGroup(of: path) else { return "run as root or as a member of the control group" }
+        let group = Groups.name(of: gid) ?? "\(gid)"
         return "add yourself to group \(group) (e.g. `sudo usermod -aG \(group) $USER`, then log in again) or run as root"
     }
 

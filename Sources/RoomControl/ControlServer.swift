@@ -1,4 +1,3 @@
-import Glibc
 import RoomBase
 import RoomSystem
 
@@ -13,10 +12,10 @@ public final class ControlServer {
     public struct Configuration: Sendable {
         public var path: String
         /// File mode of the socket (connecting needs write permission on it).
-        public var mode: mode_t = 0o660
+        public var mode: FileMode = 0o660
         /// Group owning the socket, and allowed to run `control` commands. nil: only root
         /// and roomd's own user may change anything.
-        public var group: gid_t?
+        public var group: GroupID?
         /// Longest request line in bytes (without the newline); a longer one is answered with
         /// `too_long` and the connection is closed.
         public var maxLineBytes = 64 * 1024
@@ -38,7 +37,7 @@ public final class ControlServer {
         /// reading from that client until answers go out (pipelining is allowed, flooding is not).
         public var maxPendingPerClient = 16
 
-        public init(path: String, mode: mode_t = 0o660, group: gid_t? = nil) {
+        public init(path: String, mode: FileMode = 0o660, group: GroupID? = nil) {
             self.path = path
             self.mode = mode
             self.group = group
@@ -117,8 +116,8 @@ public final class ControlServer {
     /// A reloaded configuration names another control group: the socket file changes group
     /// and `control` commands are checked against the new one from the next request on.
     /// Connected clients stay connected (their credentials are re-checked per request).
-    public func setAllowedGroup(_ group: gid_t?) throws(SystemError) {
-        try Files.changeGroup(configuration.path, to: group ?? getgid())
+    public func setAllowedGroup(_ group: GroupID?) throws(SystemError) {
+        try Files.changeGroup(configuration.path, to: group ?? ProcessIdentity.groupID)
         if !customAuthorizer { authorize = ControlAuthorization.policy(allowedGroup: group) }
     }
 
@@ -252,11 +251,11 @@ public final class ControlServer {
                 var sink = [UInt8](repeating: 0, count: 4096)
                 while case .bytes? = try? sink.withUnsafeMutableBytes({ try c.read(into: $0) }) {}
                 if case .endOfStream? = try? sink.withUnsafeMutableBytes({ try c.read(into: $0) }) { c.close() }
-            case .drained: shutdown(c.fileDescriptor, Int32(SHUT_WR))
+            case .drained: c.shutdownWriting()
             case .closed, .connected: break
             }
         }
-        if connection.bufferedByteCount == 0 { shutdown(connection.fileDescriptor, Int32(SHUT_WR)) }
+        if connection.bufferedByteCount == 0 { connection.shutdownWriting() }
         loop.schedule(after: .seconds(1)) { connection.close() }
     }
 
@@ -489,8 +488,8 @@ public enum ControlAuthorization {
     /// supplementary groups from SO_PEERGROUPS: both as they were when the peer connected) may
     /// run `control` commands. /proc/<pid>/status is read only where the kernel has no
     /// SO_PEERGROUPS: a connection can outlive its process, and the pid then names another one.
-    public static func policy(allowedGroup: gid_t?) -> ControlServer.Authorizer {
-        let me = geteuid()
+    public static func policy(allowedGroup: GroupID?) -> ControlServer.Authorizer {
+        let me = ProcessIdentity.effectiveUserID
         return { credentials, _ in
             isAllowed(uid: credentials.uid, gid: credentials.gid, groups: credentials.groups ?? supplementaryGroups(pid: credentials.pid),
                       allowedGroup: allowedGroup, daemonUID: me)
@@ -498,17 +497,17 @@ public enum ControlAuthorization {
     }
 
     /// The rule behind `policy`, on plain numbers (testable without a peer).
-    public static func isAllowed(uid: uid_t, gid: gid_t, groups: [gid_t], allowedGroup: gid_t?, daemonUID: uid_t) -> Bool {
+    public static func isAllowed(uid: UserID, gid: GroupID, groups: [GroupID], allowedGroup: GroupID?, daemonUID: UserID) -> Bool {
         if uid == 0 || uid == daemonUID { return true }
         guard let group = allowedGroup else { return false }
         return gid == group || groups.contains(group)
     }
 
     /// The supplementary groups of a running process (empty when it has gone).
-    public static func supplementaryGroups(pid: pid_t) -> [gid_t] {
+    public static func supplementaryGroups(pid: ProcessID) -> [GroupID] {
         guard let text = try? Files.readText("/proc/\(pid)/status") else { return [] }
         for line in text.split(separator: "\n") where line.hasPrefix("Groups:") {
-            return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { gid_t($0) }
+            return line.dropFirst("Groups:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { GroupID($0) }
         }
         return []
     }

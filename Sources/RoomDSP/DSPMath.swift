@@ -22,6 +22,10 @@ public func linear(fromDB decibels: Float) -> Float {
     return Float(RoomMath.pow10(Double(decibels) / 20))
 }
 
+/// A power (energy) ratio in dB: 10·log10(ratio), e.g. the echo removed (ERLE) from the
+/// energies before and after the canceller. The ratio must be positive (0 gives -infinity).
+public func decibels(powerRatio ratio: Double) -> Double { 10 * RoomMath.log10(ratio) }
+
 /// Elementary functions without libm. Only the few the audio code needs, evaluated in
 /// Double so that the Float results are correctly rounded in practice.
 @usableFromInline

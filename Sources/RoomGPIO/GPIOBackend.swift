@@ -1,4 +1,3 @@
-import Glibc
 import RoomSettings
 import RoomSystem
 
@@ -77,7 +76,7 @@ public enum GPIO {
     public static func backend(for board: BoardGPIO) throws(SystemError) -> GPIOBackend? {
         guard board.hasLines, let chip = board.chip else { return nil }
         if chip == "sim" {
-            let dir = getenv(simulatorDirectoryVariable).map { String(cString: $0) }
+            let dir = Environment.get(simulatorDirectoryVariable)
             return try SimulatedGPIO(directory: dir?.isEmpty == false ? dir : nil)
         }
         return try LibgpiodBackend(chip: chip, activeLow: board.activeLow, bias: board.bias)

@@ -1,4 +1,3 @@
-import Glibc
 import RoomSettings
 import RoomSystem
 
@@ -58,7 +57,7 @@ public enum LEDRings {
     /// a spidev path → `APA102Ring`.
     public static func open(_ ring: BoardRing) throws(SystemError) -> LEDRingOutput {
         if ring.device == "sim" {
-            let dir = getenv(GPIO.simulatorDirectoryVariable).map { String(cString: $0) }
+            let dir = Environment.get(GPIO.simulatorDirectoryVariable)
             return SimulatedRing(directory: dir?.isEmpty == false ? dir : nil)
         }
         return try APA102Ring(path: ring.device)
@@ -70,16 +69,13 @@ public enum LEDRings {
 /// brightness, then blue, green, red) and an end frame of ones (at least one bit per two LEDs).
 /// The device's default clock and mode (0) are what the LEDs take, so no ioctl is needed.
 public final class APA102Ring: LEDRingOutput {
-    private var fd: Int32
+    private let device: SystemFile
     private let path: String
 
     public init(path: String) throws(SystemError) {
-        fd = retryingEINTR { Glibc.open(path, O_WRONLY | O_CLOEXEC) }
+        device = try SystemFile(path: path, access: .write, label: "LED ring \(path)")
         self.path = path
-        if fd < 0 { throw .errno("LED ring \(path)") }
     }
-
-    deinit { close() }
 
     /// The bytes of one update.
     public static func frame(_ pixels: [RingColor]) -> [UInt8] {
@@ -91,14 +87,11 @@ public final class APA102Ring: LEDRingOutput {
 
     public func show(_ pixels: [RingColor]) throws(SystemError) {
         let bytes = Self.frame(pixels)
-        let written = bytes.withUnsafeBytes { b in retryingEINTR { Glibc.write(fd, b.baseAddress, b.count) } }
+        let written = bytes.withUnsafeBytes { device.write($0) }
         if written != bytes.count { throw .errno("LED ring \(path): write") }
     }
 
-    public func close() {
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
-    }
+    public func close() { device.close() }
 }
 
 /// The ring in software: the last pixels shown, and with a directory, the file `<dir>/ring`

@@ -1,5 +1,4 @@
 import CGpiod
-import Glibc
 import RoomSettings
 import RoomSystem
 
@@ -17,10 +16,10 @@ public final class LibgpiodBackend: GPIOBackend {
         chipName = name
         self.activeLow = activeLow
         self.bias = bias
-        errno = 0
+        Errno.clearCurrent()
         guard let chip = name.withCString({ gpiod_chip_open_lookup($0) }) else {
-            let code = errno == 0 ? ENOENT : errno
-            throw .errno("gpio chip \(name): open", code)
+            let code = Errno.current.rawValue == 0 ? Errno.noSuchFile : Errno.current
+            throw .errno("gpio chip \(name): open", code.rawValue)
         }
         self.chip = chip
     }
@@ -44,7 +43,7 @@ public final class LibgpiodBackend: GPIOBackend {
 
     private func line(_ offset: Int, _ what: String) throws(SystemError) -> OpaquePointer {
         guard let chip, offset >= 0, let line = gpiod_chip_get_line(chip, UInt32(offset)) else {
-            throw .errno("gpio chip \(chipName) line \(offset) (\(what)): get line", offset < 0 ? EINVAL : errno)
+            throw .errno("gpio chip \(chipName) line \(offset) (\(what)): get line", (offset < 0 ? Errno.invalidArgument : Errno.current).rawValue)
         }
         return line
     }
@@ -57,7 +56,7 @@ public final class LibgpiodBackend: GPIOBackend {
         }
         let fd = gpiod_line_event_get_fd(line)
         if fd < 0 {
-            let e = errno
+            let e = Errno.current.rawValue
             gpiod_line_release(line)
             throw .errno("gpio chip \(chipName) line \(offset) (\(what)): event fd", e)
         }
@@ -87,7 +86,8 @@ public final class LibgpiodBackend: GPIOBackend {
             guard let line else { return [] }
             var event = gpiod_line_event()
             if gpiod_line_event_read(line, &event) != 0 {
-                if errno == EAGAIN || errno == EINTR { return [] }
+                let e = Errno.current
+                if e == .wouldBlock || e == .interrupted { return [] }
                 throw .errno("\(label): read event")
             }
             return [ButtonEdge(pressed: event.event_type == Int32(GPIOD_LINE_EVENT_RISING_EDGE))]

@@ -1,4 +1,3 @@
-import Glibc
 import RoomSystem
 
 /// A GPIO board in software, with the same interface as `LibgpiodBackend` (docs/gpio.md).
@@ -14,8 +13,10 @@ import RoomSystem
 public final class SimulatedGPIO: GPIOBackend {
     public let directory: String?
     public private(set) var ledStates: [LEDID: Bool] = [:]
-    private var writers: [ButtonID: Int32] = [:]
-    private var ownedWriters: [Int32] = []
+    /// Where `press` and `release` write, per open button: the FIFO itself (the input's own
+    /// file, which the input closes) or a pipe's write end (closed when it leaves this table:
+    /// the input closes, or this backend goes).
+    private var writers: [ButtonID: SystemFile] = [:]
 
     public var stateFilePath: String? { directory.map { $0 + "/leds" } }
     public func controlPath(_ button: ButtonID) -> String? { directory.map { $0 + "/" + button.rawValue } }
@@ -24,12 +25,10 @@ public final class SimulatedGPIO: GPIOBackend {
     public init(directory: String? = nil) throws(SystemError) {
         self.directory = directory
         if let directory {
-            if mkdir(directory, 0o755) != 0 && errno != EEXIST { throw .errno("gpio sim directory \(directory)") }
+            try Files.makeDirectory(directory, mode: 0o755, label: "gpio sim directory \(directory)")
             try writeStateFile()
         }
     }
-
-    deinit { for fd in ownedWriters { Glibc.close(fd) } }
 
     /// True when the LED is lit, nil when no output line was opened for it.
     public func led(_ led: LEDID) -> Bool? { ledStates[led] }
@@ -44,50 +43,39 @@ public final class SimulatedGPIO: GPIOBackend {
     public func release(_ button: ButtonID) { send(button, "release\n") }
 
     private func send(_ button: ButtonID, _ text: String) {
-        guard let fd = writers[button] else { return }
-        var bytes = Array(text.utf8)
-        _ = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard let writer = writers[button] else { return }
+        _ = Array(text.utf8).withUnsafeBytes { writer.write($0) }
     }
 
     public func openInput(_ button: ButtonID, line: Int) throws(SystemError) -> GPIOInput {
         let label = "gpio chip sim line \(line) (\(button.rawValue) button)"
         if writers[button] != nil { throw SystemError("\(label): already open") }
-        let readFD: Int32
+        let reader: SystemFile
         if let path = controlPath(button) {
-            var st = stat()
-            if lstat(path, &st) == 0 {
-                if (st.st_mode & S_IFMT) != S_IFIFO { throw SystemError("\(label): \(path) exists and is not a FIFO") }
-            } else if mkfifo(path, 0o660) != 0 {
-                throw .errno("\(label): mkfifo \(path)")
+            if let kind = Files.kind(of: path) {
+                if kind != .fifo { throw SystemError("\(label): \(path) exists and is not a FIFO") }
             } else {
+                try Files.makeFIFO(path, mode: 0o660, label: "\(label): mkfifo \(path)")
                 // mkfifo applies the umask (systemd's UMask=0027 would leave 0640): the rig,
                 // a member of the group, must be able to press.
-                _ = chmod(path, 0o660)
+                try? Files.changeMode(path, to: 0o660)
             }
             // Read-write: the daemon is its own writer, so the FIFO never reports end of file
             // or hangs up when an outside writer closes, and open does not block.
-            readFD = Glibc.open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
-            if readFD < 0 { throw .errno("\(label): open \(path)") }
-            writers[button] = readFD
+            reader = try SystemFile(path: path, access: .readWrite, options: .nonBlocking, label: "\(label): open \(path)")
+            writers[button] = reader
         } else {
-            var fds: [Int32] = [0, 0]
-            if pipe(&fds) != 0 { throw .errno("\(label): pipe") }
-            for fd in fds {
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            }
-            readFD = fds[0]
-            writers[button] = fds[1]
-            ownedWriters.append(fds[1])
+            let pipe = try SystemFile.pipe(label: "\(label): pipe")
+            reader = pipe.read
+            writers[button] = pipe.write
         }
-        let input = Input(fd: readFD, label: label)
+        let input = Input(file: reader, label: label)
         input.onClose = { [weak self] in self?.forget(button) }
         return input
     }
 
     private func forget(_ button: ButtonID) {
-        guard let fd = writers.removeValue(forKey: button) else { return }
-        if let i = ownedWriters.firstIndex(of: fd) { ownedWriters.remove(at: i); Glibc.close(fd) }
+        writers[button] = nil
     }
 
     public func openOutput(_ led: LEDID, line: Int) throws(SystemError) -> GPIOOutput {
@@ -109,20 +97,20 @@ public final class SimulatedGPIO: GPIOBackend {
     }
 
     final class Input: GPIOInput {
-        var fd: Int32
+        let file: SystemFile
         let label: String
         private var pending: [UInt8] = []
         var onClose: (() -> Void)?
-        var fileDescriptor: Int32 { fd }
-        init(fd: Int32, label: String) { self.fd = fd; self.label = label }
+        var fileDescriptor: Int32 { file.descriptor }
+        init(file: SystemFile, label: String) { self.file = file; self.label = label }
         deinit { close() }
 
         func readEdges() throws(SystemError) -> [ButtonEdge] {
-            guard fd >= 0 else { return [] }
+            guard file.isOpen else { return [] }
             var buffer = [UInt8](repeating: 0, count: 512)
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { file.read(into: $0) }
             if n < 0 {
-                if errno == EAGAIN || errno == EINTR { return [] }
+                if Errno.current.isWouldBlock { return [] }
                 throw .errno("\(label): read")
             }
             pending.append(contentsOf: buffer[0..<n])
@@ -142,11 +130,10 @@ public final class SimulatedGPIO: GPIOBackend {
         }
 
         func close() {
-            guard fd >= 0 else { return }
+            guard file.isOpen else { return }
             onClose?()
             onClose = nil
-            Glibc.close(fd)
-            fd = -1
+            file.close()
         }
     }
 

@@ -10,6 +10,11 @@ public struct Errno: Error, Hashable, Sendable, RawRepresentable, CustomStringCo
     /// The calling thread's `errno` now: read it right after the failing call.
     public static var current: Errno { Errno(rawValue: Glibc.errno) }
 
+    /// Sets the calling thread's `errno` to 0, before a call that can fail without setting it
+    /// (libgpiod's chip lookup returns NULL and leaves it alone when no chip matches), so that
+    /// `current` afterwards tells "failed with a reason" (non-zero) from "found nothing" (0).
+    public static func clearCurrent() { Glibc.errno = 0 }
+
     public static let notPermitted = Errno(rawValue: EPERM)
     public static let noSuchFile = Errno(rawValue: ENOENT)
     public static let interrupted = Errno(rawValue: EINTR)
@@ -27,6 +32,14 @@ public struct Errno: Error, Hashable, Sendable, RawRepresentable, CustomStringCo
     public static let connectionReset = Errno(rawValue: ECONNRESET)
     public static let inProgress = Errno(rawValue: EINPROGRESS)
     public static let timedOut = Errno(rawValue: ETIMEDOUT)
+    // The numbers ALSA returns negated (`-EPIPE`): RoomALSA names and classifies them.
+    public static let ioError = Errno(rawValue: EIO)
+    public static let noSuchDevice = Errno(rawValue: ENODEV)
+    public static let noSuchDeviceOrAddress = Errno(rawValue: ENXIO)
+    /// ESTRPIPE ("streams pipe error"): ALSA's "the device was suspended".
+    public static let streamsPipeError = Errno(rawValue: ESTRPIPE)
+    /// EBADFD ("file descriptor in bad state", not EBADF): ALSA's "no PCM open".
+    public static let badDescriptorState = Errno(rawValue: EBADFD)
 
     /// EAGAIN and EWOULDBLOCK (the same number on Linux, two names in POSIX).
     public var isWouldBlock: Bool { rawValue == EAGAIN || rawValue == EWOULDBLOCK }

@@ -49,16 +49,16 @@ public enum Files {
     /// either the old or the new content, never a torn file.
     public static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(SystemError) {
         let tmp = path + ".tmp.\(getpid())"
-        let fd = retryingEINTR { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
-        if fd < 0 { throw .errno(tmp) }
-        var offset = 0
-        while offset < bytes.count {
-            let n = retryingEINTR { bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) } }
-            if n < 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
-            offset += n
+        let file = try SystemFile(path: tmp, access: .write, options: .createTruncating)
+        do {
+            try file.writeAll(bytes)
+            try file.sync()
+        } catch {
+            file.close()
+            unlink(tmp)
+            throw error
         }
-        if retryingEINTR({ fsync(fd) }) != 0 { let e = errno; close(fd); unlink(tmp); throw .errno(tmp, e) }
-        close(fd)
+        file.close()
         if Glibc.rename(tmp, path) != 0 { let e = errno; unlink(tmp); throw .errno(path, e) }
         // The rename lives in the directory: until the directory is on disk too, a power cut
         // can bring back the old file (or none) although the new one was synced.
@@ -84,7 +84,7 @@ public enum Files {
     }
 
     /// Creates `path` and any missing parents (like `mkdir -p`); an existing directory is fine.
-    public static func makeDirectories(_ path: String, mode: mode_t = 0o750) throws(SystemError) {
+    public static func makeDirectories(_ path: String, mode: FileMode = 0o750) throws(SystemError) {
         var current = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {
             current += "/" + part
@@ -92,12 +92,59 @@ public enum Files {
         }
     }
 
-    public static func rename(_ path: String, to newPath: String) throws(SystemError) {
-        if Glibc.rename(path, newPath) != 0 { throw .errno("rename \(path) to \(newPath)") }
+    /// Renames `path` to `newPath`; the error names `label`, "rename PATH to NEWPATH" by default.
+    public static func rename(_ path: String, to newPath: String, label: String? = nil) throws(SystemError) {
+        if Glibc.rename(path, newPath) != 0 { throw .errno(label ?? "rename \(path) to \(newPath)") }
+    }
+
+    /// Removes a file (unlink), e.g. what a failed write leaves behind.
+    public static func remove(_ path: String) throws(SystemError) {
+        if unlink(path) != 0 { throw .errno("remove \(path)") }
+    }
+
+    /// Creates one directory (its parent must exist); one that exists already is fine. The
+    /// error names `label`, "mkdir PATH" by default.
+    public static func makeDirectory(_ path: String, mode: FileMode, label: String? = nil) throws(SystemError) {
+        if mkdir(path, mode) != 0 && errno != EEXIST { throw .errno(label ?? "mkdir \(path)") }
+    }
+
+    /// Creates a FIFO (named pipe) with `mode` less the umask; the error names `label`,
+    /// "mkfifo PATH" by default.
+    public static func makeFIFO(_ path: String, mode: FileMode, label: String? = nil) throws(SystemError) {
+        if mkfifo(path, mode) != 0 { throw .errno(label ?? "mkfifo \(path)") }
+    }
+
+    /// Sets a file's permission bits exactly (chmod: no umask), e.g. after `makeFIFO`.
+    public static func changeMode(_ path: String, to mode: FileMode) throws(SystemError) {
+        if chmod(path, mode) != 0 { throw .errno("chmod \(path)") }
+    }
+
+    /// What a directory entry is.
+    public enum Kind: Sendable, Equatable { case regular, directory, fifo, symbolicLink, other }
+
+    /// What `path` itself is (lstat: a symbolic link is reported as one, not followed), nil
+    /// when there is nothing there (or it cannot be looked at).
+    public static func kind(of path: String) -> Kind? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return .regular
+        case S_IFDIR: return .directory
+        case S_IFIFO: return .fifo
+        case S_IFLNK: return .symbolicLink
+        default: return .other
+        }
+    }
+
+    /// The group owning `path` (stat, following links), nil when it cannot be looked at.
+    public static func owningGroup(of path: String) -> GroupID? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return st.st_gid
     }
 
     /// Gives an existing file to `group` (owner unchanged).
-    public static func changeGroup(_ path: String, to group: gid_t) throws(SystemError) {
+    public static func changeGroup(_ path: String, to group: GroupID) throws(SystemError) {
         if chown(path, uid_t.max, group) != 0 { throw .errno("chown \(path) to group \(group)") }
     }
 
@@ -132,14 +179,10 @@ public enum Files {
 public enum Groups {
     /// The gid of `nameOrNumber` (a name or a number that the group database knows), or an
     /// error naming it: a typo in `control.group` must not hand the socket to a stranger gid.
-    public static func id(of nameOrNumber: String) throws(SystemError) -> gid_t {
+    public static func id(of nameOrNumber: String) throws(SystemError) -> GroupID {
         if let n = UInt32(nameOrNumber) {
-            var group = group()
-            var result: UnsafeMutablePointer<group>?
-            var buffer = [CChar](repeating: 0, count: 16 * 1024)
-            let rc = getgrgid_r(gid_t(n), &group, &buffer, buffer.count, &result)
-            guard rc == 0, result != nil else { throw SystemError("group \(n): no such group") }
-            return gid_t(n)
+            guard name(of: GroupID(n)) != nil else { throw SystemError("group \(n): no such group") }
+            return GroupID(n)
         }
         var group = group()
         var result: UnsafeMutablePointer<group>?
@@ -150,9 +193,18 @@ public enum Groups {
         return result.pointee.gr_gid
     }
 
+    /// The name of group `gid` in the group database, nil when it has none.
+    public static func name(of gid: GroupID) -> String? {
+        var group = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        guard getgrgid_r(gid, &group, &buffer, buffer.count, &result) == 0, let result else { return nil }
+        return String(cString: result.pointee.gr_name)
+    }
+
     /// Whether this process may give a file to `gid`: root may, anyone else only to a group
     /// it belongs to (effective or supplementary) — chown(2) without CAP_CHOWN.
-    public static func processMayUse(_ gid: gid_t) -> Bool {
+    public static func processMayUse(_ gid: GroupID) -> Bool {
         if geteuid() == 0 || getegid() == gid { return true }
         let n = getgroups(0, nil)
         guard n > 0 else { return false }

@@ -1,5 +1,15 @@
 import Glibc
 
+/// The signal numbers the programs act on, by name, for `SignalSource` and its handlers.
+public enum SignalNumber {
+    /// SIGINT: Ctrl-C; stop.
+    public static let interrupt: Int32 = SIGINT
+    /// SIGTERM: systemd's stop; stop.
+    public static let terminate: Int32 = SIGTERM
+    /// SIGHUP: `systemctl reload`; read the configuration again.
+    public static let hangUp: Int32 = SIGHUP
+}
+
 /// A thread's signal mask, saved so it can be put back (tests block a signal and restore).
 public struct SignalMask: Sendable {
     private var set = sigset_t()

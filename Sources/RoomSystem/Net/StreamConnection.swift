@@ -209,6 +209,14 @@ public final class StreamConnection {
         if bufferedByteCount == 0 { close() } else { updateInterest() }
     }
 
+    /// Ends the sending side (shutdown SHUT_WR): the peer reads end of stream after what was
+    /// sent, and this side can still read. Call once the outgoing buffer is empty (`.drained`,
+    /// or `bufferedByteCount == 0`); bytes still queued would not go out.
+    public func shutdownWriting() {
+        guard fd >= 0 else { return }
+        _ = shutdown(fd, Int32(SHUT_WR))
+    }
+
     /// The peer's pid/uid/gid (Unix sockets; SO_PEERCRED).
     public func peerCredentials() throws(SystemError) -> PeerCredentials {
         guard let cred = LinuxAPI.peerCredentials(fd) else { throw .errno("SO_PEERCRED") }
