@@ -368,6 +368,6 @@ public struct EngineSnapshot: Sendable {
         let lsb = 1.0 / 32768
         let floor = Double(periods * periodFrames) * lsb * lsb / 12
         let ratio = inE / max(outE, floor)
-        return ratio > 0 ? decibels(powerRatio: ratio) : -2000
+        return ratio > 0 ? decibels(powerRatio: ratio) : -2000   // finite: the figure goes into JSON
     }
 }

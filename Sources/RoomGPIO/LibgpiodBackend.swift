@@ -18,8 +18,8 @@ public final class LibgpiodBackend: GPIOBackend {
         self.bias = bias
         Errno.clearCurrent()
         guard let chip = name.withCString({ gpiod_chip_open_lookup($0) }) else {
-            let code = Errno.current.rawValue == 0 ? Errno.noSuchFile : Errno.current
-            throw .errno("gpio chip \(name): open", code.rawValue)
+            let e = Errno.current
+            throw .errno("gpio chip \(name): open", (e.rawValue == 0 ? Errno.noSuchFile : e).rawValue)
         }
         self.chip = chip
     }

@@ -20,6 +20,22 @@ final class AlsaPCMTests: XCTestCase {
         }
     }
 
+    /// The engine's recovery branches on these, not on errno values of its own.
+    func testErrorCodesAreClassifiedByName() {
+        for code in [EPIPE, ESTRPIPE, EINTR, EAGAIN] {
+            XCTAssertTrue(AlsaCode.isXrun(-code), "\(code)")
+            XCTAssertFalse(AlsaCode.isDeviceLost(-code), "\(code)")
+        }
+        for code in [ENODEV, EIO, EBADFD, ENOENT, ENXIO] {
+            XCTAssertTrue(AlsaCode.isDeviceLost(-code), "\(code)")
+            XCTAssertFalse(AlsaCode.isXrun(-code), "\(code)")
+        }
+        XCTAssertEqual(AlsaCode.notOpen, -EBADFD)
+        XCTAssertEqual(AlsaCode.ioError, -EIO)
+        XCTAssertFalse(AlsaCode.isXrun(0))
+        XCTAssertFalse(AlsaCode.isDeviceLost(-EINVAL))
+    }
+
     func testUnsupportedRateNamesTheRange() {
         XCTAssertThrowsError(try AlsaPCM(device: "roomsim", direction: .capture, rate: 4000, channels: 1, periodFrames: 40, periods: 4)) {
             XCTAssertTrue("\($0)".contains("rate 4000 Hz not supported"), "\($0)")
