@@ -122,9 +122,9 @@ extension AudioLoop {
         let wanted = control.profileIndex.load(ordering: .relaxed)
         guard wanted != appliedProfile, wanted >= 0, wanted < profiles.count else { return }
         let p = profiles[wanted]
-        _ = encoder.apply(p.encoderConfiguration)
+        _ = encoder.apply(p.encoder)
         _ = apm.setSpeechProcessing(noiseSuppression: p.noiseSuppression, gainControl: p.gainControl && !selfTestHeld)
-        apm.setOutputBand(topHz: p.bandwidth.topHz)
+        apm.setOutputBand(topHz: p.encoder.bandwidth.topHz)
         voiceGateOn = p.voiceGate
         appliedProfile = wanted
         stats.profileIndex.store(wanted, ordering: .relaxed)
@@ -145,7 +145,7 @@ extension AudioLoop {
         guard appliedProfile >= 0, appliedProfile < profiles.count else { return }
         let p = profiles[appliedProfile]
         guard p.adaptsToLoss else {
-            lossFeedback.publish(expectedLoss: p.expectedLossPercent, bitrate: p.bitrate)
+            lossFeedback.publish(expectedLoss: p.encoder.expectedLossPercent, bitrate: p.encoder.bitrate)
             return
         }
         let coding = lossAdaptation.coding(for: p)

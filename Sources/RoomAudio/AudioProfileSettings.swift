@@ -14,26 +14,20 @@ import RoomSettings
 /// on dynamics), DTX and the voice gate (quiet passages are not silence). Echo cancellation
 /// stays on in both: the speaker is still in the room.
 public struct AudioProfileSettings: Sendable, Equatable {
-    public var bitrate: Int32
+    /// What the profile sets on the running encoder (`OpusEncoderBox.apply(_:)`): bitrate, band,
+    /// signal type, DTX, FEC and its expected loss, complexity, VBR.
+    public var encoder: OpusEncoderConfiguration
     /// The bitrate while no listener loses packets and the FEC copy is off (`LossAdaptation`);
-    /// nil: the same as `bitrate`. Music keeps its rate.
+    /// nil: the same as `encoder.bitrate`. Music keeps its rate.
     public var cleanNetworkBitrate: Int32?
     /// Code in Opus's transform layer (CELT) while the FEC copy is off; speech only (music is
     /// coded there anyway). `OpusSettings.cleanNetworkTransform`.
     public var cleanNetworkTransform: Bool
     /// The complexity while coding in the transform layer on a clean network.
     public var cleanNetworkComplexity: Int32
-    /// Follow the listeners' loss reports (`LossAdaptation`); off: `expectedLossPercent` fixed.
+    /// Follow the listeners' loss reports (`LossAdaptation`); off: the expected loss stays fixed.
     public var adaptsToLoss: Bool
-    /// The widest audio band Opus may code (OPUS_SET_MAX_BANDWIDTH).
-    public var bandwidth: OpusBandwidth
-    public var fullBand: Bool { bandwidth == .full }
-    public var music: Bool
-    public var dtx: Bool
-    public var inbandFEC: Bool
-    public var expectedLossPercent: Int32
-    public var complexity: Int32
-    public var vbr: Bool
+    public var fullBand: Bool { encoder.bandwidth == .full }
     public var noiseSuppression: Bool
     public var gainControl: Bool
     /// Send only while the APM hears voice (plus hangover); off (also when the board or the
@@ -43,31 +37,20 @@ public struct AudioProfileSettings: Sendable, Equatable {
     /// The music profile's bitrate floor: full band music gets more than speech's 96 kbps.
     public static let musicMinimumBitrate: Int32 = 128000
 
-    /// What this profile sets on the running encoder (`OpusEncoderBox.apply(_:)`).
-    public var encoderConfiguration: OpusEncoderConfiguration {
-        OpusEncoderConfiguration(bitrate: bitrate, bandwidth: bandwidth, music: music, dtx: dtx, inbandFEC: inbandFEC,
-                                 expectedLossPercent: expectedLossPercent, complexity: complexity, vbr: vbr)
-    }
-
     /// `processing` is what the board and command line allow: a feature switched off there
     /// stays off in every profile. `opus` gets `ROOMD_OPUS`'s overrides first (as the encoder
     /// does) unless `environment` is false.
     public init(_ profile: AudioProfile, processing: ProcessingSettings, opus requested: OpusSettings, environment: Bool = true) {
         let opus = environment ? ((try? requested.withEnvironmentOverrides()) ?? requested) : requested
-        inbandFEC = opus.inbandFEC
-        expectedLossPercent = opus.expectedLossPercent
-        complexity = opus.complexity
-        vbr = opus.vbr
         adaptsToLoss = opus.adaptToLoss && opus.inbandFEC
         switch profile {
         case .speech:
-            bitrate = opus.bitrate
+            encoder = OpusEncoderConfiguration(bitrate: opus.bitrate, bandwidth: opus.maxBandwidth, music: false, dtx: opus.dtx,
+                                               inbandFEC: opus.inbandFEC, expectedLossPercent: opus.expectedLossPercent,
+                                               complexity: opus.complexity, vbr: opus.vbr)
             cleanNetworkBitrate = opus.cleanNetworkBitrate
             cleanNetworkTransform = opus.cleanNetworkTransform
             cleanNetworkComplexity = opus.cleanNetworkComplexity
-            bandwidth = opus.maxBandwidth
-            music = false
-            dtx = opus.dtx
             noiseSuppression = processing.noiseSuppress
             gainControl = processing.gainControl
             // Without the VAD there is no voice to gate on: it would read "no voice" for ever and
@@ -76,13 +59,12 @@ public struct AudioProfileSettings: Sendable, Equatable {
             // DTX still keeps silence off the wire.
             voiceGate = opus.voiceGate && processing.voiceDetect
         case .music:
-            bitrate = max(opus.bitrate, Self.musicMinimumBitrate)
+            encoder = OpusEncoderConfiguration(bitrate: max(opus.bitrate, Self.musicMinimumBitrate), bandwidth: .full, music: true,
+                                               dtx: false, inbandFEC: opus.inbandFEC, expectedLossPercent: opus.expectedLossPercent,
+                                               complexity: opus.complexity, vbr: opus.vbr)
             cleanNetworkBitrate = nil
             cleanNetworkTransform = false
             cleanNetworkComplexity = opus.complexity
-            bandwidth = .full
-            music = true
-            dtx = false
             noiseSuppression = false
             gainControl = false
             voiceGate = false

@@ -87,8 +87,8 @@ public struct LossAdaptation: Sendable, Equatable {
     /// The bitrate for `profile` at the current setting: the profile's own while protecting,
     /// its clean-network rate (when it has one) while not.
     public func bitrate(for profile: AudioProfileSettings) -> Int32 {
-        guard expectedLossPercent == 0, let clean = profile.cleanNetworkBitrate else { return profile.bitrate }
-        return min(clean, profile.bitrate)
+        guard expectedLossPercent == 0, let clean = profile.cleanNetworkBitrate else { return profile.encoder.bitrate }
+        return min(clean, profile.encoder.bitrate)
     }
 
     /// How `profile` is coded at the current setting. While protecting: SILK (the only layer
@@ -97,9 +97,9 @@ public struct LossAdaptation: Sendable, Equatable {
     /// through the music hint — the hint is the public lever libopus gives for its layer choice;
     /// at complexity < 7 with DTX on it otherwise keeps speech in SILK.
     public func coding(for profile: AudioProfileSettings) -> EncoderCoding {
-        let clean = expectedLossPercent == 0 && profile.cleanNetworkTransform && !profile.music
+        let clean = expectedLossPercent == 0 && profile.cleanNetworkTransform && !profile.encoder.music
         return EncoderCoding(bitrate: bitrate(for: profile), expectedLossPercent: expectedLossPercent,
-                             musicSignal: profile.music || clean, complexity: clean ? profile.cleanNetworkComplexity : profile.complexity)
+                             musicSignal: profile.encoder.music || clean, complexity: clean ? profile.cleanNetworkComplexity : profile.encoder.complexity)
     }
 }
 

@@ -102,8 +102,8 @@ final class AudioProfileTests: XCTestCase {
         let music = AudioProfileSettings(.music, processing: ProcessingSettings(), opus: OpusSettings())
         XCTAssertFalse(music.noiseSuppression)
         XCTAssertFalse(music.gainControl)
-        XCTAssertFalse(music.dtx)
+        XCTAssertFalse(music.encoder.dtx)
         XCTAssertTrue(music.fullBand)
-        XCTAssertGreaterThanOrEqual(music.bitrate, 128000)
+        XCTAssertGreaterThanOrEqual(music.encoder.bitrate, 128000)
     }
 }

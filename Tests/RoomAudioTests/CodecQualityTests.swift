@@ -62,7 +62,7 @@ final class CodecQualityTests: XCTestCase {
     private func roundTrip(_ pcm: [Float], settings: OpusSettings,
                            lose: (Int) -> Bool = { _ in false }, fec: Bool = true) throws -> (out: [Float], packets: [[UInt8]], band: OpusBandwidth?) {
         let encoder = try OpusEncoderBox(rate: rate, settings: settings, environment: false)
-        _ = encoder.apply(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: settings, environment: false).encoderConfiguration)
+        _ = encoder.apply(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: settings, environment: false).encoder)
         let decoder = try OpusDecoderBox(rate: rate)
         let frame = encoder.frameSamples
         let frames = pcm.count / frame
@@ -111,13 +111,13 @@ final class CodecQualityTests: XCTestCase {
         let created = encoder.readBack()
         XCTAssertEqual(created, OpusEncoderReadback(bitrate: 96000, maxBandwidth: .wide, complexity: 5, inbandFEC: true,
                                                     expectedLossPercent: 5, dtx: true, vbr: true, music: false))
-        XCTAssertEqual(encoder.apply(AudioProfileSettings(.music, processing: ProcessingSettings(), opus: OpusSettings(), environment: false).encoderConfiguration), 0)
+        XCTAssertEqual(encoder.apply(AudioProfileSettings(.music, processing: ProcessingSettings(), opus: OpusSettings(), environment: false).encoder), 0)
         let music = encoder.readBack()
         XCTAssertEqual(music.bitrate, AudioProfileSettings.musicMinimumBitrate)
         XCTAssertEqual(music.maxBandwidth, .full)
         XCTAssertTrue(music.music)
         XCTAssertFalse(music.dtx)
-        XCTAssertEqual(encoder.apply(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: OpusSettings(), environment: false).encoderConfiguration), 0)
+        XCTAssertEqual(encoder.apply(AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: OpusSettings(), environment: false).encoder), 0)
         XCTAssertEqual(encoder.readBack(), created, "back to speech: exactly the created configuration")
         XCTAssertEqual(encoder.setExpectedLoss(percent: 0), 0)
         XCTAssertEqual(encoder.readBack().expectedLossPercent, 0)
@@ -249,9 +249,9 @@ final class CodecQualityTests: XCTestCase {
             }
         }
         let speech = AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: s, environment: false)
-        XCTAssertEqual(speech.bitrate, 32000)
-        XCTAssertEqual(speech.bandwidth, .superwide)
+        XCTAssertEqual(speech.encoder.bitrate, 32000)
+        XCTAssertEqual(speech.encoder.bandwidth, .superwide)
         XCTAssertFalse(speech.voiceGate)
-        XCTAssertFalse(speech.inbandFEC)
+        XCTAssertFalse(speech.encoder.inbandFEC)
     }
 }

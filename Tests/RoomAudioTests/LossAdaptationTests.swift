@@ -66,8 +66,8 @@ final class LossAdaptationTests: XCTestCase {
         XCTAssertEqual(a.bitrate(for: speech), 96000)
         for _ in 0..<LossAdaptation.cleanReportsToRelax { _ = a.update(reportedPercent: 0) }
         XCTAssertEqual(a.bitrate(for: speech), 96000, "the transform layer's clean rate")
-        XCTAssertEqual(a.bitrate(for: music), music.bitrate, "music keeps its rate")
-        XCTAssertEqual(a.coding(for: music), EncoderCoding(bitrate: music.bitrate, expectedLossPercent: 0, musicSignal: true, complexity: 5))
+        XCTAssertEqual(a.bitrate(for: music), music.encoder.bitrate, "music keeps its rate")
+        XCTAssertEqual(a.coding(for: music), EncoderCoding(bitrate: music.encoder.bitrate, expectedLossPercent: 0, musicSignal: true, complexity: 5))
         // A speech bitrate set below the clean rate is not raised.
         var low = opus
         low.bitrate = 32000
