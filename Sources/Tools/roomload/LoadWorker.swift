@@ -378,14 +378,10 @@ final class LoadWorker {
                     }
                     n = plain
                 }
-                // RTP: skip header, CSRCs and the extension to reach our payload.
-                var offset = 12 + 4 * Int(b0 & 0x0F)
-                if b0 & 0x10 != 0 {
-                    guard n >= offset + 4 else { continue }
-                    let words = Int(datagramBuffer[offset + 2]) << 8 | Int(datagramBuffer[offset + 3])
-                    offset += 4 + 4 * words
-                }
-                guard n >= offset + LoadPayload.minimumSize,
+                // RTP: RoomMedia's parser finds our payload past the CSRCs and the extension.
+                guard let rtp = try? RTPPacket.parse(UnsafeRawBufferPointer(start: buffer, count: n)) else { continue }
+                let offset = rtp.payloadOffset
+                guard rtp.payloadLength >= LoadPayload.minimumSize,
                       buffer.loadUnaligned(fromByteOffset: offset, as: UInt32.self) == LoadPayload.magic
                 else { continue }
                 let sent = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt64.self)
