@@ -125,16 +125,7 @@ public struct RoomSnapshot: Sendable, Equatable {
     /// Raised hands, oldest first.
     public var handQueue: [RoomParticipantID]
 
-    public init(you: RoomParticipantID, policy: RoomStagePolicy, speakerLimit: Int, participants: [RoomParticipantInfo],
-                attributes: [RoomAttribute], activeSpeakers: [RoomParticipantID], handQueue: [RoomParticipantID]) {
-        self.you = you
-        self.policy = policy
-        self.speakerLimit = speakerLimit
-        self.participants = participants
-        self.attributes = attributes
-        self.activeSpeakers = activeSpeakers
-        self.handQueue = handQueue
-    }
+    // Built only by `Room` (the synthesized memberwise initializer, internal to the module).
 }
 
 /// An event for participants.
