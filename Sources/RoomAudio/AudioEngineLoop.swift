@@ -33,7 +33,7 @@ extension AudioLoop {
         while control.running.load(ordering: .relaxed) {
             let got = captureEveryPeriod?._withUnsafeGuaranteedRef { $0.read(captureInterleaved, frames: period) } ?? Int(AlsaCode.notOpen)
             if got < 0 {
-                handleCaptureError(Int32(got))
+                handleDeviceError(Int32(got), capture: true)
                 lastAllocations = probe.threadAllocations()
                 lastRetains = probe.threadRetains()
                 continue
@@ -90,7 +90,7 @@ extension AudioLoop {
         let written = writeSpeaker(speaker + offset)
         if written < 0 {
             let generation = streamGeneration
-            handlePlaybackError(Int32(written))
+            handleDeviceError(Int32(written), capture: false)
             // Reopened devices start a new block; this period's capture belongs to the old stream.
             if streamGeneration != generation { return false }
         }

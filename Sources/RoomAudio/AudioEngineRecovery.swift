@@ -54,28 +54,19 @@ extension AudioLoop {
         return true
     }
 
-    func handleCaptureError(_ code: Int32) {
+    /// A read (`capture`) or write that failed: an xrun is counted for its direction and
+    /// restarts both; anything else is a lost device.
+    func handleDeviceError(_ code: Int32, capture: Bool) {
         blockTesting = false
         let xrun = AlsaCode.isXrun(code)
-        if xrun { stats.captureXruns.wrappingAdd(1, ordering: .relaxed) }
+        if xrun, capture { stats.captureXruns.wrappingAdd(1, ordering: .relaxed) }
+        if xrun, !capture { stats.playbackXruns.wrappingAdd(1, ordering: .relaxed) }
         selfTest.abort()   // after the count: whoever sees a test aborted by an xrun sees the xrun
         if xrun {
-            post(.xrun(capture: true))
-            if restartBothDirections(after: code, capture: true) { return }
+            post(.xrun(capture: capture))
+            if restartBothDirections(after: code, capture: capture) { return }
         }
-        recoverLostDevice(capture: true, code: code)
-    }
-
-    func handlePlaybackError(_ code: Int32) {
-        blockTesting = false
-        let xrun = AlsaCode.isXrun(code)
-        if xrun { stats.playbackXruns.wrappingAdd(1, ordering: .relaxed) }
-        selfTest.abort()   // after the count: whoever sees a test aborted by an xrun sees the xrun
-        if xrun {
-            post(.xrun(capture: false))
-            if restartBothDirections(after: code, capture: false) { return }
-        }
-        recoverLostDevice(capture: false, code: code)
+        recoverLostDevice(capture: capture, code: code)
     }
 
     /// An xrun in either direction restarts both, pre-fill included, as at start: the

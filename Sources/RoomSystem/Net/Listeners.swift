@@ -45,7 +45,7 @@ final class AcceptCore {
                     pause()
                     return
                 default:
-                    if !LinuxAPI.isWouldBlock(e) { Log.warning("accept on \(name): \(SocketSupport.errorText(e))") }
+                    if !Errno(rawValue: e).isWouldBlock { Log.warning("accept on \(name): \(SocketSupport.errorText(e))") }
                     return
                 }
             }

@@ -146,7 +146,7 @@ public final class StreamConnection {
         if n > 0 { return .bytes(n) }
         if n == 0 { return buffer.isEmpty ? .wouldBlock : .endOfStream }
         let e = errno
-        if LinuxAPI.isWouldBlock(e) { return .wouldBlock }
+        if Errno(rawValue: e).isWouldBlock { return .wouldBlock }
         throw .errno("read from \(peerAddress)", e)
     }
 
@@ -164,7 +164,7 @@ public final class StreamConnection {
                 let n = retryingEINTR { send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
                 if n >= 0 { offset += n; continue }
                 let e = errno
-                if LinuxAPI.isWouldBlock(e) { break }
+                if Errno(rawValue: e).isWouldBlock { break }
                 failLater(.errno("write to \(peerAddress)", e))
                 return .closed
             }
@@ -268,7 +268,7 @@ public final class StreamConnection {
             }
             if n >= 0 { pendingHead += n; continue }
             let e = errno
-            if LinuxAPI.isWouldBlock(e) { break }
+            if Errno(rawValue: e).isWouldBlock { break }
             fail(.errno("write to \(peerAddress)", e))
             return
         }

@@ -57,7 +57,7 @@ public final class UDPSocket {
             let e = errno
             // ECONNREFUSED: an ICMP error from an earlier send; it is consumed, go on.
             if e == ECONNREFUSED { continue }
-            if LinuxAPI.isWouldBlock(e) { return nil }
+            if Errno(rawValue: e).isWouldBlock { return nil }
             throw .errno("recvfrom on \(localAddress)", e)
         }
     }
@@ -69,7 +69,7 @@ public final class UDPSocket {
         let n = retryingEINTR { destination.withSockAddr { sendto(fileDescriptor, bytes.baseAddress, bytes.count, 0, $0, $1) } }
         if n >= 0 { return true }
         let e = errno
-        if LinuxAPI.isWouldBlock(e) || e == ENOBUFS { return false }
+        if Errno(rawValue: e).isWouldBlock || e == ENOBUFS { return false }
         throw .errno("sendto \(destination)", e)
     }
 
