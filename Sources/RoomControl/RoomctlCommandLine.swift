@@ -44,7 +44,7 @@ extension Roomctl {
     static let socketOption = CommandOption("--socket", "PATH",
                                             help: "control socket (default: $\(controlSocketEnvironmentVariable), else \(defaultControlSocketPath))")
     static let jsonOption = CommandOption("--json", help: "print the daemon's JSON answers / events as they are")
-    static let helpOption = CommandOption("--help", aliases: ["-h"], help: "this help (-h too); after a subcommand: its help")
+    static let helpOption = CommandOption("--help", aliases: ["-h"], help: "this help; after a subcommand: its help")
     static let versionOption = CommandOption("--version", help: "roomctl's version")
     /// Before the subcommand.
     static let globalOptions = [socketOption, jsonOption, helpOption, versionOption]
@@ -145,7 +145,7 @@ extension Roomctl {
 
     static let ownSubcommands: [Subcommand] = [
         Subcommand(name: "events", summary: "follow the event stream (one line per event)", options: [
-            CommandOption("--event", "NAME", aliases: ["-e"], help: "only these events, comma-separated or repeated (-e too); default: all but levels"),
+            CommandOption("--event", "NAME", aliases: ["-e"], help: "only these events, comma-separated or repeated; default: all but levels"),
             CommandOption("--levels", help: "also the audio levels, ten a second"),
             CommandOption("--count", "N", help: "stop after N events (fewer before --timeout: exit status 3)"),
             CommandOption("--timeout", "S", help: "stop after S seconds"),

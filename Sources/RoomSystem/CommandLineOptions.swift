@@ -115,12 +115,13 @@ public enum CommandLineParser {
     /// `-6`, `-0.5`, `-1e3`: what `Double` reads (roomctl's `volume -6` always took it so).
     private static func isNumber(_ argument: String) -> Bool { Double(argument) != nil }
 
-    /// The options part of `--help`: one option per entry, `--name VALUE` in a column of
-    /// `column` characters, the help beside it (its own line breaks continue under it), or on
-    /// the next line when the head leaves less than two spaces.
+    /// The options part of `--help`: one option per entry, `-h, --name VALUE` (the aliases
+    /// first, as GNU programs print them) in a column of `column` characters, the help beside it
+    /// (its own line breaks continue under it), or on the next line when the head leaves less
+    /// than two spaces. The aliases come from the table, so the help cannot forget one.
     public static func help(_ options: [CommandOption], column: Int = 23) -> String {
         options.map { o in
-            let head = "  " + o.name + (o.value.map { " " + $0 } ?? "")
+            let head = "  " + (o.aliases + [o.name]).joined(separator: ", ") + (o.value.map { " " + $0 } ?? "")
             let lines = o.help.split(separator: "\n", omittingEmptySubsequences: false)
             let pad = String(repeating: " ", count: column)
             // At least two spaces between the head and its help, else the help goes under it.

@@ -183,8 +183,9 @@ final class ManPageTests: ProcessTestCase {
         return r.stdout
     }
 
-    /// Every `--option` of the help is in a tag of the page, and every option line of the help
-    /// (`  --config PATH   text`) is in a tag as written (`--config PATH`).
+    /// Every `--option` of the help is in a tag of the page, every option line of the help
+    /// (`  --config PATH   text`) is in a tag as written (`--config PATH`), and every alias
+    /// (`-h`) is somewhere in the page.
     private func checkOptions(help: String, helpName: String, page: ManPage, file: StaticString = #filePath, line: UInt = #line) {
         let tags = page.tags(in: nil)
         let missing = ManPage.longOptions(in: help).filter { option in !tags.contains { ManPage.contains($0, term: option) } }
@@ -195,6 +196,9 @@ final class ManPageTests: ProcessTestCase {
             // An option with no entry at all is reported once, above.
             if let option = spec.split(separator: " ").first, missing.contains(String(option)) { continue }
             XCTFail("\(page.file): no entry tagged \"\(spec)\" (from \(helpName))", file: file, line: line)
+        }
+        for alias in ManPage.aliases(in: help) where !ManPage.contains(page.text, term: alias) {
+            XCTFail("\(page.file): never mentions \(alias) (from \(helpName))", file: file, line: line)
         }
     }
 
@@ -369,12 +373,24 @@ struct ManPage {
         return options
     }
 
-    /// The left column of a help's option lines: `  --config PATH     text` → "--config PATH".
+    /// The left column of a help's option lines without the aliases before the name:
+    /// `  -c, --config PATH     text` → "--config PATH" (a usage line, and so roomctl's COMMANDS
+    /// tags, write the long name only).
     static func optionSpecs(in help: String) -> [String] {
+        optionColumns(in: help).map { $0.last ?? "" }
+    }
+
+    /// The aliases in the left column of a help's option lines: `  -h, --help  text` → ["-h"].
+    static func aliases(in help: String) -> [String] {
+        optionColumns(in: help).flatMap { $0.dropLast() }
+    }
+
+    /// Each option line's left column split at ", ": `-h, --help` → ["-h", "--help"].
+    private static func optionColumns(in help: String) -> [[String]] {
         help.split(separator: "\n").compactMap { line in
             guard line.hasPrefix("  -") else { return nil }
             let spec = line.dropFirst(2).components(separatedBy: "  ").first ?? ""
-            return squeezed(spec)
+            return squeezed(spec).components(separatedBy: ", ")
         }
     }
 

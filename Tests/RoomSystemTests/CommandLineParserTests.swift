@@ -85,6 +85,7 @@ final class CommandLineParserTests: XCTestCase {
         let text = CommandLineParser.help(table, column: 14)
         XCTAssertEqual(text.split(separator: "\n").first, "  --loss PCT  drop PCT %")
         XCTAssertTrue(text.contains("  --json      JSON output"))
+        XCTAssertTrue(text.contains("  -h, --help  help"), "the aliases come first, from the table:\n\(text)")
         let long = CommandLineParser.help([CommandOption("--a-very-long-option", "VALUE", help: "x\ny")], column: 10)
         XCTAssertEqual(long, "  --a-very-long-option VALUE\n          x\n          y", "a long head puts the help under it")
     }
