@@ -22,22 +22,7 @@ public enum Files {
     /// Reads a whole file; refuses anything larger than `limit` so a wrong path (a device, a
     /// huge file) gives an error instead of exhausting memory.
     public static func read(_ path: String, limit: Int = 256 << 20) throws(SystemError) -> [UInt8] {
-        let fd = retryingEINTR { open(path, O_RDONLY | O_CLOEXEC) }
-        if fd < 0 { throw .errno(path) }
-        defer { close(fd) }
-        var st = stat()
-        if fstat(fd, &st) != 0 { throw .errno(path) }
-        if (st.st_mode & S_IFMT) == S_IFDIR { throw SystemError("\(path): is a directory") }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = retryingEINTR { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
-            if n < 0 { throw .errno(path) }
-            if n == 0 { break }
-            out.append(contentsOf: chunk[0..<n])
-            if out.count > limit { throw SystemError("\(path): larger than \(limit) bytes") }
-        }
-        return out
+        try SystemFile(path: path, access: .read).readToEnd(limit: limit)
     }
 
     public static func readText(_ path: String) throws(SystemError) -> String {
@@ -67,12 +52,8 @@ public enum Files {
 
     /// fsync of the directory holding `path`, so a rename or a new file in it survives a power cut.
     public static func syncDirectory(of path: String) throws(SystemError) {
-        let slash = path.lastIndex(of: "/")
-        let dir = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let fd = retryingEINTR { open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        if fd < 0 { throw .errno(dir) }
-        defer { close(fd) }
-        if retryingEINTR({ fsync(fd) }) != 0 { throw .errno("fsync \(dir)") }
+        let dir = directory(of: path)
+        try SystemFile(path: dir, access: .read, options: .directory, label: "fsync \(dir)").sync()
     }
 
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }

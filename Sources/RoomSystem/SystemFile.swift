@@ -17,6 +17,8 @@ public final class SystemFile {
         public static let createTruncating = Options(rawValue: O_CREAT | O_TRUNC)
         /// Reads and writes that would wait fail with `Errno.wouldBlock` instead.
         public static let nonBlocking = Options(rawValue: O_NONBLOCK)
+        /// Open only a directory (for `sync()` of the entries it holds); anything else fails.
+        public static let directory = Options(rawValue: O_DIRECTORY)
     }
 
     /// The path opened (empty for a pipe).
@@ -73,6 +75,24 @@ public final class SystemFile {
         var st = stat()
         if fstat(descriptor, &st) != 0 { throw .errno(label) }
         return Int(st.st_size)
+    }
+
+    /// Reads from the current position to the end. Refuses a directory, and anything larger
+    /// than `limit`, so a wrong path (a device, a huge file) gives an error instead of
+    /// exhausting memory.
+    public func readToEnd(limit: Int) throws(SystemError) -> [UInt8] {
+        var st = stat()
+        if fstat(descriptor, &st) != 0 { throw .errno(label) }
+        if (st.st_mode & S_IFMT) == S_IFDIR { throw SystemError("\(label): is a directory") }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(into: $0) }
+            if n < 0 { throw .errno(label) }
+            if n == 0 { return out }
+            out.append(contentsOf: chunk[0..<n])
+            if out.count > limit { throw SystemError("\(label): larger than \(limit) bytes") }
+        }
     }
 
     /// One read(2) at the current position: the count (0 at end of file), or -1 with

@@ -52,6 +52,12 @@ final class SystemErrorTests: XCTestCase {
             XCTAssertEqual(($0 as? SystemError)?.errno, .noSuchFile)
             XCTAssertTrue("\($0)".contains("/nonexistent-roomd-dir"), "\($0)")
         }
+        XCTAssertThrowsError(try Files.read(tmp.path)) { XCTAssertTrue("\($0)".hasSuffix("is a directory"), "\($0)") }
+        try Files.writeAtomically(tmp.path + "/big", [UInt8](repeating: 7, count: 70_000))
+        XCTAssertEqual(try Files.read(tmp.path + "/big").count, 70_000, "more than one 64 KiB chunk")
+        XCTAssertThrowsError(try Files.read(tmp.path + "/big", limit: 1000)) {
+            XCTAssertTrue("\($0)".contains("larger than 1000 bytes"), "\($0)")
+        }
         XCTAssertEqual(retryingEINTR { Int32(5) }, 5)
     }
 }
