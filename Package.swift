@@ -129,6 +129,7 @@ let package = Package(
         .target(name: "RoomMedia", dependencies: ["RoomBase"]),
         .target(name: "RoomDSP", dependencies: ["RoomBase"]),
         .target(name: "RoomSettings", dependencies: ["RoomBase"]),
+        .target(name: "RoomJSON", dependencies: []),
         // The version line of the programs: release version and the git commit built from.
         .target(name: "RoomBuildInfo", dependencies: ["RoomBase"], plugins: ["BuildInfo"]),
         .plugin(name: "BuildInfo", capability: .buildTool(), path: "Sources/BuildInfoPlugin"),
@@ -146,14 +147,14 @@ let package = Package(
         // Hashes, HMAC, random keys and locked secrets over libcrypto: roomd's one crypto library.
         .target(name: "RoomCrypto", dependencies: ["CLibcrypto", "RoomMedia", "RoomSystem"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
-        .target(name: "RoomProtocol", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomModel"]),
+        .target(name: "RoomProtocol", dependencies: ["RoomBase", "RoomCrypto", "RoomJSON", "RoomMedia", "RoomModel"]),
         // SRTP sessions over libsrtp2: protect and unprotect media in place (roomd, roomserver, roomload).
         .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomMedia"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
         .target(name: "RoomServerKit", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
-        .target(name: "RoomControl", dependencies: ["RoomBase", "RoomModel", "RoomSettings", "RoomSystem"]),
+        .target(name: "RoomControl", dependencies: ["RoomBase", "RoomJSON", "RoomModel", "RoomSettings", "RoomSystem"]),
         // Buttons and LEDs: libgpiod (v1) backend and a simulated backend for tests and the rig.
         .target(name: "RoomGPIO", dependencies: ["CGpiod", "RoomSettings", "RoomSystem"]),
         // Joins rooms: signalling client with recovery, and the UDP media session (used by roomd).
@@ -170,12 +171,12 @@ let package = Package(
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
         .target(name: "RoomWebRTC", dependencies: ["RoomDTLS", "RoomICE", "RoomMedia", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"]),
         // Janus's API (WebSocket transport) for the WebRTC room backend (issue 12, docs/webrtc.md).
-        .target(name: "RoomJanus", dependencies: ["RoomBase", "RoomCrypto", "RoomSystem", "RoomTLS"]),
+        .target(name: "RoomJanus", dependencies: ["RoomBase", "RoomCrypto", "RoomJSON", "RoomSystem", "RoomTLS"]),
         // roomd in a Janus AudioBridge room behind the same RoomBackend as roomserver's path (issue 12, docs/janus.md).
         .target(name: "RoomJanusBackend", dependencies: ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
         // The appliance: settings, the room link, the control bridge, buttons and LEDs, health,
         // status, self-test, and the daemon's start-up order; roomd only parses and runs it.
-        .target(name: "RoomAppliance", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
+        .target(name: "RoomAppliance", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomd", dependencies: ["RoomAppliance", "RoomSystem"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
@@ -197,7 +198,7 @@ let package = Package(
         .testTarget(name: "RoomCryptoTests", dependencies: ["RoomCrypto", "RoomMedia", "RoomModel", "RoomProtocol"]),
         .testTarget(name: "RoomProtocolTests", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomModel", "RoomProtocol"]),
         .testTarget(name: "RoomGPIOTests", dependencies: ["CGpiod", "RoomGPIO", "RoomSettings", "RoomSystem"]),
-        .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomSystem"]),
+        .testTarget(name: "RoomControlTests", dependencies: ["RoomControl", "RoomJSON", "RoomSystem"]),
         .testTarget(name: "RoomServerKitTests", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
         .testTarget(name: "RoomClientTests", dependencies: ["RoomBase", "RoomClient", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem"]),
         // Test helpers several test targets share (certificates from scripts/make-dev-certs, a
@@ -213,7 +214,7 @@ let package = Package(
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomMedia", "RoomSDP", "RoomSystem", "RoomTLS", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
-        .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
+        .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomJSON", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .gnu11,
@@ -225,7 +226,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE"],
+        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE", "RoomJSON"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

@@ -3,6 +3,7 @@ import RoomBase
 import RoomClient
 import RoomControl
 import RoomDSP
+import RoomJSON
 import RoomMedia
 import RoomModel
 import RoomProtocol

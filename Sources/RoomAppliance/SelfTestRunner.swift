@@ -3,6 +3,7 @@ import RoomBase
 import RoomCaptureChain
 import RoomControl
 import RoomDSP
+import RoomJSON
 import RoomSystem
 
 /// `roomctl selftest` on the daemon side: asks the audio thread to play the test signals

@@ -1,3 +1,4 @@
+import RoomJSON
 import RoomSystem
 
 /// Why a `ControlClient` call failed.

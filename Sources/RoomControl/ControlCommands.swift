@@ -1,3 +1,4 @@
+import RoomJSON
 import RoomModel
 import RoomSettings
 

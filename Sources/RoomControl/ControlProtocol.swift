@@ -1,3 +1,4 @@
+import RoomJSON
 /// Stable error codes of control API 1. Scripts match on these; the message is for people.
 public enum ControlErrorCode: String, Sendable, CaseIterable, Equatable {
     /// The line is not JSON, or not a JSON object.

@@ -1,4 +1,5 @@
 import RoomBase
+import RoomJSON
 import RoomSystem
 
 /// The control socket of roomd: newline-delimited JSON requests on a Unix stream socket,

@@ -1,4 +1,5 @@
 import RoomBase
+import RoomJSON
 import RoomSystem
 
 /// roomctl: the request/response driver, kept in the library so tests can call it without

@@ -1,3 +1,4 @@
+import RoomJSON
 import RoomSystem
 
 /// roomctl's command line: the option tables, which both parse (RoomSystem's

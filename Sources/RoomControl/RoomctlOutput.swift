@@ -1,4 +1,5 @@
 import RoomBase
+import RoomJSON
 
 
 /// roomctl's human-readable output: results as `key  value` lines and tables, events as one

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import RoomJSON
 
 /// A request to Janus's core API (https://janus.conf.meetecho.com/docs/rest.html — the same
 /// JSON over HTTP and WebSocket): `create` a session, `attach` a plugin handle, send a plugin
@@ -132,9 +133,14 @@ public struct JanusMessage: Decodable, Sendable, Equatable {
 
     public static func decode(_ text: String) throws(JanusDecodingError) -> JanusMessage {
         do {
-            return try JSONDecoder().decode(JanusMessage.self, from: Data(text.utf8))
+            return try JSONValue.decodeStrictly(JanusMessage.self, from: Array(text.utf8))
         } catch {
-            throw JanusDecodingError(message: String(describing: error).prefix(200).description)
+            let message = switch error {
+            case .duplicateKey(let key): "key \"\(key)\" twice in one object"
+            case .refused(let strict): strict.message
+            case .decoding(let error): String(describing: error)
+            }
+            throw JanusDecodingError(message: String(message.prefix(200)))
         }
     }
 }

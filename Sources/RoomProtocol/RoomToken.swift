@@ -1,6 +1,7 @@
 import FoundationEssentials
 import RoomBase
 import RoomCrypto
+import RoomJSON
 import RoomModel
 
 /// What a room token grants beyond listening.
@@ -218,13 +219,7 @@ public struct RoomTokenVerifier: Sendable {
         guard let payloadBytes = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
         guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
 
-        if let key = JSONDuplicateKeys.first(in: headerBytes) { throw .malformed("header: key \"\(key)\" twice") }
-        let header: TokenHeader
-        do {
-            header = try JSONDecoder().decode(TokenHeader.self, from: Data(headerBytes))
-        } catch {
-            throw .malformed("header: \(Self.reason(error))")
-        }
+        let header = try Self.decode(TokenHeader.self, headerBytes, part: "header")
         // Only HS256: "none" and every other algorithm are refused, so a token cannot pick a
         // weaker check than the one the server intends (RFC 8725 §3.1).
         guard header.alg == RoomToken.algorithm else { throw .malformed("header alg \"\(header.alg)\" is not HS256") }
@@ -240,17 +235,25 @@ public struct RoomTokenVerifier: Sendable {
         let expected = HMAC.sha256(key: secret, message: Array(signingInput))
         guard ConstantTime.equal(expected, signature) else { throw .badSignature }
 
-        if let key = JSONDuplicateKeys.first(in: payloadBytes) { throw .malformed("claims: key \"\(key)\" twice") }
-        let claims: RoomTokenClaims
-        do {
-            claims = try JSONDecoder().decode(RoomTokenClaims.self, from: Data(payloadBytes))
-        } catch {
-            throw .malformed("claims: \(Self.reason(error))")
-        }
+        let claims = try Self.decode(RoomTokenClaims.self, payloadBytes, part: "claims")
         let now = clock()
         if now + leeway < claims.nbf { throw .notYetValid(until: claims.nbf) }
         if now - leeway >= claims.exp { throw .expired(at: claims.exp) }
         return claims
+    }
+
+    /// One part of the token (`part`: "header" or "claims"), read strictly: a key twice is
+    /// refused (a token must not say one thing to one reader and another to the next).
+    private static func decode<T: Decodable>(_ type: T.Type, _ bytes: [UInt8], part: String) throws(TokenError) -> T {
+        do {
+            return try JSONValue.decodeStrictly(type, from: bytes)
+        } catch {
+            switch error {
+            case .duplicateKey(let key): throw .malformed("\(part): key \"\(key)\" twice")
+            case .refused(let strict): throw .malformed("\(part): \(strict.message)")
+            case .decoding(let error): throw .malformed("\(part): \(reason(error))")
+            }
+        }
     }
 
     private static func reason(_ error: any Error) -> String {

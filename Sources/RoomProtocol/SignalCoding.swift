@@ -1,4 +1,5 @@
 import FoundationEssentials
+import RoomJSON
 import RoomMedia
 import RoomModel
 
@@ -59,15 +60,16 @@ extension SignalMessage {
 
     /// `decode` without the fast path (what the fast path is tested against).
     package static func decodeCodable(_ payload: [UInt8]) throws(SignalMessageError) -> SignalMessage {
-        if let key = JSONDuplicateKeys.first(in: payload) { throw .malformedJSON("key \"\(key)\" twice in one object") }
         do {
-            return try JSONDecoder().decode(SignalMessage.self, from: Data(payload))
-        } catch let error as SignalMessageError {
-            throw error
-        } catch let error as DecodingError {
-            throw Self.translate(error)
+            return try JSONValue.decodeStrictly(SignalMessage.self, from: payload)
         } catch {
-            throw .malformedJSON(String(describing: error))
+            switch error {
+            case .duplicateKey(let key): throw .malformedJSON("key \"\(key)\" twice in one object")
+            case .refused(let strict): throw .malformedJSON(strict.message)
+            case .decoding(let error as SignalMessageError): throw error
+            case .decoding(let error as DecodingError): throw Self.translate(error)
+            case .decoding(let error): throw .malformedJSON(String(describing: error))
+            }
         }
     }
 

@@ -22,10 +22,11 @@ enum AllowedImports {
         "RoomMedia": ["RoomBase"],
         "RoomDSP": ["RoomBase", "Synchronization"],
         "RoomSettings": ["RoomBase"],
+        "RoomJSON": ["FoundationEssentials"],
         "RoomModel": [],
         "RoomSDP": [],
         // Wire messages and tokens: signed and checked through the crypto adapter.
-        "RoomProtocol": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomMedia", "RoomModel"],
+        "RoomProtocol": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomJSON", "RoomMedia", "RoomModel"],
         // The one Glibc layer among the libraries, below everything but RoomBase (executables and
         // tools below also import Glibc: they wire, and are no one's dependency).
         "RoomSystem": ["CLinux", "Glibc", "RoomBase", "Synchronization"],
@@ -44,16 +45,16 @@ enum AllowedImports {
         "RoomAudio": ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings",
                       "RoomSystem", "Synchronization"],
         "RoomClient": ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
-        "RoomControl": ["FoundationEssentials", "RoomBase", "RoomModel", "RoomSettings", "RoomSystem"],
+        "RoomControl": ["RoomBase", "RoomJSON", "RoomModel", "RoomSettings", "RoomSystem"],
         "RoomServerKit": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol",
                           "RoomSettings", "RoomSystem", "RoomTLS"],
         "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMedia", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
-        "RoomJanus": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomSystem", "RoomTLS"],
+        "RoomJanus": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomJSON", "RoomSystem", "RoomTLS"],
         "RoomJanusBackend": ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS",
                              "RoomWebRTC"],
         // The appliance (RoomALSA for the ALSA environment at start-up).
         "RoomAppliance": ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient",
-                          "RoomControl", "RoomDSP", "RoomGPIO", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol",
+                          "RoomControl", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol",
                           "RoomSettings", "RoomSystem", "RoomTLS"],
         // Executables: they parse and run.
         "roomd": ["Glibc", "RoomAppliance", "RoomSystem"],

@@ -1,5 +1,6 @@
 import Foundation
 import RoomControl
+import RoomJSON
 import RoomSystem
 import RoomTestSupport
 import Synchronization

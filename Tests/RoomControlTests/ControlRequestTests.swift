@@ -1,4 +1,5 @@
 import RoomControl
+import RoomJSON
 import XCTest
 
 /// Argument validation of every command, driven by the command table.

@@ -1,5 +1,6 @@
 import Glibc
 import RoomControl
+import RoomJSON
 import RoomSystem
 import XCTest
 

@@ -1,4 +1,5 @@
 import RoomControl
+import RoomJSON
 import XCTest
 
 /// Issue 10 (9): the control API's JSON is read strictly — duplicate keys, whole numbers

@@ -43,5 +43,9 @@ final class JanusMessageTests: XCTestCase {
 
         XCTAssertThrowsError(try JanusMessage.decode("{\"transaction\": 5}"))
         XCTAssertThrowsError(try JanusMessage.decode("not json"))
+        // A peer's JSON is read as strictly as a token: which of two transactions would be meant?
+        XCTAssertThrowsError(try JanusMessage.decode(#"{"janus": "ack", "transaction": "t1", "transaction": "t2"}"#)) {
+            XCTAssertEqual("\($0)", #"unreadable message from Janus: key "transaction" twice in one object"#)
+        }
     }
 }

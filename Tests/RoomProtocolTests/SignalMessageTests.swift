@@ -374,4 +374,17 @@ enum JSONSerializationLite {
         }
         XCTAssertNoThrow(try SignalMessage.decode(Array(#"{"type":"loss_report","ssrcs":[1,2],"lost_permille":[3,4]}"#.utf8)))
     }
+
+    /// What JSONDecoder would take but the strict reader refuses is refused too: a key twice
+    /// behind 65 levels of nesting must not slip past the check by being deeper than it reads.
+    func testWhatTheStrictReaderRefusesIsNeverDecoded() {
+        let deep = String(repeating: "[", count: 65) + String(repeating: "]", count: 65)
+        let text = #"{"type":"ping","t":1,"x":"# + deep + "}"
+        XCTAssertThrowsError(try SignalMessage.decode(Array(text.utf8))) { error in
+            XCTAssertEqual(error as? SignalMessageError, .malformedJSON("nesting deeper than 64 at byte 89"), "\(error)")
+        }
+        let shallow = String(repeating: "[", count: 60) + String(repeating: "]", count: 60)
+        XCTAssertNoThrow(try SignalMessage.decode(Array((#"{"type":"ping","t":1,"x":"# + shallow + "}").utf8)),
+                         "unknown keys are ignored, so the depth alone decides")
+    }
 }

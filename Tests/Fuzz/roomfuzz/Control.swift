@@ -1,4 +1,5 @@
 import RoomControl
+import RoomJSON
 
 /// One control line, as roomd's control server gets it (without the newline) and as roomctl
 /// gets roomd's answers and events.

@@ -1,4 +1,5 @@
 import Glibc
+import RoomJSON
 
 /// The program: libFuzzer's driver (linked by `-sanitize=fuzzer`), given our entry point.
 ///

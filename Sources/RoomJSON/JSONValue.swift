@@ -102,11 +102,57 @@ public enum JSONValue: Sendable, Equatable, Codable, CustomStringConvertible {
 
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
+    /// The key, when the text was refused for having it twice in one object: the error wire
+    /// messages and tokens report in their own words.
+    public let duplicateKey: String?
     public var description: String { message }
+
+    init(message: String, duplicateKey: String? = nil) {
+        self.message = message
+        self.duplicateKey = duplicateKey
+    }
 }
 
-/// The control API's JSON reader (`JSONValue.parse`): recursive descent over bytes, one pass,
-/// errors with the byte offset.
+/// Why `JSONValue.decodeStrictly` refused a text.
+public enum StrictDecodingError: Error {
+    /// A key twice in one object.
+    case duplicateKey(String)
+    /// What JSONDecoder refused, with its own error (the messages peers have always seen).
+    case decoding(any Error)
+    /// What JSONDecoder would take but the strict reader does not (nesting deeper than
+    /// `StrictJSON.maxDepth`, an unpaired surrogate, ...): nothing the strict reader refuses is
+    /// ever accepted.
+    case refused(JSONParseError)
+}
+
+extension JSONValue {
+    /// Decodes `T` with JSONDecoder from a text that the strict reader accepts too, for wire
+    /// messages and tokens that want Codable's field mapping but not its leniency: JSONDecoder
+    /// keeps one of two equal keys silently, so `{"grants": …, "grants": …}` would mean whatever
+    /// it picked (issue 27). Keys are compared as decoded (`"a"` and `"\u0061"` are one key).
+    public static func decodeStrictly<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(StrictDecodingError) -> T {
+        var strictError: JSONParseError?
+        do {
+            _ = try parse(bytes)
+        } catch {
+            if let key = error.duplicateKey { throw .duplicateKey(key) }
+            strictError = error
+        }
+        let value: T
+        do {
+            value = try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch {
+            throw .decoding(error)
+        }
+        if let strictError { throw .refused(strictError) }
+        return value
+    }
+}
+
+/// The one JSON reader (`JSONValue.parse`, and `decodeStrictly`'s check): recursive descent
+/// over bytes, one pass, errors with the byte offset. Signalling's steady-state messages have a
+/// narrower fast path of their own (RoomProtocol's `SignalFastPath`), which hands anything but
+/// their plainest form to the strict path.
 struct StrictJSON {
     /// Deeper nesting is refused: requests are two levels deep; a line of 64 KiB of `[` must
     /// not exhaust the stack.
@@ -177,7 +223,7 @@ struct StrictJSON {
             skipSpace()
             let v = try value()
             if o.updateValue(v, forKey: key) != nil {
-                throw JSONParseError(message: "duplicate key \"\(key)\" at byte \(keyAt)")
+                throw JSONParseError(message: "duplicate key \"\(key)\" at byte \(keyAt)", duplicateKey: key)
             }
             skipSpace()
             guard i < b.count else { throw fail("unexpected end of input") }
