@@ -151,23 +151,6 @@ public enum RoomEvent: Sendable, Equatable {
     case tokenWillExpire(expiresAt: RoomInstant)
     /// To the participant being removed by the server, just before its connection closes.
     case removed(reason: RoomLeaveReason)
-
-    /// The wire name of the event.
-    public var name: String {
-        switch self {
-        case .stateSync: "state_sync"
-        case .participantJoined: "participant_joined"
-        case .participantLeft: "participant_left"
-        case .participantUpdated: "participant_updated"
-        case .stageRequest: "stage_request"
-        case .invited: "invited"
-        case .activeSpeakers: "active_speakers"
-        case .message: "message"
-        case .attributeChanged: "attribute_changed"
-        case .tokenWillExpire: "token_will_expire"
-        case .removed: "removed"
-        }
-    }
 }
 
 /// Something the server must do after a command or a tick, in order.

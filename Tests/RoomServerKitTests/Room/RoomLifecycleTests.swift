@@ -32,7 +32,7 @@ final class RoomLifecycleTests: XCTestCase {
         XCTAssertEqual(events(e, for: 1), [.removed(reason: .replaced)])
         XCTAssertEqual(closes(e).map(\.0), [1])
         XCTAssertEqual(closes(e).map(\.1), [.replaced])
-        let left = sends(e, named: "participant_left")
+        let left = sends(e, named: "participantLeft")
         XCTAssertEqual(left.first?.0, .participantLeft(1, reason: .replaced))
         XCTAssertEqual(left.first?.1, [2])
         // The new session is a fresh audience member; the freed slot goes to the queue.
@@ -47,12 +47,12 @@ final class RoomLifecycleTests: XCTestCase {
         room.add(2)
         room.add(3)
         var e = room.must(.leave(1))
-        XCTAssertEqual(sends(e, named: "participant_left").first?.0, .participantLeft(1, reason: .left))
-        XCTAssertEqual(sends(e, named: "participant_left").first?.1, [2, 3])
+        XCTAssertEqual(sends(e, named: "participantLeft").first?.0, .participantLeft(1, reason: .left))
+        XCTAssertEqual(sends(e, named: "participantLeft").first?.1, [2, 3])
         XCTAssertEqual(closes(e).map(\.1), [.left])
         XCTAssertTrue(events(e, for: 1).isEmpty, "a participant leaving on its own is not told")
         e = room.must(.connectionLost(2))
-        XCTAssertEqual(sends(e, named: "participant_left").first?.0, .participantLeft(2, reason: .timeout))
+        XCTAssertEqual(sends(e, named: "participantLeft").first?.0, .participantLeft(2, reason: .timeout))
         XCTAssertEqual(room.participants.map(\.id), [3])
     }
 
@@ -69,7 +69,7 @@ final class RoomLifecycleTests: XCTestCase {
         XCTAssertNil(room.participant(1))
         XCTAssertEqual(events(e, for: 1), [.removed(reason: .tokenExpired)])
         XCTAssertEqual(closes(e).map(\.1), [.tokenExpired])
-        XCTAssertEqual(sends(e, named: "participant_left").first?.0, .participantLeft(1, reason: .tokenExpired))
+        XCTAssertEqual(sends(e, named: "participantLeft").first?.0, .participantLeft(1, reason: .tokenExpired))
     }
 
     func testRefreshTokenResetsTimeline() {
@@ -167,7 +167,7 @@ final class RoomLifecycleTests: XCTestCase {
         mod.must(.acceptInvitation(3))
         let e = mod.add(4, user: "bob", previous: 2, now: 2_000)
         XCTAssertEqual(mod.stage(4), .handRaised)
-        XCTAssertEqual(sends(e, named: "stage_request").first?.1, [1])
+        XCTAssertEqual(sends(e, named: "stageRequest").first?.1, [1])
     }
 
     func testReconnectBeforeTimeoutNoticedReplacesAndKeepsSlot() {
@@ -193,7 +193,7 @@ final class RoomLifecycleTests: XCTestCase {
         XCTAssertEqual(room.handQueue, [])
         let e = room.add(5, user: "bob", previous: 2, now: 3_000)
         XCTAssertEqual(room.stage(5), .handRaised)
-        XCTAssertEqual(sends(e, named: "stage_request").first?.0, .stageRequest(5))
+        XCTAssertEqual(sends(e, named: "stageRequest").first?.0, .stageRequest(5))
     }
 
     func testAppMessages() {

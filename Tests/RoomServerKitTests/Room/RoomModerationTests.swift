@@ -20,7 +20,7 @@ final class RoomModerationTests: XCTestCase {
         let e = room.must(.raiseHand(3))
         XCTAssertEqual(room.stage(3), .handRaised)
         XCTAssertFalse(room.mayPublish(3))
-        let requests = sends(e, named: "stage_request")
+        let requests = sends(e, named: "stageRequest")
         XCTAssertEqual(requests.count, 1)
         XCTAssertEqual(requests.first?.0, .stageRequest(3))
         XCTAssertEqual(requests.first?.1, [1, 2])
@@ -31,7 +31,7 @@ final class RoomModerationTests: XCTestCase {
         var room = moderated()
         let e = room.add(6, role: .streamer)
         XCTAssertEqual(room.stage(6), .handRaised)
-        XCTAssertEqual(sends(e, named: "stage_request").first?.1, [1, 2])
+        XCTAssertEqual(sends(e, named: "stageRequest").first?.1, [1, 2])
         // The newcomer's own sync already shows the raised hand.
         guard case .stateSync(let sync)? = events(e, for: 6).first else { return XCTFail("no state sync first") }
         XCTAssertEqual(sync.participants.last?.stage, .handRaised)
@@ -177,7 +177,7 @@ final class RoomModerationTests: XCTestCase {
         XCTAssertEqual(closes(e).map(\.1), [.kicked])
         XCTAssertEqual(forwarding(e).map(\.0), [3])
         XCTAssertEqual(forwarding(e).map(\.1), [false])
-        let left = sends(e, named: "participant_left")
+        let left = sends(e, named: "participantLeft")
         XCTAssertEqual(left.first?.0, .participantLeft(3, reason: .kicked))
         XCTAssertEqual(left.first?.1, [1, 2, 4, 5])
         // A forward-off comes before the close.
@@ -212,7 +212,7 @@ final class RoomModerationTests: XCTestCase {
         room.add(1)
         room.add(2)
         let e = room.must(.setAttribute(by: 1, key: "topic", value: "hi"))
-        XCTAssertEqual(sends(e, named: "attribute_changed").first?.1, [1, 2])
+        XCTAssertEqual(sends(e, named: "attributeChanged").first?.1, [1, 2])
     }
 
     func testCloseByModerator() {

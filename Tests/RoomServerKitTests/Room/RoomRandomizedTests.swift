@@ -96,7 +96,7 @@ final class RoomRandomizedTests: XCTestCase {
                     XCTAssertEqual(Set(to).count, to.count, "\(context): duplicate recipients")
                     for id in to {
                         XCTAssertTrue(room.participant(id) != nil || closedNow.contains(id),
-                                      "\(context): \(event.name) to \(id), who is not in the room")
+                                      "\(context): \(caseName(event)) to \(id), who is not in the room")
                     }
                     if case .activeSpeakers(let ids) = event { speakersModel = Set(ids) }
                     if case .stateSync(let snapshot) = event { speakersModel = Set(snapshot.activeSpeakers) }

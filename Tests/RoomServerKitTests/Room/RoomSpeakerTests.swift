@@ -28,7 +28,7 @@ final class RoomSpeakerTests: XCTestCase {
     }
 
     private func speakerEvents(_ effects: [RoomEffect]) -> [[RoomParticipantID]] {
-        sends(effects, named: "active_speakers").map {
+        sends(effects, named: "activeSpeakers").map {
             if case .activeSpeakers(let ids) = $0.0 { return ids }
             return []
         }
@@ -46,7 +46,7 @@ final class RoomSpeakerTests: XCTestCase {
         var e = talk(&room, [5: 10], from: 0, to: 300)
         XCTAssertEqual(room.activeSpeakers, [5])
         XCTAssertEqual(speakerEvents(e), [[5]])
-        XCTAssertEqual(sends(e, named: "active_speakers").first?.1, [1, 2, 3, 4, 5, 100])
+        XCTAssertEqual(sends(e, named: "activeSpeakers").first?.1, [1, 2, 3, 4, 5, 100])
         // A filler made room: among never-heard fillers the one that joined last goes.
         XCTAssertEqual(room.forwardedSpeakers, [1, 2, 5])
         XCTAssertEqual(forwarding(e).map(\.0), [3, 5])

@@ -50,7 +50,7 @@ final class RoomStageTests: XCTestCase {
         XCTAssertEqual(room.stage(3), .handRaised)
         XCTAssertEqual(room.handQueue, [3])
         XCTAssertFalse(room.mayPublish(3))
-        XCTAssertTrue(sends(e3, named: "stage_request").isEmpty, "open rooms ask nobody")
+        XCTAssertTrue(sends(e3, named: "stageRequest").isEmpty, "open rooms ask nobody")
         XCTAssertEqual(room.onStageCount, 2)
     }
 
@@ -62,7 +62,7 @@ final class RoomStageTests: XCTestCase {
         XCTAssertEqual(room.stage(1), .onStage)
         XCTAssertEqual(updates(e).map(\.1), [.onStage])
         // Everyone sees it.
-        XCTAssertEqual(sends(e, named: "participant_updated").first?.1, [1, 2])
+        XCTAssertEqual(sends(e, named: "participantUpdated").first?.1, [1, 2])
         XCTAssertTrue(room.mayPublish(1))
     }
 
@@ -109,7 +109,7 @@ final class RoomStageTests: XCTestCase {
         e = room.must(.leave(3))
         XCTAssertEqual(room.stage(4), .onStage)
         XCTAssertEqual(room.handQueue, [])
-        XCTAssertEqual(sends(e, named: "participant_left").first?.1, [1, 2, 4])
+        XCTAssertEqual(sends(e, named: "participantLeft").first?.1, [1, 2, 4])
     }
 
     func testLowerHand() {
@@ -162,7 +162,7 @@ final class RoomStageTests: XCTestCase {
         XCTAssertFalse(room.mayPublish(1))
         XCTAssertEqual(room.forwardedSpeakers, [])
         XCTAssertEqual(forwarding(e).map(\.1), [false])
-        let update = sends(e, named: "participant_updated")
+        let update = sends(e, named: "participantUpdated")
         XCTAssertEqual(update.count, 1)
         XCTAssertEqual(update.first?.1, [1, 2])
         // Muting again changes nothing and says nothing.

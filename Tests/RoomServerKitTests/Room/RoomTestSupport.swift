@@ -76,12 +76,19 @@ func events(_ effects: [RoomEffect], for id: RoomParticipantID) -> [RoomEvent] {
     }
 }
 
-/// Every send of an event named `name`, with its recipients.
+/// Every send of an event whose case is `name` (`participantLeft`), with its recipients.
 func sends(_ effects: [RoomEffect], named name: String) -> [(RoomEvent, [RoomParticipantID])] {
     effects.compactMap {
-        if case .send(let event, let to) = $0, event.name == name { return (event, to) }
+        if case .send(let event, let to) = $0, caseName(event) == name { return (event, to) }
         return nil
     }
+}
+
+/// An event's case, as tests and their messages name it: `participantLeft` for
+/// `.participantLeft(2, reason: .timeout)`. (The wire names are the server's business:
+/// RoomServerEffects maps events onto messages.)
+func caseName(_ event: RoomEvent) -> String {
+    String("\(event)".prefix { $0 != "(" })
 }
 
 func forwarding(_ effects: [RoomEffect]) -> [(RoomParticipantID, Bool)] {
