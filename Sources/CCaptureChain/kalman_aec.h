@@ -1,7 +1,7 @@
 // roomd's acoustic echo canceller: a partitioned-block frequency-domain adaptive filter whose
 // step size comes from a diagonal Kalman model of the echo path (a per-bin, per-partition error
 // covariance), followed by a residual echo suppressor whose residual estimate is that covariance.
-// Written for roomd (docs/audio-engine.md, "Double talk"); included once, by apm_shim.cpp, so the
+// Written for roomd (docs/echo-canceller.md, "Double talk"); included once, by apm_shim.cpp, so the
 // shim stays one translation unit. Plain C++ with C-style memory: everything is allocated in
 // kaec_create, the per-block path allocates nothing.
 //
@@ -114,7 +114,7 @@ struct Params {
     // learned by as many partitions as cover it — 3 or 4 at 48 kHz, by where the echo's delay
     // falls in a block — and so is the speed of learning. The Hann windows of all partitions,
     // H apart, sum to N/(2H) within 1 %: every delay learns at the same speed, and the step
-    // per tap is grad_window/2 × the Kalman gain at any rate (docs/audio-engine.md, "Surprise").
+    // per tap is grad_window/2 × the Kalman gain at any rate (docs/echo-canceller.md, "Surprise").
     float grad_window;    // 1.75 (1.5-2 measured alike; 1.25 and below learn too slowly)
     int grad_window_from; // 1: partition 0 (alone below 10 ms) keeps its untapered update and newest_gain
 };

@@ -6,9 +6,9 @@ public enum EchoCanceller: String, Sendable, Equatable, CaseIterable {
     /// filter whose step size comes from a Kalman model of the echo path, then a residual echo
     /// suppressor driven by that model's error covariance; it runs in front of webrtc's HPF, NS,
     /// AGC and VAD (webrtc's AEC off). Keeps the room's talker while the far end speaks
-    /// (PESQ-WB 3.50 in double talk against webrtc's 1.08; docs/audio-engine.md, "Echo
-    /// cancellation and double talk"). It learns from broadband sound only, which is why
-    /// `roomctl selftest` measures echo with a noise burst rather than a sweep.
+    /// (PESQ-WB 3.50 in double talk against webrtc's 1.08; docs/echo-canceller.md). It learns
+    /// from broadband sound only, which is why `roomctl selftest` measures echo with a noise
+    /// burst rather than a sweep.
     case kalman
     /// webrtc-audio-processing 0.3's AEC (extended filter, delay-agnostic), the default before
     /// issue 9 and kept as the way back. Its non-linear processor mutes the near-end talker

@@ -44,7 +44,7 @@ final class AudioEngineTests: XCTestCase {
         }
         // roomd's canceller on this room and far end: 24.3 dB with 5 ms of playback headroom,
         // above 25 with 10 ms — its quality depends on where the echo's bulk delay falls
-        // (docs/audio-engine.md, "Surprise"); 20 dB is still 99 % of the echo's power gone.
+        // (docs/echo-canceller.md, "Surprise"); 20 dB is still 99 % of the echo's power gone.
         XCTAssertGreaterThan(results[true]!, 20, "echo reduction with AEC on (dB): \(results)")
         XCTAssertLessThan(results[false]!, 6, "without AEC the echo must stay: \(results)")
     }

@@ -212,7 +212,7 @@ final class DoubleTalkTests: XCTestCase {
     }
 
     /// How fast the canceller learns must not depend on where the echo's delay falls within a
-    /// 10 ms block (docs/audio-engine.md, "Surprise"): the filter's partitions overlap, and
+    /// 10 ms block (docs/echo-canceller.md, "Surprise"): the filter's partitions overlap, and
     /// before the tapered gradient a delay covered by four of them was learned faster than one
     /// covered by three. Straight through the APM shim (canceller only: HPF, NS, AGC, VAD off),
     /// the echo a pure delay 6 dB below the far end, −70 dBFS noise; echo reduction of what it

@@ -26,7 +26,7 @@
 # Environment:
 #   DOUBLETALK_ROOMS  subset of the room names below (default all)
 #   DOUBLETALK_ROOM_SPECS  other rooms instead of the list below, one spec per line in its format
-#                     (rooms the canceller was not tuned on: docs/audio-engine.md, "Double talk")
+#                     (rooms the canceller was not tuned on: docs/echo-canceller.md, "Double talk")
 #   DOUBLETALK_OPTS   extra roomd options for every run (e.g. "--aec-suppression low")
 #   ROOMD_ECHO_CANCELLER  the canceller measured: kalman (roomd's own, the default here) or
 #                     webrtc (roomd's shipped default until the self-test can measure kalman)
