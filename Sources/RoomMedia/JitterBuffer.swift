@@ -96,6 +96,11 @@ public final class JitterBuffer: @unchecked Sendable {
     private var emptySamples: Int64 = 0         // played (or dropped) with nothing buffered
     private var excessSince: Int64 = JitterBufferTiming.none
     private var outOfRangeRun = 0
+    /// Newest packets in a row later than the buffer may wait (outages) that did not drain
+    /// behind one another, and where that run began (arrival, relative timestamp): arriving
+    /// at real-time pace, they say the path itself got longer (`pathGotLonger`).
+    private var outageRun = 0
+    private var outageRunStart: (arrival: Int64, relative: Int64) = (0, 0)
 
     public private(set) var statistics = JitterBufferStatistics()
 
@@ -466,11 +471,14 @@ public final class JitterBuffer: @unchecked Sendable {
         if relative < arrivals.newestRelative - 4 * timing.horizon { return .outOfRange }
         let backlog = noteArrival(sequence: seq, relative: relative, arrival: arrival, newest: newest, late: true)
         let duration = given > 0 ? given : arrivals.inferredDuration
-        if newest, !backlog, emptySamples >= timing.concealLimit, slots.count == 0 {
-            // The sender paused and came back later than the old timing allows
-            // (its clock is slower, or the path got longer): start playout afresh.
+        let resumedLater = !backlog && emptySamples >= timing.concealLimit
+        if newest, slots.count == 0, resumedLater || pathGotLonger(relative: relative, arrival: arrival) {
+            // The sender paused and came back later than the old timing allows (its clock is
+            // slower, or the path got longer), or the path got longer mid-speech by more than
+            // the buffer may wait: start playout afresh on this packet.
             started = false
             delay.clearWindow()
+            outageRun = 0
             statistics.playoutRestarts += 1
             return store(sequence: seq, timestamp: timestamp, relative: relative, duration: duration,
                          told: given > 0, arrival: arrival, payload: payload, newest: newest, backlog: false)
@@ -497,14 +505,22 @@ public final class JitterBuffer: @unchecked Sendable {
     /// delay the buffer could cover (an outage), or draining right behind a late or backlog
     /// packet (arriving at more than 4× real time). Backlog does not shape the target.
     private func noteArrival(sequence seq: Int64, relative: Int64, arrival: Int64, newest: Bool, late: Bool) -> Bool {
-        var backlog = delay.isOutage(arrival - relative)
+        let outage = delay.isOutage(arrival - relative)
+        var backlog = outage
         guard newest else {
             // An older packet draining in the same burst (the queue was not quite in order).
             if arrivals.drainsInSameBurst(arrival: arrival, lastDuration: lastDuration) { backlog = true }
             if backlog { delay.forgetUndo() }
             return backlog
         }
-        if arrivals.drainsBehindNewest(relative: relative, arrival: arrival) {
+        let draining = arrivals.drainsBehindNewest(relative: relative, arrival: arrival)
+        if outage && !draining {
+            if outageRun == 0 { outageRunStart = (arrival, relative) }
+            outageRun += 1
+        } else {
+            outageRun = 0
+        }
+        if draining {
             backlog = true
             // The packet before it headed the burst: its delay was the stall's, not jitter.
             let headArrival = arrivals.newestArrival
@@ -517,6 +533,21 @@ public final class JitterBuffer: @unchecked Sendable {
         if backlog { delay.forgetUndo() }
         return backlog
     }
+
+    /// Newest packets in a row too late to wait for, arriving as fast as they were sent (the
+    /// run's arrivals spanning at least three quarters of its timestamps) for 40 ms of audio:
+    /// not a stalled queue draining (that comes faster than real time) but a path that got
+    /// longer for good — a route change. Without this every packet was dropped as late until
+    /// the delay window forgot the old path: 5 s of silence after a 300 ms step
+    /// (`testALongerPathRestartsPlayoutInsteadOfDroppingEverything`).
+    private func pathGotLonger(relative: Int64, arrival: Int64) -> Bool {
+        let sent = relative - outageRunStart.relative, arrived = arrival - outageRunStart.arrival
+        return outageRun >= 2 && sent >= Self.pathChangeEvidenceMs * timing.samplesPerMs && arrived * 4 >= sent * 3
+    }
+
+    /// How much audio arriving steadily too late makes a new path (a few packets; a glitch
+    /// this long either way is what a route change costs).
+    static let pathChangeEvidenceMs: Int64 = 40
 
     private func store(
         sequence seq: Int64, timestamp: UInt32, relative: Int64, duration: Int64, told: Bool, arrival: Int64,

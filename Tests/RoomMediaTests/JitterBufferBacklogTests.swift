@@ -66,6 +66,37 @@ final class JitterBufferBacklogTests: XCTestCase {
         }
     }
 
+    /// The path gets longer for good (a route change; roomproxy's `--delay-ms` mid-call in
+    /// `CallQualityWarningTests`): from one packet on, every packet arrives 300 ms later than
+    /// before, at the same pace. That is more than the buffer may wait (200 ms), so each is an
+    /// outage — and until the delay window forgot the old path (5 s) every packet was dropped as
+    /// late: 5 s of silence. Outages arriving at real-time pace are a new path: playout starts
+    /// afresh on it. A stalled queue draining faster than real time still is backlog.
+    func testALongerPathRestartsPlayoutInsteadOfDroppingEverything() {
+        for (step, frameSamples) in [(Int64(300), 480), (Int64(250), 960), (Int64(1000), 480)] {
+            var rng = SplitMix64(seed: 17)
+            var stream = MediaStreamBuilder(frames: 8000 * 48 / frameSamples)
+            stream.frameSamples = frameSamples
+            stream.jitter = { _, rng in Int64(rng.unit() * 2 * 48) }
+            let stepAt: Int64 = 4000 * ms
+            var packets = stream.build(rng: &rng)
+            for i in packets.indices where packets[i].arrival - stream.baseDelay >= stepAt { packets[i].arrival += step * ms }
+            packets = sortByArrival(packets)
+            let jb = JitterBuffer()
+            let log = runPlayout(jb, packets: packets, end: packets.last!.arrival + 300 * ms)
+            let what = "\(step) ms longer path, \(frameSamples / 48) ms packets"
+            // Every packet that arrived 200 ms after the first one on the new path plays.
+            let firstLonger = packets.filter { $0.arrival - stream.baseDelay - step * ms >= stepAt }.map(\.arrival).min()!
+            let fresh = packets.filter { $0.arrival >= firstLonger + 200 * ms }
+            let unplayed = fresh.filter { log.decodeTime[$0.frame] == nil }.count
+            print("path change: \(what): \(unplayed) of \(fresh.count) later packets unplayed; late \(jb.statistics.late), "
+                  + "restarts \(jb.statistics.playoutRestarts), backlog \(jb.statistics.backlog)")
+            XCTAssertEqual(unplayed, 0, what)
+            XCTAssertLessThanOrEqual(jb.statistics.late, 200 / (frameSamples / 48), "at most 200 ms of packets late; \(what)")
+            XCTAssertEqual(jb.statistics.playoutRestarts, 1, what)
+        }
+    }
+
     func testBacklogOf20msPacketsAfterStallIsShed() {
         let stallFrom: Int64 = 4000 * ms, release = stallFrom + 2000 * ms
         let packets = stalledStream(frames: 600, stallFrom: stallFrom, stall: 2000 * ms, durations: [960])
