@@ -20,9 +20,12 @@ final class Appliance {
     var panel: Panel?
     var ring: TalkerRing?
     let selfTest: SelfTestRunner
+    /// The call-quality warnings (ticked once a second by the daemon).
+    let quality: QualityMonitor
 
     init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink, selfTestArray: SelfTestArrayGeometry? = nil) {
         selfTest = SelfTestRunner(engine: engine, loop: loop, array: selfTestArray)
+        quality = QualityMonitor(engine: engine, room: room)
         self.loop = loop
         self.engine = engine
         self.settings = settings

@@ -166,6 +166,8 @@ final class ControlBridge {
         // dereverberation the room gets (absent without the array).
         if let beam = engine.stats.beamAzimuthDegrees { o["beam_azimuth_deg"] = .double(beam) }
         if let r = engine.stats.reverberance { o["reverberance"] = .double(r) }
+        // The call-quality warnings raised now (empty: none; docs/control-api.md, "Call quality").
+        o["quality_warnings"] = .array(appliance.quality.active.map { .string($0.rawValue) })
         guard let session else {
             o["connection"] = .string("idle")
             o["joined"] = .bool(false)
@@ -310,6 +312,14 @@ final class ControlBridge {
     /// widened printed as -69.9000015258789.
     static func tenths(_ level: Float) -> JSONValue {
         .double((Double(max(level, -120)) * 10).rounded() / 10)
+    }
+
+    /// A call-quality warning raised or cleared → a `quality` event.
+    func forward(_ change: QualityChange) {
+        guard let server else { return }
+        var f: [String: JSONValue] = ["warning": .string(change.warning.rawValue), "raised": .bool(change.raised)]
+        if let value = change.value { f["value"] = .double((value * 10).rounded() / 10) }
+        server.broadcast(event: "quality", f)
     }
 
     /// Audio device exceptions → `device` events.

@@ -188,8 +188,18 @@ public struct Daemon {
                 Log.warning("\(boardFile): ring: \(error); running without the LED ring")
             }
         }
+        appliance.quality.onChange = { [unowned appliance] change in
+            let value = change.value.map { " (\(fixedDecimalText($0, 1)))" } ?? ""
+            if change.raised {
+                Log.warning("call quality: \(change.warning.rawValue)\(value)")
+            } else {
+                Log.notice("call quality: \(change.warning.rawValue) cleared\(value)")
+            }
+            appliance.control?.forward(change)
+        }
         appliance.room.onEvent = { [unowned appliance] event in
             RoomEventLog.log(event)
+            appliance.quality.note(event)
             appliance.control?.forward(event)
             appliance.panel?.refresh()
             appliance.noteMuteState()
@@ -200,7 +210,7 @@ public struct Daemon {
     /// audio and prints the summary. Returns the exit code.
     private func serve(_ appliance: Appliance, recorder: WAVRecorder?, farEnd: FarEndFeeder?, joining: Bool) -> Int32 {
         let loop = appliance.loop, engine = appliance.engine, room = appliance.room
-        let reporter = StatusReporter(json: options.json, engine: engine, room: room)
+        let reporter = StatusReporter(json: options.json, engine: engine, room: room, quality: appliance.quality)
         var recordingFailed = false
         let started = monotonicNanoseconds()
         func elapsed() -> Double { Double(monotonicNanoseconds() - started) / 1e9 }
@@ -223,12 +233,15 @@ public struct Daemon {
         // it does (scheduling and the timer heap; docs/benchmarks.md, "The event loop's share"),
         // and nothing here needs to be sooner: the rings it drains and fills hold over a second,
         // the levels roomctl shows and systemd's STATUS are for people.
+        var ticks = 0
         timers.append(loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) { [self] in
             drainEvents(engine, control: appliance.control)
             drainRecording(engine, into: recorder, failed: &recordingFailed)
             farEnd?.topUp()
             health.sample()
             appliance.control?.publishLevels()
+            ticks += 1
+            if ticks % 10 == 0 { appliance.quality.tick() }
         })
         if options.statsInterval > 0 {
             let interval = Duration.milliseconds(Int64(options.statsInterval * 1000))

@@ -10,6 +10,7 @@ final class StatusReporter {
     private let json: Bool
     private let engine: AudioEngine
     private let room: RoomLink
+    private let quality: QualityMonitor
     private var session: (any RoomBackend)? { room.session }
     private var last: EngineSnapshot
     private var lastCPU: UInt64
@@ -25,8 +26,9 @@ final class StatusReporter {
     private var settledEchoBase: EngineSnapshot?
     static let settledFarEndPeriods = 500
 
-    init(json: Bool, engine: AudioEngine, room: RoomLink) {
+    init(json: Bool, engine: AudioEngine, room: RoomLink, quality: QualityMonitor) {
         self.json = json
+        self.quality = quality
         self.engine = engine
         self.room = room
         last = engine.stats.snapshot()
@@ -79,6 +81,7 @@ final class StatusReporter {
                 ("talker_locked", talker?.locked == true ? "true" : "false"),
                 ("beam_azimuth_deg", engine.stats.beamAzimuthDegrees.map { fixedDecimalText($0, 1) } ?? "null"),
                 ("reverberance", engine.stats.reverberance.map { fixedDecimalText($0, 3) } ?? "null"),
+                ("quality_warnings", "[" + quality.active.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"),
             ]
             if let session {
                 let st = session.statistics

@@ -39,6 +39,7 @@ extension AudioLoop {
         stats.playbackLevelBits.store(playbackMeter.smoothedDBFS.bitPattern, ordering: .relaxed)
         stats.voiceActive.store(voice, ordering: .relaxed)
         if voice { stats.voicePeriods.wrappingAdd(1, ordering: .relaxed) }
+        if micsAreConstant() { stats.constantInputBlocks.wrappingAdd(1, ordering: .relaxed) }
 
         if playbackMeter.lastRMSDBFS > config.farEndActiveThresholdDBFS {
             var e0 = 0.0, e1 = 0.0
@@ -63,6 +64,18 @@ extension AudioLoop {
         if testing { selfTest.record(cleanedPeriod: cleaned) }
         // During a self-test nothing is sent: the room must not hear the sweep's residue.
         encodeCleaned(voice: voice, send: !testing)
+    }
+
+    /// Whether every microphone's block holds one value throughout (an unplugged array reads
+    /// zeros, a dead codec a stuck value). Stops at the first sample that differs, so a live
+    /// block costs a few comparisons.
+    private func micsAreConstant() -> Bool {
+        for m in 0..<micCount {
+            let channel = mics + m * block
+            let first = channel[0]
+            for i in 1..<block where channel[i] != first { return false }
+        }
+        return true
     }
 
     /// Below this double-talk factor roomd's canceller says someone in the room talks over the

@@ -44,6 +44,24 @@ extension AudioLoop {
         applyStreamGains()
         mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
                   into: UnsafeMutableBufferPointer(start: speaker, count: period))
+        countSilentRemoteAudio()
+    }
+
+    /// Counts the periods remote streams played in, and those in which all they decoded was
+    /// silence (below one 16-bit step): packets of nothing from the far end
+    /// (`constant_output_level`; judged off the audio thread). Read from the streams' slots,
+    /// before the volume, so a speaker turned down is not the far end's silence.
+    private func countSilentRemoteAudio() {
+        var playing = false, silent = true
+        let step = 1 / Float(SampleConversion.outputScale)
+        for i in 0..<MixerSlot.remoteCount {
+            guard let slot = slotPointers[MixerSlot.firstRemote + i] else { continue }
+            playing = true
+            if silent { for j in 0..<period where abs(slot[j]) >= step { silent = false; break } }
+        }
+        guard playing else { return }
+        stats.remoteAudioPeriods.wrappingAdd(1, ordering: .relaxed)
+        if silent { stats.silentRemoteAudioPeriods.wrappingAdd(1, ordering: .relaxed) }
     }
 
     /// Per-sender volumes into the mixer's remote slots, looked up only when a volume was set or

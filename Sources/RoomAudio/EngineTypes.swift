@@ -201,6 +201,15 @@ public final class EngineStats: Sendable {
     public let deviceLosses = Atomic<Int>(0)
     public let driftCorrections = Atomic<Int>(0)
     public let voicePeriods = Atomic<Int>(0)
+    /// Blocks in which every microphone gave one sample value throughout: nothing a room makes
+    /// (its noise moves the low bits), but an unplugged array or a dead capture path does
+    /// (`constant_input_level`, docs/control-api.md).
+    public let constantInputBlocks = Atomic<Int>(0)
+    /// Periods in which remote streams played, and of those the ones in which all they decoded
+    /// was silence (below one 16-bit step, before the volume): the far end sends packets of
+    /// nothing (`constant_output_level`).
+    public let remoteAudioPeriods = Atomic<Int>(0)
+    public let silentRemoteAudioPeriods = Atomic<Int>(0)
     public let voiceActive = Atomic<Bool>(false)
     public let packetsEncoded = Atomic<Int>(0)
     /// The `OpusLayer` raw value of the last packet coded (-1: none yet): whether a clean

@@ -37,7 +37,9 @@ public struct RoomSessionConfiguration: Sendable {
     public var pingInterval: Duration
     /// Nothing received for this long → the connection is dead, reconnect (protocol: 15 s).
     public var silenceTimeout: Duration
-    /// Binding datagram period once the media path answered (protocol: 5 s).
+    /// Binding datagram period once the media path answered (protocol: 2 s). Each answer is a
+    /// round-trip measurement, and the call-quality warning for a long round trip must come
+    /// within 5 s of it (two samples, docs/control-api.md, "Call quality").
     public var bindingInterval: Duration
     /// Until the first answer, binding datagrams are retried after `bindingRetryFirst`, then at
     /// twice the previous wait up to `bindingRetryInterval`: the server drops a participant's
@@ -69,7 +71,7 @@ public struct RoomSessionConfiguration: Sendable {
         backoff: RoomBackoff = RoomBackoff(), failureThreshold: Int = 3, failureTimeout: Duration = .seconds(30),
         handshakeTimeout: Duration = .seconds(10),
         pingInterval: Duration = .seconds(5), silenceTimeout: Duration = .seconds(15),
-        bindingInterval: Duration = .seconds(5), bindingRetryFirst: Duration = .milliseconds(20),
+        bindingInterval: Duration = .seconds(2), bindingRetryFirst: Duration = .milliseconds(20),
         bindingRetryInterval: Duration = .seconds(1),
         mediaSilenceTimeout: Duration = .seconds(15),
         rejoinAfterRoomClosed: Bool = true, leaveTimeout: Duration = .seconds(2),

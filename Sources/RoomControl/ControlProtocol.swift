@@ -194,6 +194,7 @@ public enum ControlEventName {
         "media_path",          // {up}
         "device",              // {kind, device?, message}: audio device exceptions
         "talker",              // {azimuth_deg}: the array found a talker in a new direction
+        "quality",             // {warning, raised, value?}: a call-quality warning raised or cleared
         "config",              // {what, by}: configuration changed (profile, volume, log level, reload)
         "levels",              // {mic_dbfs, speaker_dbfs, ...}: only with "levels": true
     ]

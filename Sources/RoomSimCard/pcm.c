@@ -49,6 +49,7 @@ typedef struct rs_pcm {
     float noise_amp;          /* in int16 units; 0 = off */
     int in_shaped;            /* mono input with per-mic delays/gains (input_mic_*) */
     int input_on;             /* the room's `input on|off`, read at each pointer update */
+    int mics_on;              /* the room's `mics on|off`, likewise */
     int64_t in_delay[ROOMSIM_MAX_CAPTURE_CHANNELS]; /* in samples of the stream's rate */
     float in_gain[ROOMSIM_MAX_CAPTURE_CHANNELS];
 
@@ -153,6 +154,7 @@ static int rs_start(snd_pcm_ioplug_t *io)
     double skew;
     rs_room_poll_faults(p->room, p->stream, now, &xrun, &skew);
     p->input_on = rs_room_input_on(p->room);
+    p->mics_on = rs_room_mics_on(p->room);
     set_clock(p, now, 0.0, skew);
     p->running = 1;
     if (p->first_start_ns == 0)
@@ -195,6 +197,7 @@ static snd_pcm_sframes_t rs_pointer(snd_pcm_ioplug_t *io)
         return (snd_pcm_sframes_t)io->hw_ptr;
     }
     p->input_on = rs_room_input_on(p->room);
+    p->mics_on = rs_room_mics_on(p->room);
     if (skew != p->skew_ppm) { /* control file: rebase the clock at now */
         set_clock(p, now, rs_clock_pos(&p->clock, (double)now), skew);
         if (p->stream == RS_PLAYBACK)
@@ -358,6 +361,9 @@ static snd_pcm_sframes_t capture_transfer(rs_pcm *p, const snd_pcm_channel_area_
             add_noise(acc, ch, n, p->input_base + j0 + done, p->cfg->noise_seed, p->noise_amp);
         /* the echo of the speaker */
         rs_room_capture_echo(p->room, &p->clock, j0 + done, n, ch, acc);
+        /* `mics off`: an unplugged array reads zeros, whatever the room sounds like */
+        for (size_t i = 0; i < n * ch && !p->mics_on; i++)
+            acc[i] = 0.0f;
 
         /* Per channel, the format chosen once and the address stepped: the sample formats
          * this card offers (S16, FLOAT) sit on whole bytes, so `step` bits are step/8 bytes. */

@@ -51,6 +51,7 @@ struct rs_room {
     int pending_xrun[2];
     double skew_ppm[2];
     int input_off;            /* control file `input off`: the talker at the mics stops */
+    int mics_off;             /* control file `mics off`: the array is unplugged (all zeros) */
     int64_t stalled_from_ns, stalled_until_ns; /* control file `stall <ms>`: the clock stops */
     unsigned stalls;
     int64_t next_control_ns;
@@ -208,6 +209,8 @@ static void run_command_locked(rs_room *r, char *line, int64_t now)
         r->stalls++;
     } else if (!strcmp(words[0], "input") && n == 2 && (!strcmp(words[1], "off") || !strcmp(words[1], "on"))) {
         r->input_off = !strcmp(words[1], "off");
+    } else if (!strcmp(words[0], "mics") && n == 2 && (!strcmp(words[1], "off") || !strcmp(words[1], "on"))) {
+        r->mics_off = !strcmp(words[1], "off");
     } else if (!strcmp(words[0], "skew") && (n == 2 || n == 3)) {
         mask = 1 << RS_CAPTURE;
         if (n == 3 && !stream_word(words[1], &mask))
@@ -226,7 +229,7 @@ static void run_command_locked(rs_room *r, char *line, int64_t now)
     return;
 bad:
     rs_log("%s: unknown control command '%s%s%s' (expected: xrun [capture|playback|both], "
-           "lose <ms>, stall <ms>, skew [capture|playback] <ppm>, input off|on)",
+           "lose <ms>, stall <ms>, skew [capture|playback] <ppm>, input off|on, mics off|on)",
            r->cfg.control, words[0], n > 1 ? " " : "", n > 1 ? words[1] : "");
 }
 
@@ -278,6 +281,14 @@ int rs_room_input_on(rs_room *r)
 {
     pthread_mutex_lock(&r->lock);
     int on = !r->input_off;
+    pthread_mutex_unlock(&r->lock);
+    return on;
+}
+
+int rs_room_mics_on(rs_room *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int on = !r->mics_off;
     pthread_mutex_unlock(&r->lock);
     return on;
 }

@@ -508,6 +508,26 @@ final class SimCardTests: XCTestCase {
         XCTAssertEqual(room.statusLine("faults")["control_commands"], "2")
     }
 
+    /// `mics off` unplugs the array: zeros at every mic, the noise floor and the echo included;
+    /// `mics on` brings them back.
+    func testControlFileUnplugsTheMics() throws {
+        let room = Room("input = none\nnoise_dbfs = -50\ncontrol = control")
+        let pcm = try PCM(SND_PCM_STREAM_CAPTURE, channels: 4)
+        defer { pcm.close() }
+        var buf = [Int16](repeating: 0, count: 480 * 4)
+        var zeroReads = 0, noisyReadsAfter = 0
+        for i in 0..<60 {
+            if i == 10 { writeFile(room.control, Array("mics off\n".utf8)) }
+            if i == 35 { writeFile(room.control, Array("mics on\n".utf8)) }
+            XCTAssertEqual(pcm.read(&buf, frames: 480), 480)
+            if buf.allSatisfy({ $0 == 0 }) { zeroReads += 1 }
+            if i >= 40 && Set(buf).count > 10 { noisyReadsAfter += 1 }
+        }
+        XCTAssertGreaterThan(zeroReads, 15, "all zeros while unplugged")
+        XCTAssertEqual(noisyReadsAfter, 20, "the room's noise is back after `mics on`")
+        XCTAssertEqual(room.statusLine("faults")["control_commands"], "2")
+    }
+
     // MARK: 5. device loss
 
     /// What one run of the device-loss scenario saw; judged after the run.

@@ -299,6 +299,9 @@ int rs_room_poll_faults(rs_room *room, int stream, int64_t now, int *xrun, doubl
 int rs_room_is_lost(rs_room *room, int64_t now);
 /* 0 after the control command `input off` (the talker at the mics is silent), else 1. */
 int rs_room_input_on(rs_room *room);
+/* 0 after the control command `mics off` (the array unplugged: every mic reads digital zero,
+ * talker, echo and noise alike), else 1. */
+int rs_room_mics_on(rs_room *room);
 /* The time the card's clock shows at `now`: `now`, except during a `stall` (control file), when
  * it stays at the moment the stall began, so the hw pointers stop; afterwards it jumps on. */
 int64_t rs_room_clock_time(rs_room *room, int64_t now);

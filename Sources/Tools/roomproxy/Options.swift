@@ -32,20 +32,30 @@ struct ProxyOptions {
     var maxHoldMs = 50.0
     var flowIdleSeconds = 30.0
     var logLevel = LogLevel.notice
+    /// A file whose line (impairment options, as on the command line) replaces the impairment
+    /// while the proxy runs; read and removed when it appears.
+    var controlPath: String?
 
     func impairment(_ d: Direction) -> Impairment { directions.contains(d) ? impairment : .none }
 
-    /// The command line: parsing and `--help` both come from this table.
-    static let options: [CommandOption] = [
-        CommandOption("--listen", "HOST", help: "address to listen on (default 127.0.0.2; all of 127/8 is loopback)"),
-        CommandOption("--server", "HOST:PORT", help: "roomserver's signalling address (numeric)"),
-        CommandOption("--media-port", "PORT", help: "roomserver's UDP media port (on the server's host)"),
+    /// The options that say what happens to the datagrams: on the command line, and in a
+    /// `--control` file's line at run time.
+    static let impairmentOptions: [CommandOption] = [
         CommandOption("--loss", "PCT", help: "drop each datagram with probability PCT % (default 0)"),
         CommandOption("--jitter-ms", "MS", help: "add a uniform random 0 … 2×MS ms to each datagram's delay, i.e.\n±MS around the mean (default 0); reorders when delays differ"),
         CommandOption("--delay-ms", "MS", help: "fixed base delay added to every datagram (default 0)"),
         CommandOption("--reorder", "PCT", help: "hold a datagram with probability PCT % and send it after the\nnext one of its flow and direction (an adjacent swap; default 0)"),
         CommandOption("--duplicate", "PCT", help: "send a datagram twice with probability PCT %; the copy gets its\nown delay (default 0)"),
         CommandOption("--direction", "D", help: "up (client → server), down (server → client) or both (default)"),
+    ]
+
+    /// The command line: parsing and `--help` both come from this table.
+    static let options: [CommandOption] = [
+        CommandOption("--listen", "HOST", help: "address to listen on (default 127.0.0.2; all of 127/8 is loopback)"),
+        CommandOption("--server", "HOST:PORT", help: "roomserver's signalling address (numeric)"),
+        CommandOption("--media-port", "PORT", help: "roomserver's UDP media port (on the server's host)"),
+    ] + impairmentOptions + [
+        CommandOption("--control", "FILE", help: "while running, when FILE appears: read its line of impairment\noptions (--loss 8 --delay-ms 150; empty: none), which replace\nthe impairment, and remove it (write it with mv: atomically)"),
         CommandOption("--seed", "N", help: "seed of the random decisions (default: from the clock; printed)"),
         CommandOption("--stats", "SECONDS", help: "print the counters as a JSON line every SECONDS (default: only\non SIGINT/SIGTERM)"),
         CommandOption("--max-hold-ms", "MS", help: "longest a --reorder hold waits for a next datagram (default 50)"),
@@ -79,10 +89,6 @@ struct ProxyOptions {
     /// The parsed options as settings; a value out of range is a usage error naming the option.
     private static func settings(_ parsed: ParsedCommandLine) throws(CommandLineUsageError) -> ProxyOptions {
         var o = ProxyOptions()
-        func number(_ v: String, _ name: String, _ range: ClosedRange<Double>, _ what: String) throws(CommandLineUsageError) -> Double {
-            guard let d = Double(v), d.isFinite, range.contains(d) else { throw CommandLineUsageError("\(name) needs \(what)") }
-            return d
-        }
         for (name, value) in parsed.options {
             let v = value ?? ""
             switch name {
@@ -94,19 +100,10 @@ struct ProxyOptions {
             case "--media-port":
                 guard let p = UInt16(v), p > 0 else { throw CommandLineUsageError("--media-port needs a port 1-65535") }
                 o.mediaPort = p
-            case "--loss": o.impairment.lossPct = try number(v, name, 0 ... 100, "a percentage 0-100")
-            case "--reorder": o.impairment.reorderPct = try number(v, name, 0 ... 100, "a percentage 0-100")
-            case "--duplicate": o.impairment.duplicatePct = try number(v, name, 0 ... 100, "a percentage 0-100")
-            case "--jitter-ms": o.impairment.jitterMs = try number(v, name, 0 ... 10_000, "0-10000 ms")
-            case "--delay-ms": o.impairment.baseDelayMs = try number(v, name, 0 ... 10_000, "0-10000 ms")
+            case "--loss", "--reorder", "--duplicate", "--jitter-ms", "--delay-ms", "--direction":
+                try applyImpairment(name, v, to: &o.impairment, directions: &o.directions)
             case "--max-hold-ms": o.maxHoldMs = try number(v, name, 1 ... 10_000, "1-10000 ms")
-            case "--direction":
-                switch v {
-                case "up": o.directions = [.up]
-                case "down": o.directions = [.down]
-                case "both": o.directions = [.up, .down]
-                default: throw CommandLineUsageError("--direction is up, down or both")
-                }
+            case "--control": o.controlPath = v
             case "--seed":
                 guard let seed = UInt64(v) else { throw CommandLineUsageError("--seed needs a non-negative integer") }
                 o.seed = seed
@@ -118,7 +115,44 @@ struct ProxyOptions {
             }
         }
         guard o.server != nil else { throw CommandLineUsageError("--server HOST:PORT is required") }
+        if o.controlPath?.isEmpty == true { throw CommandLineUsageError("--control needs a file name") }
         guard o.mediaPort != nil else { throw CommandLineUsageError("--media-port PORT is required") }
         return o
+    }
+
+    private static func number(_ v: String, _ name: String, _ range: ClosedRange<Double>, _ what: String) throws(CommandLineUsageError) -> Double {
+        guard let d = Double(v), d.isFinite, range.contains(d) else { throw CommandLineUsageError("\(name) needs \(what)") }
+        return d
+    }
+
+    /// One impairment option into `impairment` and `directions`.
+    private static func applyImpairment(_ name: String, _ v: String, to im: inout Impairment,
+                                        directions: inout Set<Direction>) throws(CommandLineUsageError) {
+        switch name {
+        case "--loss": im.lossPct = try number(v, name, 0 ... 100, "a percentage 0-100")
+        case "--reorder": im.reorderPct = try number(v, name, 0 ... 100, "a percentage 0-100")
+        case "--duplicate": im.duplicatePct = try number(v, name, 0 ... 100, "a percentage 0-100")
+        case "--jitter-ms": im.jitterMs = try number(v, name, 0 ... 10_000, "0-10000 ms")
+        case "--delay-ms": im.baseDelayMs = try number(v, name, 0 ... 10_000, "0-10000 ms")
+        case "--direction":
+            switch v {
+            case "up": directions = [.up]
+            case "down": directions = [.down]
+            case "both": directions = [.up, .down]
+            default: throw CommandLineUsageError("--direction is up, down or both")
+            }
+        default: break
+        }
+    }
+
+    /// A `--control` file's line: the impairment it sets (options not given are 0) and the
+    /// directions (`--direction`, else those the proxy started with).
+    static func controlImpairment(_ line: String, directions start: Set<Direction>)
+        throws(CommandLineUsageError) -> (Impairment, Set<Direction>) {
+        let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }).map(String.init)
+        let parsed = try CommandLineParser.parse(words, options: impairmentOptions)
+        var im = Impairment(), directions = start
+        for (name, value) in parsed.options { try applyImpairment(name, value ?? "", to: &im, directions: &directions) }
+        return (im, directions)
     }
 }

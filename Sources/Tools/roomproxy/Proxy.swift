@@ -102,7 +102,7 @@ final class Proxy {
 
     private var counters = [DirectionCounters(), DirectionCounters()]
     private var rng: [SplitMix64]
-    private let impairments: [Impairment]
+    private var impairments: [Impairment]
     private var queue: DelayQueue
     private var armedDeadline: UInt64 = .max
     private var armedTimer: EventLoop.TimerID?
@@ -154,6 +154,13 @@ final class Proxy {
         loop.schedule(after: .seconds(5), repeating: .seconds(5)) { [weak self] in self?.expireFlows() }
         Log.notice("roomproxy: signalling \(listenTCP) → \(serverSignalling), media \(listenUDP) → \(serverMedia); "
                    + "up: \(describe(impairments[0])), down: \(describe(impairments[1])); seed \(seed)")
+    }
+
+    /// Replaces the impairment at run time (`--control`): datagrams already held keep their
+    /// times, the next ones get the new treatment.
+    func setImpairment(_ im: Impairment, directions: Set<Direction>) {
+        impairments = Direction.allCases.map { directions.contains($0) ? im : .none }
+        Log.notice("roomproxy: now up: \(describe(impairments[0])), down: \(describe(impairments[1]))")
     }
 
     private func describe(_ im: Impairment) -> String {

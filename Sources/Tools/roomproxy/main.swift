@@ -21,6 +21,21 @@ do {
         loop.stop()
     }
     try proxy.start()
+    if let path = options.controlPath {
+        // Ten times a second, like the simulated card's control file: a test changes the
+        // network mid-call and sees the effect within 0.1 s.
+        loop.schedule(after: .milliseconds(100), repeating: .milliseconds(100)) {
+            guard Files.exists(path) else { return }
+            do {
+                let line = try Files.readText(path)
+                try? Files.remove(path)
+                let (impairment, directions) = try ProxyOptions.controlImpairment(line, directions: options.directions)
+                proxy.setImpairment(impairment, directions: directions)
+            } catch {
+                Log.warning("roomproxy: \(path): \(error); the impairment is unchanged")
+            }
+        }
+    }
     if options.statsInterval > 0 {
         let every = Duration.nanoseconds(Int64(options.statsInterval * 1e9))
         loop.schedule(after: every, repeating: every) { printLine(proxy.statsJSON(final: false)) }
