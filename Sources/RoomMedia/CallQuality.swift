@@ -69,8 +69,9 @@ public struct QualityChange: Sendable, Equatable {
 /// number of consecutive seconds over the first to raise and under the second to clear.
 ///
 /// Why these numbers: the requirement is a warning within 5 s of 8 % loss, 300 ms of round
-/// trip or a dead microphone, gone after it ends; 2 s over the line raises it 2-3 s in, 5 s
-/// under clears it without flicker. The lines themselves:
+/// trip or a dead microphone, gone after it ends; 2 s over the line raises it 2-3 s in (the
+/// round trip: its first measurement over the line, which comes within 2 s), 5 s under clears
+/// it without flicker. The lines themselves:
 /// - RTT 250 ms: ITU-T G.114 puts the mouth-to-ear delay conversation tolerates well at
 ///   150 ms one way; half of a 250 ms round trip plus the appliance's own 30 ms and a jitter
 ///   buffer's 20-40 ms is past it. Cleared under 200 ms.
@@ -109,7 +110,9 @@ public struct QualityWatch: Sendable {
     }
 
     public static let defaultRules: [QualityWarning: Rule] = [
-        .highRTT: .above(250, clearBelow: 200),
+        // One second over the line is enough here: a round trip is measured every 2 s and held
+        // between measurements, so a second second would be the same measurement again.
+        .highRTT: .above(250, clearBelow: 200, raiseAfter: 1),
         .highJitter: .above(30, clearBelow: 20),
         .highLoss: .above(3, clearBelow: 1),
         .lowMOS: .below(3.5, clearAbove: 3.7),

@@ -4,8 +4,8 @@ import XCTest
 
 /// Issue 29's call-quality warnings with real processes: roomserver, roomproxy between it and two
 /// roomd (A talks without pause, in the music profile: no DTX; B listens), and the network and
-/// the microphones made bad mid-call — 8 % loss on the way down, a 300 ms round trip, B's array
-/// unplugged, A's array unplugged (the proxy's and the simulated cards' control files). Each warning must show in B's status within 5 s of the
+/// the microphones made bad mid-call — 8 % loss on the way down, a 300 ms round trip, ±60 ms of
+/// jitter, B's array unplugged, A's array unplugged (the proxy's and the simulated cards' control files). Each warning must show in B's status within 5 s of the
 /// fault and leave after it ends.
 final class CallQualityWarningTests: ProcessTestCase {
     /// The requirement: a warning within 5 s of the fault.
@@ -121,6 +121,9 @@ final class CallQualityWarningTests: ProcessTestCase {
               start: { control(proxyControl, "--loss 8 --direction down") }, end: { control(proxyControl, "") })
         phase("150 ms each way (300 ms round trip)", "high_rtt",
               start: { control(proxyControl, "--delay-ms 150") }, end: { control(proxyControl, "") })
+        // Uniform 0-120 ms of extra delay each way: RFC 3550 jitter about a third of the spread.
+        phase("±60 ms of jitter each way", "high_jitter",
+              start: { control(proxyControl, "--jitter-ms 60") }, end: { control(proxyControl, "") })
         phase("B's array unplugged", "constant_input_level",
               start: { control(cardControl, "mics off") }, end: { control(cardControl, "mics on") })
         // A sends music-profile packets (no DTX): unplugged, it sends packets of silence, which B
