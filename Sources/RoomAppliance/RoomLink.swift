@@ -53,7 +53,7 @@ final class RoomLink {
             // Loopback: this appliance is its own listener, its jitter buffer the report.
             lossTimer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
                 guard let self else { return }
-                let worst = self.lossWindow.next(engine.streamStatistics.rows()).map(\.permille).max()
+                let worst = self.lossWindow.next(engine.streamStatistics.rows().filter { $0.leg == .room }).map(\.permille).max()
                 if let worst { engine.lossFeedback.report(lostPermille: worst) }
             }
             return
@@ -215,21 +215,21 @@ final class RoomLink {
             streamsByParticipant = [:]
             for p in info.participants where p.id != info.participantID { note(p) }
             let present = Set(streamsByParticipant.values)
-            for row in engine.streamStatistics.rows() where !present.contains(row.ssrc) { engine.releaseStream(ssrc: row.ssrc) }
+            for row in engine.streamStatistics.rows() where row.leg == .room && !present.contains(row.ssrc) { engine.releaseStream(ssrc: row.ssrc) }
         case .participantJoined(let p), .participantUpdated(let p):
             note(p)
         case .participantLeft(let id, _, let p):
             if let ssrc = streamsByParticipant.removeValue(forKey: id) ?? p?.ssrc { engine.releaseStream(ssrc: ssrc) }
         case .stateChanged(.disconnected):
             streamsByParticipant = [:]
-            for row in engine.streamStatistics.rows() { engine.releaseStream(ssrc: row.ssrc) }
+            for row in engine.streamStatistics.rows() where row.leg == .room { engine.releaseStream(ssrc: row.ssrc) }
         default:
             break
         }
     }
 
     private func reportLoss() {
-        let streams = lossWindow.next(engine.streamStatistics.rows())
+        let streams = lossWindow.next(engine.streamStatistics.rows().filter { $0.leg == .room })
         guard let session, !streams.isEmpty else { return }
         session.reportLoss(ssrcs: streams.map(\.ssrc), lostPermille: streams.map { UInt16($0.permille) })
     }

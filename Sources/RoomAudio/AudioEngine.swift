@@ -48,10 +48,13 @@ public final class AudioEngine: @unchecked Sendable {
     public var outgoingSignal: EventSignal?
     /// Received frames (network thread → audio thread), drained every period.
     public let incomingMedia = SPSCRing<MediaPacket>(capacity: 256)
-    /// SSRCs whose senders left the room (event loop → audio thread), drained every period
-    /// after `incomingMedia`: their jitter-buffer slots are freed and their statistics rows go.
-    /// Push with `releaseStream(ssrc:)` from the thread that feeds `incomingMedia`.
-    public let streamReleases = SPSCRing<UInt32>(capacity: 64)
+    /// Received frames of the room listened to (`MediaLeg.listen`), drained with `incomingMedia`.
+    public let listenMedia = SPSCRing<MediaPacket>(capacity: 256)
+    /// Streams whose senders left (`MediaLeg.key`: leg and SSRC; event loop → audio thread),
+    /// drained every period after the packets: their jitter-buffer slots are freed and their
+    /// statistics rows go. Push with `releaseStream(ssrc:leg:)` from the thread that feeds the
+    /// packet rings.
+    public let streamReleases = SPSCRing<UInt64>(capacity: 64)
     /// Cleaned capture as 16-bit samples, for a recorder (only when `recordProcessed`).
     public let processedAudio: SPSCRing<Int16>?
     /// Flags the daemon flips while the loop runs.
@@ -104,7 +107,7 @@ public final class AudioEngine: @unchecked Sendable {
         do {
             loop = try AudioLoop(configuration: configuration, farEnd: farEndPending, farEndFeed: farEndFeed, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
-                                 outgoing: outgoingMedia, incoming: incomingMedia, releases: streamReleases,
+                                 outgoing: outgoingMedia, incoming: incomingMedia, listening: listenMedia, releases: streamReleases,
                                  outgoingSignal: outgoingSignal,
                                  streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest,
                                  lossFeedback: lossFeedback)
@@ -150,9 +153,9 @@ public final class AudioEngine: @unchecked Sendable {
     /// SPSC ring; the single producer is the event-loop thread); false if the ring is full
     /// (the stream is then dropped from the top-level figures by idleness alone).
     @discardableResult
-    public func releaseStream(ssrc: UInt32) -> Bool {
+    public func releaseStream(ssrc: UInt32, leg: MediaLeg = .room) -> Bool {
         guard ssrc != 0 else { return false }
-        return streamReleases.push(ssrc)
+        return streamReleases.push(MediaLeg.key(leg, ssrc))
     }
 }
 

@@ -37,8 +37,12 @@ extension AudioLoop {
         }
         let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         while let received = incoming.pop() { remotes.insert(received) }
+        while let received = listening.pop() { remotes.insert(received, leg: .listen) }
         // After the packets: those that came before the release are filed, then freed with it.
-        while let departed = releases.pop() { remotes.release(departed, at: now) }
+        while let departed = releases.pop() {
+            remotes.release(UInt32(truncatingIfNeeded: departed), leg: MediaLeg(rawValue: UInt8(truncatingIfNeeded: departed >> 32)) ?? .room,
+                            at: now)
+        }
         remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now,
                        publishing: streamStatistics)
         applyStreamGains()
@@ -70,9 +74,11 @@ extension AudioLoop {
         let generation = streamGains.generation
         for i in 0..<MixerSlot.remoteCount {
             let ssrc = remotes.ssrc(ofSlot: i)
-            guard ssrc != 0, ssrc != gainSSRCs[i] || generation != gainGeneration else { continue }
-            mixer.setGain(streamGains.gain(ssrc: ssrc), slot: MixerSlot.firstRemote + i)
-            gainSSRCs[i] = ssrc
+            guard ssrc != 0 else { continue }
+            let leg = remotes.leg(ofSlot: i), key = MediaLeg.key(leg, ssrc)
+            guard key != gainSSRCs[i] || generation != gainGeneration else { continue }
+            mixer.setGain(streamGains.gain(leg: leg, ssrc: ssrc), slot: MixerSlot.firstRemote + i)
+            gainSSRCs[i] = key
         }
         gainGeneration = generation
     }

@@ -54,7 +54,8 @@ final class AudioLoop: @unchecked Sendable {
     let streamStatistics: StreamStatistics
     let selfTest: SelfTestCapture
     let incoming: SPSCRing<MediaPacket>
-    let releases: SPSCRing<UInt32>
+    let listening: SPSCRing<MediaPacket>
+    let releases: SPSCRing<UInt64>
     /// The frame being built for sending; its header fields advance frame by frame.
     var packet = MediaPacket()
     let rtpTicksPerFrame: UInt32
@@ -62,7 +63,7 @@ final class AudioLoop: @unchecked Sendable {
     var gate = VoiceActivityGate()
     /// What `applyStreamGains` last applied: the gains' generation and each remote slot's sender.
     var gainGeneration: UInt64 = .max
-    let gainSSRCs: UnsafeMutablePointer<UInt32>
+    let gainSSRCs: UnsafeMutablePointer<UInt64>   // MediaLeg.key of each remote slot's sender
     /// Index of the profile the encoder and APM are tuned for (-1: not yet) and its settings.
     var appliedProfile = -1
     /// A self-test runs with the gain control off and the array held (`holdForSelfTest`).
@@ -130,7 +131,7 @@ final class AudioLoop: @unchecked Sendable {
     init(configuration c: EngineConfiguration, farEnd farEndSamples: [Int16], farEndFeed: SPSCRing<Int16>?,
          stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
-         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, releases: SPSCRing<UInt32>,
+         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, listening: SPSCRing<MediaPacket>, releases: SPSCRing<UInt64>,
          outgoingSignal: EventSignal?,
          streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture,
          lossFeedback: LossFeedback) throws {
@@ -170,6 +171,7 @@ final class AudioLoop: @unchecked Sendable {
                                     statistics: streamStatistics)
         self.outgoing = outgoing
         self.incoming = incoming
+        self.listening = listening
         self.releases = releases
         self.outgoingSignal = outgoingSignal
         self.streamGains = streamGains

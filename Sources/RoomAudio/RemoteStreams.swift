@@ -14,6 +14,8 @@ import RoomOpus
 final class RemoteStreams {
     private struct Stream {
         var ssrc: UInt32 = 0
+        /// Which conversation it belongs to (`MediaLeg`): two rooms may hand out the same SSRC.
+        var leg: MediaLeg = .room
         var inUse = false
         var lastArrival: Int64 = 0
         var decodedRead = 0
@@ -55,7 +57,7 @@ final class RemoteStreams {
     /// different paths) must not take a slot again and bring the departed stream back. A
     /// small ring, written in place; an SSRC returning after `idleSamples` is a new stream.
     private static let releasedCount = 8
-    private let releasedSSRCs: UnsafeMutablePointer<UInt32>
+    private let releasedSSRCs: UnsafeMutablePointer<UInt64>   // MediaLeg.key(leg, ssrc)
     private let releasedAt: UnsafeMutablePointer<Int64>
     private var releasedNext = 0
     /// Where an ending stream's counters go (`StreamStatistics.retire`), unretained like the
@@ -112,8 +114,8 @@ final class RemoteStreams {
     private func decoder<R>(_ i: Int, _ body: (OpusDecoderBox) -> R) -> R { decoderRefs[i]._withUnsafeGuaranteedRef(body) }
 
     /// Files a received packet with its stream; a stream that is new takes a slot.
-    func insert(_ packet: MediaPacket) {
-        guard let index = slot(for: packet.ssrc, at: packet.arrivalSamples) else { return }
+    func insert(_ packet: MediaPacket, leg: MediaLeg = .room) {
+        guard let index = slot(for: packet.ssrc, leg: leg, at: packet.arrivalSamples) else { return }
         streams[index].lastArrival = packet.arrivalSamples
         _ = packet.withPayload { payload in
             // The packet's own duration (TOC byte and frame count), at the RTP clock; negative
@@ -126,18 +128,19 @@ final class RemoteStreams {
         }
     }
 
-    private func slot(for ssrc: UInt32, at now: Int64) -> Int? {
+    private func slot(for ssrc: UInt32, leg: MediaLeg, at now: Int64) -> Int? {
         var free: Int?
         var oldest: Int?
         for i in 0..<count {
             if streams[i].inUse {
-                if streams[i].ssrc == ssrc { return i }
+                if streams[i].ssrc == ssrc && streams[i].leg == leg { return i }
                 if now - streams[i].lastArrival > idleSamples, oldest.map({ streams[i].lastArrival < streams[$0].lastArrival }) ?? true { oldest = i }
             } else if free == nil {
                 free = i
             }
         }
-        for k in 0..<Self.releasedCount where releasedSSRCs[k] == ssrc && ssrc != 0 {
+        let key = MediaLeg.key(leg, ssrc)
+        for k in 0..<Self.releasedCount where releasedSSRCs[k] == key && ssrc != 0 {
             if now - releasedAt[k] <= idleSamples { return nil }   // a straggler of a departed stream
             releasedSSRCs[k] = 0
         }
@@ -147,7 +150,7 @@ final class RemoteStreams {
         // kept, they showed under the newcomer's SSRC and counted twice in the totals).
         buffer(chosen) { $0.reset(); $0.resetStatistics() }
         _ = decoder(chosen) { $0.reset() }
-        streams[chosen] = Stream(ssrc: ssrc, inUse: true, lastArrival: now)
+        streams[chosen] = Stream(ssrc: ssrc, leg: leg, inUse: true, lastArrival: now)
         return chosen
     }
 
@@ -155,15 +158,15 @@ final class RemoteStreams {
     /// reset for the next stream, the slot's statistics row goes (published as unused at the
     /// next `render`), and late packets of it are dropped for a while. Audio thread, from the
     /// engine's release ring; allocates nothing. An SSRC with no slot is only remembered.
-    func release(_ ssrc: UInt32, at now: Int64) {
+    func release(_ ssrc: UInt32, leg: MediaLeg = .room, at now: Int64) {
         guard ssrc != 0 else { return }
-        for i in 0..<count where streams[i].inUse && streams[i].ssrc == ssrc {
+        for i in 0..<count where streams[i].inUse && streams[i].ssrc == ssrc && streams[i].leg == leg {
             retire(i)
             buffer(i) { $0.reset() }
             _ = decoder(i) { $0.reset() }
             streams[i] = Stream()
         }
-        releasedSSRCs[releasedNext] = ssrc
+        releasedSSRCs[releasedNext] = MediaLeg.key(leg, ssrc)
         releasedAt[releasedNext] = now
         releasedNext = (releasedNext + 1) % Self.releasedCount
     }
@@ -179,6 +182,9 @@ final class RemoteStreams {
     /// SSRC of the stream in slot `i`, 0 when the slot is free.
     func ssrc(ofSlot i: Int) -> UInt32 { streams[i].inUse ? streams[i].ssrc : 0 }
 
+    /// The conversation of the stream in slot `i` (meaningful while `ssrc(ofSlot:)` is not 0).
+    func leg(ofSlot i: Int) -> MediaLeg { streams[i].leg }
+
     /// Produces one period per stream into `slotAudio` (stream i at `slotAudio + i * period`)
     /// and points `pointers[i]` at it, or sets nil for an unused slot.
     func render(into slotAudio: UnsafeMutablePointer<Float>, pointers: UnsafeMutablePointer<UnsafePointer<Float>?>,
@@ -186,7 +192,7 @@ final class RemoteStreams {
         for i in 0..<count {
             guard streams[i].inUse else {
                 pointers[i] = nil
-                perStream.publish(slot: i, ssrc: 0, JitterBufferStatistics(), lastArrival: 0)
+                perStream.publish(slot: i, ssrc: 0, leg: .room, JitterBufferStatistics(), lastArrival: 0)
                 continue
             }
             let out = slotAudio + i * period
@@ -205,7 +211,7 @@ final class RemoteStreams {
             }
             pointers[i] = UnsafePointer(out)
             let stats = buffer(i) { $0.statistics }
-            perStream.publish(slot: i, ssrc: streams[i].ssrc, stats, lastArrival: streams[i].lastArrival)
+            perStream.publish(slot: i, ssrc: streams[i].ssrc, leg: streams[i].leg, stats, lastArrival: streams[i].lastArrival)
         }
     }
 

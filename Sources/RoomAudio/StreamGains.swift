@@ -1,5 +1,17 @@
 import Synchronization
 
+/// The conversations the speaker plays at once, each with its own streams: the room the
+/// appliance is in, and a second room it listens to (`roomctl listen`, audience only). Streams
+/// are told apart by leg and SSRC, since each room hands out its own SSRCs.
+public enum MediaLeg: UInt8, Sendable, CaseIterable {
+    case room = 0
+    case listen = 1
+
+    /// One number for a (leg, SSRC) pair, for tables keyed by both.
+    @inline(__always)
+    static func key(_ leg: MediaLeg, _ ssrc: UInt32) -> UInt64 { UInt64(leg.rawValue) << 32 | UInt64(ssrc) }
+}
+
 /// Per-sender playback volume, set from the event loop (roomctl volume PARTICIPANT dB) and read
 /// by the audio thread each period. Each entry is one 64-bit atomic — SSRC in the high half,
 /// the linear gain's bit pattern in the low half — so a reader never sees a gain paired with
@@ -16,14 +28,39 @@ public final class StreamGains: @unchecked Sendable {
     /// sender changed, not every period.
     public var generation: UInt64 { changes.load(ordering: .acquiring) }
 
+    /// Each leg's gain (linear, Float bit pattern), applied on top of the per-sender gains: the
+    /// room listened to plays at the gain `roomctl listen --gain` set.
+    private let legGains: UnsafeMutablePointer<Atomic<UInt32>>
+
     public init() {
         entries = .allocate(capacity: Self.capacity)
         for i in 0..<Self.capacity { (entries + i).initialize(to: Atomic(0)) }
+        legGains = .allocate(capacity: MediaLeg.allCases.count)
+        for i in 0..<MediaLeg.allCases.count { (legGains + i).initialize(to: Atomic(Float(1).bitPattern)) }
     }
 
     deinit {
         entries.deinitialize(count: Self.capacity)
         entries.deallocate()
+        legGains.deinitialize(count: MediaLeg.allCases.count)
+        legGains.deallocate()
+    }
+
+    /// Sets the gain of every stream of `leg`. False for a gain that is not finite and ≥ 0.
+    @discardableResult
+    public func set(leg: MediaLeg, linear gain: Float) -> Bool {
+        guard gain.isFinite, gain >= 0 else { return false }
+        legGains[Int(leg.rawValue)].store(gain.bitPattern, ordering: .relaxed)
+        changes.add(1, ordering: .releasing)
+        return true
+    }
+
+    /// The gain of a stream of `leg` from `ssrc`: the leg's times the sender's (per-sender
+    /// volumes are the room's participants'; a listened room's streams have only the leg's).
+    @inline(__always)
+    public func gain(leg: MediaLeg, ssrc: UInt32) -> Float {
+        let legGain = Float(bitPattern: legGains[Int(leg.rawValue)].load(ordering: .relaxed))
+        return leg == .room ? legGain * gain(ssrc: ssrc) : legGain
     }
 
     /// Sets the gain for `ssrc` (SSRC 0 is never used by senders). Returns false when the

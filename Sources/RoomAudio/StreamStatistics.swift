@@ -8,6 +8,8 @@ import Synchronization
 public final class StreamStatistics: @unchecked Sendable {
     public struct Row: Sendable, Equatable {
         public var ssrc: UInt32
+        /// The conversation the stream belongs to: the room, or the room listened to.
+        public var leg: MediaLeg = .room
         public var received, lost, late, fecRecovered, concealed: Int
         public var jitterMs, delayMs: Double
         /// The jitter buffer's target delay now.
@@ -37,7 +39,7 @@ public final class StreamStatistics: @unchecked Sendable {
     /// taken by a new stream.
     public static let activeWindowMs = 2_000
 
-    private static let fields = 14
+    private static let fields = 15
     public let slots: Int
     private let cells: UnsafeMutablePointer<Atomic<UInt64>>
 
@@ -86,7 +88,7 @@ public final class StreamStatistics: @unchecked Sendable {
 
     /// Audio thread: the slot's stream and its jitter buffer's counters (ssrc 0: slot unused).
     @inline(__always)
-    func publish(slot: Int, ssrc: UInt32, _ s: JitterBufferStatistics, lastArrival: Int64) {
+    func publish(slot: Int, ssrc: UInt32, leg: MediaLeg = .room, _ s: JitterBufferStatistics, lastArrival: Int64) {
         let base = cells + slot * Self.fields
         base[0].store(UInt64(ssrc), ordering: .relaxed)
         base[1].store(UInt64(max(0, s.received)), ordering: .relaxed)
@@ -102,6 +104,7 @@ public final class StreamStatistics: @unchecked Sendable {
         base[11].store(UInt64(max(0, s.stretched)), ordering: .relaxed)
         base[12].store(UInt64(max(0, s.backlog)), ordering: .relaxed)
         base[13].store(UInt64(bitPattern: lastArrival), ordering: .relaxed)
+        base[14].store(UInt64(leg.rawValue), ordering: .relaxed)
     }
 
     /// The streams in use now.
@@ -112,7 +115,8 @@ public final class StreamStatistics: @unchecked Sendable {
             guard ssrc != 0 else { return nil }
             func n(_ i: Int) -> Int { Int(base[i].load(ordering: .relaxed)) }
             func d(_ i: Int) -> Double { Double(bitPattern: base[i].load(ordering: .relaxed)) }
-            return Row(ssrc: ssrc, received: n(1), lost: n(2), late: n(3), fecRecovered: n(4), concealed: n(5),
+            return Row(ssrc: ssrc, leg: MediaLeg(rawValue: UInt8(truncatingIfNeeded: base[14].load(ordering: .relaxed))) ?? .room,
+                       received: n(1), lost: n(2), late: n(3), fecRecovered: n(4), concealed: n(5),
                        jitterMs: d(6), delayMs: d(7), targetMs: d(8), skipped: n(9), shedMs: d(10), stretched: n(11),
                        backlog: n(12), lastArrivalSamples: Int64(bitPattern: base[13].load(ordering: .relaxed)))
         }

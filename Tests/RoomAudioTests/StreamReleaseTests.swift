@@ -58,6 +58,33 @@ final class StreamReleaseTests: XCTestCase {
         var listed: [UInt32] { stats.rows().map(\.ssrc).sorted() }
     }
 
+    /// Issue 29 (listening to a second room): each room hands out its own SSRCs, so the same
+    /// SSRC in the room and in the room listened to are two streams; releasing one leaves the
+    /// other, and each leg's gain applies to its own streams only.
+    func testTheSameSSRCInTwoRoomsIsTwoStreams() throws {
+        let rig = try Rig(slots: 4, period: period)
+        var now: Int64 = 1_000_000
+        for _ in 0 ..< 10 {
+            rig.streams.insert(rig.packet(7, at: now))
+            var other = rig.packet(7, at: now)
+            other.sequenceNumber &+= 5000   // the other room's numbering
+            rig.streams.insert(other, leg: .listen)
+            rig.render(at: now)
+            now += 480
+        }
+        XCTAssertEqual(rig.stats.rows().map(\.leg).sorted { $0.rawValue < $1.rawValue }, [.room, .listen])
+        rig.streams.release(7, leg: .listen, at: now)
+        rig.render(at: now)
+        XCTAssertEqual(rig.stats.rows().map(\.leg), [.room], "the room's stream stays")
+
+        let gains = StreamGains()
+        gains.set(ssrc: 7, linear: 0.5)
+        XCTAssertTrue(gains.set(leg: .listen, linear: 0.25))
+        XCTAssertEqual(gains.gain(leg: .room, ssrc: 7), 0.5, "a participant's volume")
+        XCTAssertEqual(gains.gain(leg: .listen, ssrc: 7), 0.25, "the listened room's gain, not the room participant's")
+        XCTAssertFalse(gains.set(leg: .listen, linear: .nan))
+    }
+
     func testReleasedStreamLeavesStatsAndFreesItsSlotAtOnce() throws {
         let rig = try Rig(slots: 2, period: period)
         var now: Int64 = 1_000_000
