@@ -14,18 +14,18 @@ _roomctl() {
         cword=$COMP_CWORD
     fi
 
-    local subcommands="status join leave mute unmute toggle-mute raise-hand lower-hand step-down
+    local subcommands="status join leave listen unlisten mute unmute toggle-mute raise-hand lower-hand step-down
         accept-invite decline-invite approve deny invite demote mute-participant kick participants
         volume send-message set-attribute profile stats selftest log-level reload version events wait help"
     local events="connection joined participant_joined participant_left participant_updated stage mute
         invited stage_request active_speakers message attribute token_will_expire removed request_failed
-        media_path device config levels"
+        media_path device talker quality listen config levels"
 
     case "$prev" in
         --socket)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
-        --timeout|--count|--reason|--to|--server|--token)
+        --timeout|--count|--reason|--to|--server|--token|--gain)
             return ;;
         --role)
             COMPREPLY=($(compgen -W "audience streamer" -- "$cur"))

@@ -1,4 +1,5 @@
 import RoomAudio
+import RoomBase
 import RoomClient
 import RoomControl
 import RoomDSP
@@ -110,6 +111,74 @@ final class Appliance {
         try room.connect(.roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: joinToken, role: roomRole),
                          muted: session?.isSelfMuted ?? e.muted)
         settingsToken = requested == nil && token == nil ? joinToken : nil
+    }
+
+    // MARK: a second room, listened to
+
+    /// The room listened to beside the room (`roomctl listen`), nil when none.
+    private(set) var listening: (link: RoomLink, room: String, gainDB: Double)?
+    /// A listened room being left (kept until its leave completes).
+    private var leavingListen: RoomLink?
+    /// Changes of the listened room's connection (the control bridge tells subscribers).
+    var onListenEvent: ((String, RoomSessionEvent) -> Void)?
+
+    /// Listens to `room` as audience through roomserver at `gainDB`: its talkers play on the
+    /// speaker; nothing from here is sent to it, and the room the appliance is in does not hear
+    /// it (the microphones are all it sends, and the canceller takes the speaker out). A second
+    /// `listen` moves to the new room (or, for the same room without a server, only changes the
+    /// gain); the gain changes at once.
+    func listen(room: String, addresses requested: [HostPort]?, token: String, gainDB: Double) throws(SystemError) {
+        guard self.room.isEnabled else { throw SystemError("roomd runs in loopback mode: no room") }
+        let e = settings.effective
+        guard e.backend == .roomserver else {
+            throw SystemError("listening to a second room works with room.backend = roomserver only (this appliance is on \(e.backend.rawValue))")
+        }
+        let addresses: [HostPort]
+        if let requested { addresses = requested } else { addresses = try Self.addresses(e.servers) }
+        guard !addresses.isEmpty else {
+            throw SystemError("no server for the room to listen to: give one (roomctl listen ROOM --server host:port)")
+        }
+        let target = RoomTarget.roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: token, role: .audience)
+        engine.streamGains.set(leg: .listen, linear: linear(fromDB: Float(gainDB)))
+        if let current = listening, current.room == room, requested == nil {
+            // The same room again: only the gain changes (no rejoin, no gap).
+            listening = (current.link, room, gainDB)
+        } else if let current = listening {
+            try current.link.connect(target, muted: true)
+            listening = (current.link, room, gainDB)
+        } else {
+            let link = try RoomLink(loop: loop, engine: engine, enabled: true, plainMedia: self.room.plainMedia, leg: .listen)
+            link.onEvent = { [weak self] event in self?.onListenEvent?(room, event) }
+            try link.connect(target, muted: true)
+            listening = (link, room, gainDB)
+        }
+        Log.notice("listening to room \(room) at \(fixedDecimalText(gainDB, 1)) dB")
+    }
+
+    /// A new gain for the room listened to (no rejoin, no gap).
+    func setListenGain(dB: Double) {
+        guard let current = listening else { return }
+        engine.streamGains.set(leg: .listen, linear: linear(fromDB: Float(dB)))
+        listening = (current.link, current.room, dB)
+        Log.notice("listening to room \(current.room) at \(fixedDecimalText(dB, 1)) dB")
+    }
+
+    /// Stops listening: the second room is left properly (others see "left").
+    func unlisten() -> Bool {
+        guard let (link, room, _) = listening else { return false }
+        listening = nil
+        leavingListen = link
+        let finish: (RoomLink) -> Void = { [weak self] link in
+            link.close()
+            if self?.leavingListen === link { self?.leavingListen = nil }
+        }
+        if let session = link.session {
+            session.leave(completion: { _ in finish(link) })
+        } else {
+            finish(link)
+        }
+        Log.notice("stopped listening to room \(room)")
+        return true
     }
 
     /// Measured: with 10 ms packets the browsers in the room hear half of every 20 ms (PESQ-WB

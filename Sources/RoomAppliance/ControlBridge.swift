@@ -101,6 +101,41 @@ final class ControlBridge {
             } catch {
                 reply(.failure(.notInRoom(error.description)))
             }
+        case .listen(let room, let servers, let token, let gainDB):
+            if token == nil, servers == nil, appliance.listening?.room == room {
+                // The room listened to already: a new gain needs no token.
+                appliance.setListenGain(dB: gainDB)
+                return reply(.ok)
+            }
+            guard let token else {
+                return reply(.failure(.badRequest(field: "args.token", "a token for room \"\(room)\" is needed (roomctl listen \(room) --token-file FILE)")))
+            }
+            do {
+                let claims = try RoomTokenVerifier.unverifiedClaims(token)
+                guard claims.room == room else {
+                    return reply(.failure(.badRequest(field: "args.room", "the token is for room \"\(claims.room)\", not \"\(room)\"")))
+                }
+            } catch {
+                return reply(.failure(.badRequest(field: "args.token", "\(error)")))
+            }
+            var addresses: [HostPort]?
+            if let servers {
+                addresses = []
+                for text in ApplianceConfiguration.serverList(servers) {
+                    do { addresses?.append(try HostPort(parsing: text)) } catch {
+                        return reply(.failure(.badRequest(field: "args.server", "\"\(text)\": \(error)")))
+                    }
+                }
+            }
+            do {
+                try appliance.listen(room: room, addresses: addresses, token: token, gainDB: gainDB)
+                reply(.ok)
+            } catch {
+                reply(.failure(.notInRoom(error.description)))
+            }
+        case .unlisten:
+            guard appliance.unlisten() else { return reply(.failure(.notInRoom("not listening to a second room"))) }
+            reply(.ok)
         default:
             roomCommand(command, reply: reply)
         }
@@ -166,6 +201,11 @@ final class ControlBridge {
         // dereverberation the room gets (absent without the array).
         if let beam = engine.stats.beamAzimuthDegrees { o["beam_azimuth_deg"] = .double(beam) }
         if let r = engine.stats.reverberance { o["reverberance"] = .double(r) }
+        // The second room listened to, if any.
+        if let l = appliance.listening {
+            o["listening"] = .object(["room": .string(l.room), "gain_db": .double(l.gainDB),
+                                      "connection": .string(l.link.session?.connectionState.name ?? "idle")])
+        }
         // The call-quality warnings raised now (empty: none; docs/control-api.md, "Call quality").
         o["quality_warnings"] = .array(appliance.quality.active.map { .string($0.rawValue) })
         guard let session else {
@@ -312,6 +352,18 @@ final class ControlBridge {
     /// widened printed as -69.9000015258789.
     static func tenths(_ level: Float) -> JSONValue {
         .double((Double(max(level, -120)) * 10).rounded() / 10)
+    }
+
+    /// The listened room's connection → `listen` events.
+    func forwardListen(room: String, _ event: RoomSessionEvent) {
+        guard let server else { return }
+        switch event {
+        case .stateChanged(let state):
+            var f: [String: JSONValue] = ["room": .string(room), "state": .string(state.name)]
+            if case .failed(let reason) = state { f["reason"] = .string(reason) }
+            server.broadcast(event: "listen", f)
+        default: break
+        }
     }
 
     /// A call-quality warning raised or cleared → a `quality` event.

@@ -197,6 +197,10 @@ public struct Daemon {
             }
             appliance.control?.forward(change)
         }
+        appliance.onListenEvent = { [unowned appliance] room, event in
+            if case .stateChanged(let state) = event { Log.notice("listen: room \(room): \(state.name)") }
+            appliance.control?.forwardListen(room: room, event)
+        }
         appliance.room.onEvent = { [unowned appliance] event in
             RoomEventLog.log(event)
             appliance.quality.note(event)

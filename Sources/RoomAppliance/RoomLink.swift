@@ -1,6 +1,8 @@
 import RoomAudio
+import RoomBase
 import RoomClient
 import RoomJanusBackend
+import RoomMedia
 import RoomModel
 import RoomProtocol
 import RoomSettings
@@ -28,6 +30,13 @@ enum RoomTarget {
 final class RoomLink {
     private let loop: EventLoop
     private let engine: AudioEngine
+    /// Which conversation this link carries: the room the appliance is in (it sends the
+    /// microphones, takes the loss feedback) or a room it only listens to (`roomctl listen`:
+    /// its packets go to the engine's listen ring; nothing is sent to it).
+    let leg: MediaLeg
+    /// A listened room's session takes its outgoing packets from here, and nothing is ever put
+    /// in: the engine's one outgoing ring belongs to the room (a ring has one reader).
+    private let silentOutgoing = SPSCRing<MediaPacket>(capacity: 2)
     private(set) var session: (any RoomBackend)?
     /// Room events of whichever session is current. Set before `connect`.
     var onEvent: ((RoomSessionEvent) -> Void)?
@@ -43,12 +52,13 @@ final class RoomLink {
 
     /// `enabled` false (loopback mode): the engine plays its own packets and no room is joined.
     /// Plain RTP accepted (`--plain-media`); otherwise a server without SRTP keys gets no media.
-    private let plainMedia: Bool
+    let plainMedia: Bool
 
-    init(loop: EventLoop, engine: AudioEngine, enabled: Bool, plainMedia: Bool = false) throws(SystemError) {
+    init(loop: EventLoop, engine: AudioEngine, enabled: Bool, plainMedia: Bool = false, leg: MediaLeg = .room) throws(SystemError) {
         self.loop = loop
         self.engine = engine
         self.plainMedia = plainMedia
+        self.leg = leg
         guard enabled else {
             // Loopback: this appliance is its own listener, its jitter buffer the report.
             lossTimer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
@@ -63,6 +73,7 @@ final class RoomLink {
         if !plainMedia { RoomSession.prepareMediaEncryption() }
         let wake = try EventSignalSource(loop: loop) { [weak self] _ in self?.session?.drainOutgoingMedia() }
         self.wake = wake
+        guard leg == .room else { return }
         engine.outgoingSignal = wake.signal
         engine.control.setTransmitting(false)
         // Every change of the sending state comes with a room event or a button or control
@@ -82,6 +93,7 @@ final class RoomLink {
     /// the engine's setting changed.
     @discardableResult
     func followSending() -> Bool {
+        guard leg == .room else { return false }
         let sending = session?.isSendingMedia ?? false
         guard sending != engine.control.isTransmitting else { return false }
         engine.control.setTransmitting(sending)
@@ -140,6 +152,9 @@ final class RoomLink {
         try create(target, muted: muted)
     }
 
+    private var incoming: SPSCRing<MediaPacket> { leg == .room ? engine.incomingMedia : engine.listenMedia }
+    private var outgoing: SPSCRing<MediaPacket> { leg == .room ? engine.outgoingMedia : silentOutgoing }
+
     private func create(_ target: RoomTarget, muted: Bool) throws(SystemError) {
         guard let wake else { throw SystemError("roomd runs in loopback mode: no room") }
         let s: any RoomBackend
@@ -149,13 +164,13 @@ final class RoomLink {
             configuration.endpoints = servers
             configuration.tls = tls
             configuration.requireMediaEncryption = !plainMedia
-            s = try RoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
-                                incoming: engine.incomingMedia, externalSignal: wake.signal)
+            s = try RoomSession(loop: loop, configuration: configuration, outgoing: outgoing,
+                                incoming: incoming, externalSignal: wake.signal)
         case .janus(let configuration):
             // DTLS-SRTP needs the SRTP library whatever --plain-media says.
             RoomSession.prepareMediaEncryption()
-            s = try JanusRoomSession(loop: loop, configuration: configuration, outgoing: engine.outgoingMedia,
-                                     incoming: engine.incomingMedia)
+            s = try JanusRoomSession(loop: loop, configuration: configuration, outgoing: outgoing,
+                                     incoming: incoming)
         }
         s.onEvent = { [weak self] event in
             self?.followLoss(event)
@@ -198,7 +213,7 @@ final class RoomLink {
             let every = Duration.milliseconds(Int64(interval))
             lossTimer = loop.schedule(after: every, repeating: every) { [weak self] in self?.reportLoss() }
         case .receiverLoss(let permille, _):
-            engine.lossFeedback.report(lostPermille: permille)
+            if leg == .room { engine.lossFeedback.report(lostPermille: permille) }
         default:
             break
         }
@@ -215,21 +230,23 @@ final class RoomLink {
             streamsByParticipant = [:]
             for p in info.participants where p.id != info.participantID { note(p) }
             let present = Set(streamsByParticipant.values)
-            for row in engine.streamStatistics.rows() where row.leg == .room && !present.contains(row.ssrc) { engine.releaseStream(ssrc: row.ssrc) }
+            for row in engine.streamStatistics.rows() where row.leg == leg && !present.contains(row.ssrc) {
+                engine.releaseStream(ssrc: row.ssrc, leg: leg)
+            }
         case .participantJoined(let p), .participantUpdated(let p):
             note(p)
         case .participantLeft(let id, _, let p):
-            if let ssrc = streamsByParticipant.removeValue(forKey: id) ?? p?.ssrc { engine.releaseStream(ssrc: ssrc) }
+            if let ssrc = streamsByParticipant.removeValue(forKey: id) ?? p?.ssrc { engine.releaseStream(ssrc: ssrc, leg: leg) }
         case .stateChanged(.disconnected):
             streamsByParticipant = [:]
-            for row in engine.streamStatistics.rows() where row.leg == .room { engine.releaseStream(ssrc: row.ssrc) }
+            for row in engine.streamStatistics.rows() where row.leg == leg { engine.releaseStream(ssrc: row.ssrc, leg: leg) }
         default:
             break
         }
     }
 
     private func reportLoss() {
-        let streams = lossWindow.next(engine.streamStatistics.rows().filter { $0.leg == .room })
+        let streams = lossWindow.next(engine.streamStatistics.rows().filter { $0.leg == leg })
         guard let session, !streams.isEmpty else { return }
         session.reportLoss(ssrcs: streams.map(\.ssrc), lostPermille: streams.map { UInt16($0.permille) })
     }

@@ -104,6 +104,13 @@ public enum ControlCommands {
             ControlArgument("role", .oneOf(roles), help: "role to ask for"),
         ], access: .control, summary: "join the room (again)"),
         plain("leave", .control, "leave the room"),
+        ControlCommandSpec(name: "listen", arguments: [
+            ControlArgument("room", .string(maxLength: 256), required: true, help: "the room to listen to (the token's room)"),
+            ControlArgument("server", .string(maxLength: 1024), help: "its server address(es), comma-separated host:port; default: the room's"),
+            ControlArgument("token", .string(maxLength: 8192), help: "a token for that room (audience is enough); required"),
+            ControlArgument("gain", .number(volumeRange), help: "how loud it plays, dB (-80 … 20; default 0)"),
+        ], access: .control, summary: "listen to a second room beside this one (audience: it hears nothing from here)"),
+        plain("unlisten", .control, "stop listening to the second room"),
         plain("mute", .control, "mute this appliance"),
         plain("unmute", .control, "unmute this appliance"),
         plain("toggle_mute", .control, "toggle mute (what the mute button does)"),
@@ -165,6 +172,9 @@ public enum ControlCommand: Sendable, Equatable {
     case status
     case join(server: String?, token: String?, role: String?)
     case leave
+    /// Listen to a second room (`MediaLeg.listen`) at `gainDB`.
+    case listen(room: String, server: String?, token: String?, gainDB: Double)
+    case unlisten
     case mute, unmute, toggleMute
     case raiseHand, lowerHand, stepDown, acceptInvite, declineInvite
     case moderate(ModeratorAction, participant: UInt32, reason: String?)
@@ -297,6 +307,8 @@ public struct ControlRequest: Sendable, Equatable {
         case "status": return .status
         case "join": return .join(server: text("server"), token: text("token"), role: text("role"))
         case "leave": return .leave
+        case "listen": return .listen(room: text("room") ?? "", server: text("server"), token: text("token"), gainDB: a["gain"]?.doubleValue ?? 0)
+        case "unlisten": return .unlisten
         case "mute": return .mute
         case "unmute": return .unmute
         case "toggle_mute": return .toggleMute

@@ -195,6 +195,7 @@ public enum ControlEventName {
         "device",              // {kind, device?, message}: audio device exceptions
         "talker",              // {azimuth_deg}: the array found a talker in a new direction
         "quality",             // {warning, raised, value?}: a call-quality warning raised or cleared
+        "listen",              // {room, state, reason?}: the connection to the room listened to
         "config",              // {what, by}: configuration changed (profile, volume, log level, reload)
         "levels",              // {mic_dbfs, speaker_dbfs, ...}: only with "levels": true
     ]

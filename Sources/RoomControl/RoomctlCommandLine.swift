@@ -86,7 +86,7 @@ extension Roomctl {
             var options = spec.arguments.filter { !$0.required && !$0.positional }.map { arg in
                 CommandOption(Self.optionName(arg), arg.name.uppercased(), help: arg.help)
             }
-            if spec.name == "join" { options.append(Roomctl.tokenFileOption) }
+            if spec.name == "join" || spec.name == "listen" { options.append(Roomctl.tokenFileOption) }
             self.options = options
             takesOperands = true
             usage = Self.usage(name, options, operands: operands.map { $0.optional ? "[\($0.argument.name.uppercased())]" : $0.argument.name.uppercased() })

@@ -207,6 +207,17 @@ public struct RoomTokenVerifier: Sendable {
         return claims
     }
 
+    /// The claims of a token without checking its signature or times: what a client (which has
+    /// no key) may read to name the room a token is for in an error. Never a reason to trust it;
+    /// the server verifies.
+    public static func unverifiedClaims(_ token: String) throws(TokenError) -> RoomTokenClaims {
+        guard token.utf8.count <= maxTokenLength else { throw .malformed("longer than \(maxTokenLength) bytes") }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("expected 3 dot-separated parts, found \(parts.count)") }
+        guard let payloadBytes = Base64URL.decode(parts[1]) else { throw .malformed("payload is not base64url") }
+        return try decode(RoomTokenClaims.self, payloadBytes, part: "claims")
+    }
+
     /// Everything but the room and grant checks: for a `refresh_token`, whose room is then
     /// compared with the session's.
     public func verifySignatureAndTime(_ token: String) throws(TokenError) -> RoomTokenClaims {

@@ -1,0 +1,102 @@
+import Foundation
+import RoomTestSupport
+import XCTest
+
+/// Issue 29, item 4: an appliance on stage in one room listens to a second room
+/// (`roomctl listen`). One roomserver, two rooms: X is a streamer in `main` (its microphones hear
+/// only the room's noise), L a listener in `main`, T a talker in `second`. While X listens to
+/// `second`, T must play on X's speaker at the gain set (and 12 dB lower after `--gain -12`), and
+/// L must not hear T: X sends its microphones, and its canceller takes its speaker out of them.
+final class ListenToASecondRoomTests: ProcessTestCase {
+    private struct Run {
+        /// X's speaker, dB RMS: before listening, at 0 dB, at −12 dB, after `unlisten`.
+        var before, atZero, atMinus12, after: Double
+        /// L's speaker while X listened, dB RMS.
+        var roomHeard: Double
+        var xruns: Int
+        var dir: String
+    }
+
+    func testTheSecondRoomPlaysAtItsGainAndTheFirstRoomDoesNotHearIt() throws {
+        var attempt = 0
+        let run = try Disturbance.rerun("listen", disturbed: { (run: Run) in run.xruns > 0 }) {
+            defer { attempt += 1 }
+            return try listenRun(attempt: attempt)
+        }
+        print(String(format: "listen: X's speaker %.1f dBFS before, %.1f at 0 dB, %.1f at -12 dB, %.1f after unlisten; "
+                     + "L (X's room) %.1f dBFS while X listened", run.before, run.atZero, run.atMinus12, run.after, run.roomHeard))
+        XCTAssertGreaterThan(run.atZero, run.before + 20, "the second room's talker plays on X's speaker; logs in \(run.dir)")
+        XCTAssertEqual(run.atZero - run.atMinus12, 12, accuracy: 2, "--gain -12 plays it 12 dB lower; logs in \(run.dir)")
+        XCTAssertLessThan(run.after, run.atZero - 20, "unlisten stops it; logs in \(run.dir)")
+        XCTAssertLessThan(run.roomHeard, run.atZero - 25, "X's room does not hear the second room; logs in \(run.dir)")
+    }
+
+    private func listenRun(attempt: Int) throws -> Run {
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("listen-\(attempt)")
+        let (tcp, _, serverProcess) = try startServer(server, dir: dir)
+        let config = dir + "/server.conf"
+        SimCard.writeWAV(dir + "/t-mic.wav", SimCard.speechLike(seconds: 4, seed: 0.4, level: 0.25))
+        let board = SimCard.repoRoot + "/board/sim", address = "127.0.0.1:\(tcp)"
+        let common = ["--stats-interval", "0", "--config", "none", "--state-dir", "none", "--json"]
+        func start(_ name: String, room: String, publish: Bool, input: String? = nil) throws -> Process {
+            let token = try mintToken(server, config: config, room: room, user: name, publish ? ["--publish"] : [])
+            return try launch(roomd, ["--board", board, "--server", address, "--token", token,
+                                      "--role", publish ? "streamer" : "audience", "--control-socket", dir + "/\(name).sock"] + common,
+                              env: ["ROOMSIM_CONFIG": try E2E.writeRoom(dir, name, input: input, inputEnd: "loop",
+                                                                        extra: ["echo_gain_db = -10", "noise_dbfs = -70"])],
+                              log: dir + "/\(name).log")
+        }
+        let t = try start("t", room: "second", publish: true, input: dir + "/t-mic.wav")
+        let l = try start("l", room: "main", publish: false)
+        let x = try start("x", room: "main", publish: true)
+        func ctl(_ name: String, _ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+            try runSeparated(roomctl, ["--socket", dir + "/\(name).sock"] + args)
+        }
+        for name in ["t", "l", "x"] {
+            waitForSocket(dir + "/\(name).sock")
+            XCTAssertEqual(try ctl(name, ["wait", "joined", "--timeout", "15"]).status, 0, "\(name) joined; logs in \(dir)")
+        }
+        try mintToken(server, config: config, room: "second", user: "x-listens").write(toFile: dir + "/listen.token", atomically: true, encoding: .utf8)
+        let start = try E2E.startNanoseconds(dir + "/x.status", stream: "playback")
+        func now() -> Double { Double(E2E.monotonicNanoseconds() - start) / 1e9 }
+
+        Thread.sleep(forTimeInterval: 2)
+        let listened = now()
+        let r = try ctl("x", ["listen", "second", "--token-file", dir + "/listen.token"])
+        XCTAssertEqual(r.status, 0, "roomctl listen: \(r.stderr)")
+        Thread.sleep(forTimeInterval: 6)
+        let lowered = now()
+        XCTAssertEqual(try ctl("x", ["listen", "second", "--gain", "-12"]).status, 0)
+        Thread.sleep(forTimeInterval: 5)
+        let stopped = now()
+        XCTAssertEqual(try ctl("x", ["unlisten"]).status, 0)
+        Thread.sleep(forTimeInterval: 3)
+        let end = now()
+        let status = try ctl("x", ["--json", "status"]).stdout
+        for p in [x, l, t, serverProcess] { p.terminate(); p.waitUntilExit() }
+        XCTAssertFalse(status.contains("\"listening\""), "no longer listening: \(status)")
+
+        let xSpeaker = try SimCard.readWAV(dir + "/x-speaker.wav").floatSamples
+        let lSpeaker = try SimCard.readWAV(dir + "/l-speaker.wav").floatSamples
+        let lStart = try E2E.startNanoseconds(dir + "/l.status", stream: "playback")
+        let lOffset = Double(lStart - start) / 1e9   // L's file starts this much after X's
+        func db(_ x: [Float], from a: Double, to b: Double, offset: Double = 0) -> Double {
+            let i = max(0, Int((a - offset) * 48000)), j = min(x.count, Int((b - offset) * 48000))
+            guard j > i else { return -200 }
+            let energy = x[i..<j].reduce(0.0) { $0 + Double($1) * Double($1) } / Double(j - i)
+            return 10 * log10(max(energy, 1e-20))
+        }
+        let xruns = ["x", "l", "t"].reduce(0) { total, name in
+            total + ((try? E2E.jsonLines(dir + "/\(name).log"))?.last { $0["summary"] as? Bool == true }.map(E2E.xruns) ?? 0)
+        }
+        // The two gains are compared over 4 s each: one turn of T's looped 4 s of speech, so
+        // both windows hold the same speech and pauses.
+        return Run(before: db(xSpeaker, from: 0.5, to: listened),
+                   atZero: db(xSpeaker, from: listened + 2, to: listened + 6),
+                   atMinus12: db(xSpeaker, from: lowered + 0.8, to: lowered + 4.8),
+                   after: db(xSpeaker, from: stopped + 1.5, to: end - 0.5),
+                   roomHeard: db(lSpeaker, from: listened + 2, to: stopped, offset: lOffset),
+                   xruns: xruns, dir: dir)
+    }
+}
