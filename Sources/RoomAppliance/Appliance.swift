@@ -153,6 +153,7 @@ final class Appliance {
             listening = (link, room, gainDB)
         }
         Log.notice("listening to room \(room) at \(fixedDecimalText(gainDB, 1)) dB")
+        panel?.refresh()
     }
 
     /// A new gain for the room listened to (no rejoin, no gap).
@@ -178,6 +179,7 @@ final class Appliance {
             finish(link)
         }
         Log.notice("stopped listening to room \(room)")
+        panel?.refresh()
         return true
     }
 

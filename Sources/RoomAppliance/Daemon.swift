@@ -175,6 +175,7 @@ public struct Daemon {
         }
         do {
             appliance.panel = try Panel(board: board.gpio, loop: appliance.loop, room: appliance.room)
+            appliance.panel?.isLinked = { [unowned appliance] in appliance.listening != nil }
             appliance.panel?.afterAction = { [unowned appliance] in appliance.noteMuteState() }
         } catch {
             Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")
@@ -200,6 +201,7 @@ public struct Daemon {
         appliance.onListenEvent = { [unowned appliance] room, event in
             if case .stateChanged(let state) = event { Log.notice("listen: room \(room): \(state.name)") }
             appliance.control?.forwardListen(room: room, event)
+            appliance.panel?.refresh()
         }
         appliance.room.onEvent = { [unowned appliance] event in
             RoomEventLog.log(event)

@@ -22,6 +22,8 @@ final class Panel {
     private var session: (any RoomBackend)? { room.session }
     /// Called after every button action (roomd records the mute state).
     var afterAction: (() -> Void)?
+    /// Whether a second room is listened to (the stage LED winks).
+    var isLinked: () -> Bool = { false }
 
     /// nil when the board has no GPIO lines. Throws when the lines cannot be opened.
     init?(board: BoardGPIO, loop: EventLoop, room: RoomLink) throws(SystemError) {
@@ -79,7 +81,7 @@ final class Panel {
 
     /// LEDs from the session's state (or "connected, idle" without a room).
     func refresh() {
-        guard let session else { return leds.apply(muted: false, handRaised: false, onStage: false, connection: .idle) }
+        guard let session else { return leds.apply(muted: false, handRaised: false, onStage: false, connection: .idle, linked: isLinked()) }
         let me = session.localParticipant
         let connection: ConnectionIndicator
         switch session.connectionState {
@@ -93,6 +95,6 @@ final class Panel {
         let present = connection == .connected
         leds.apply(muted: session.isEffectivelyMuted,
                    handRaised: present && (me?.stage == .handRaised || me?.stage == .invited),
-                   onStage: present && me?.stage == .onStage, connection: connection)
+                   onStage: present && me?.stage == .onStage, connection: connection, linked: isLinked())
     }
 }

@@ -15,18 +15,27 @@ public enum ConnectionIndicator: String, Sendable, Equatable {
 /// - mute LED = muted, always (also while connecting or failed: mute and LED never disagree);
 /// - connected: hand LED = hand raised, stage LED = on stage;
 /// - connecting: hand and stage LEDs blink together (on/off every `blinkInterval`, 500 ms);
-/// - failed: hand and stage LEDs blink alternately, twice as fast (250 ms).
+/// - failed: hand and stage LEDs blink alternately, twice as fast (250 ms);
+/// - linked to a second room (`roomctl listen`), while connected: the stage LED winks — flips
+///   for one quarter of `blinkInterval` every four intervals (2 s) — over what it shows.
 public final class LEDController {
     public struct State: Equatable, Sendable {
         public var muted = false
         public var handRaised = false
         public var onStage = false
         public var connection = ConnectionIndicator.connected
+        /// Listening to a second room.
+        public var linked = false
         public init(muted: Bool = false, handRaised: Bool = false, onStage: Bool = false,
-                    connection: ConnectionIndicator = .connected) {
+                    connection: ConnectionIndicator = .connected, linked: Bool = false) {
             self.muted = muted; self.handRaised = handRaised; self.onStage = onStage; self.connection = connection
+            self.linked = linked
         }
     }
+
+    /// Ticks of the wink's timer (a quarter of `blinkInterval`) per wink: 2 s at 500 ms.
+    static let winkTicks = 16
+    private var winkTick = 0
 
     public let blinkInterval: Duration
     public private(set) var state: State?
@@ -51,20 +60,24 @@ public final class LEDController {
         blinkTimer = nil
     }
 
-    public func apply(muted: Bool, handRaised: Bool, onStage: Bool, connection: ConnectionIndicator) {
-        apply(State(muted: muted, handRaised: handRaised, onStage: onStage, connection: connection))
+    public func apply(muted: Bool, handRaised: Bool, onStage: Bool, connection: ConnectionIndicator, linked: Bool = false) {
+        apply(State(muted: muted, handRaised: handRaised, onStage: onStage, connection: connection, linked: linked))
     }
+
+    /// Whether the stage LED winks now: linked and steadily connected.
+    private func winking(_ s: State) -> Bool { s.linked && (s.connection == .connected || s.connection == .idle) }
 
     public func apply(_ new: State) {
         guard new != state else { return }
         let old = state
         state = new
-        if old?.connection != new.connection {
+        if old?.connection != new.connection || old.map(winking) != winking(new) {
             if let blinkTimer { loop.cancel(blinkTimer) }
             blinkTimer = nil
             blinkPhase = true
+            winkTick = 0
             let interval: Duration? = switch new.connection {
-            case .connected, .idle: nil
+            case .connected, .idle: winking(new) ? blinkInterval / 4 : nil
             case .connecting: blinkInterval
             case .failed: blinkInterval / 2
             }
@@ -72,6 +85,7 @@ public final class LEDController {
                 blinkTimer = loop.schedule(after: interval, repeating: interval) { [weak self] in
                     guard let self else { return }
                     self.blinkPhase.toggle()
+                    self.winkTick = (self.winkTick + 1) % Self.winkTicks
                     self.render()
                 }
             }
@@ -85,7 +99,8 @@ public final class LEDController {
         switch s.connection {
         case .connected, .idle:
             write(.hand, s.handRaised)
-            write(.stage, s.onStage)
+            // Linked: flipped for the first tick of every `winkTicks`.
+            write(.stage, s.onStage != (winking(s) && winkTick == 0))
         case .connecting:
             write(.hand, blinkPhase)
             write(.stage, blinkPhase)

@@ -149,6 +149,18 @@ final class GPIOTests: XCTestCase {
         leds.apply(muted: false, handRaised: true, onStage: false, connection: .connected)
         XCTAssertEqual(loop.timerCount, 0)
         XCTAssertEqual(try Files.readText(dir + "/leds"), "mute=0 hand=1 stage=0\n")
+
+        // Linked to a second room: the stage LED winks (lit for one 10 ms tick of every 16, at
+        // a 40 ms blink interval), over the stage state, on stage or not.
+        leds.apply(muted: false, handRaised: true, onStage: false, connection: .connected, linked: true)
+        XCTAssertEqual(loop.timerCount, 1)
+        var stages: [String] = []
+        try run(loop, ms: 400) { stages.append(sim.stateLine); return false }
+        XCTAssertTrue(stages.contains("mute=0 hand=1 stage=1") && stages.contains("mute=0 hand=1 stage=0"), "\(Set(stages))")
+        XCTAssertLessThan(stages.filter { $0.hasSuffix("stage=1") }.count * 3, stages.count, "a wink, mostly dark")
+        leds.apply(muted: false, handRaised: true, onStage: false, connection: .connected, linked: false)
+        XCTAssertEqual(loop.timerCount, 0, "unlinked: no timer")
+        XCTAssertEqual(sim.stateLine, "mute=0 hand=1 stage=0")
         lines.close()
         _ = try? Process.run(URL(fileURLWithPath: "/bin/rm"), arguments: ["-rf", dir]).waitUntilExit()
     }
