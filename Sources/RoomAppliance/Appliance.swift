@@ -127,7 +127,7 @@ final class Appliance {
     /// it (the microphones are all it sends, and the canceller takes the speaker out). A second
     /// `listen` moves to the new room (or, for the same room without a server, only changes the
     /// gain); the gain changes at once.
-    func listen(room: String, addresses requested: [HostPort]?, token: String, gainDB: Double) throws(SystemError) {
+    func listen(room: String, addresses requested: [HostPort]?, serverText: String?, token: String, gainDB: Double) throws(SystemError) {
         guard self.room.isEnabled else { throw SystemError("roomd runs in loopback mode: no room") }
         let e = settings.effective
         guard e.backend == .roomserver else {
@@ -153,7 +153,25 @@ final class Appliance {
             listening = (link, room, gainDB)
         }
         Log.notice("listening to room \(room) at \(fixedDecimalText(gainDB, 1)) dB")
+        // Kept, so a restart listens again (nothing the user set is lost).
+        settings.update { $0.listen = RuntimeSettings.Listen(room: room, server: serverText, token: token, gainDB: gainDB) }
         panel?.refresh()
+    }
+
+    /// After a restart: the room listened to before, again. A failure is logged; the appliance
+    /// runs without it (an expired token, a server gone).
+    func listenAgain() {
+        guard let kept = settings.runtime.listen else { return }
+        do {
+            let addresses: [HostPort]? = try kept.server.map { text throws(SystemError) in
+                var list: [HostPort] = []
+                for part in ApplianceConfiguration.serverList(text) { list.append(try HostPort(parsing: part)) }
+                return list
+            }
+            try listen(room: kept.room, addresses: addresses, serverText: kept.server, token: kept.token, gainDB: kept.gainDB)
+        } catch {
+            Log.warning("listen: room \(kept.room) again after the restart: \(error); not listening (roomctl listen to try again)")
+        }
     }
 
     /// A new gain for the room listened to (no rejoin, no gap).
@@ -161,6 +179,7 @@ final class Appliance {
         guard let current = listening else { return }
         engine.streamGains.set(leg: .listen, linear: linear(fromDB: Float(dB)))
         listening = (current.link, current.room, dB)
+        settings.update { $0.listen?.gainDB = dB }
         Log.notice("listening to room \(current.room) at \(fixedDecimalText(dB, 1)) dB")
     }
 
@@ -168,6 +187,7 @@ final class Appliance {
     func unlisten() -> Bool {
         guard let (link, room, _) = listening else { return false }
         listening = nil
+        settings.update { $0.listen = nil }
         leavingListen = link
         let finish: (RoomLink) -> Void = { [weak self] link in
             link.close()

@@ -128,7 +128,7 @@ final class ControlBridge {
                 }
             }
             do {
-                try appliance.listen(room: room, addresses: addresses, token: token, gainDB: gainDB)
+                try appliance.listen(room: room, addresses: addresses, serverText: servers, token: token, gainDB: gainDB)
                 reply(.ok)
             } catch {
                 reply(.failure(.notInRoom(error.description)))

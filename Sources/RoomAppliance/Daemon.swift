@@ -85,6 +85,7 @@ public struct Daemon {
                 engine.stop()
                 throw .config("room: \(error)")
             }
+            appliance.listenAgain()
         }
         return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: !initial.servers.isEmpty)
     }
@@ -293,6 +294,7 @@ public struct Daemon {
         // Leave the room properly (others see "left", not a timeout); then audio, then the
         // session: it owns the eventfd the audio thread signals.
         room.shutdown()
+        appliance.listening?.link.shutdown(timeout: .seconds(1))
         if !engine.stop() {
             // The process exits next; the room's eventfd is closed with it, so the stuck
             // thread cannot signal a descriptor that was reused.
@@ -301,6 +303,7 @@ public struct Daemon {
             return ExitStatus.software
         }
         room.close()
+        appliance.listening?.link.close()
         drainEvents(engine)
         drainRecording(engine, into: recorder, failed: &recordingFailed)
         reporter.summary(elapsed: elapsed())

@@ -12,6 +12,24 @@ public struct RuntimeSettings: Sendable, Equatable {
     public var logLevel: String?
     /// Self mute: a room that muted the appliance expects it to come back muted.
     public var muted: Bool?
+    /// The second room listened to (`roomctl listen`), listened to again after a restart.
+    public var listen: Listen?
+
+    public struct Listen: Sendable, Equatable {
+        public var room: String
+        /// host:port list as given; nil: the room's servers.
+        public var server: String?
+        /// The token for it (an audience token is enough). Kept in roomd's state directory
+        /// (mode 0750, roomd's own): a bearer credential, like the configured token file.
+        public var token: String
+        public var gainDB: Double
+        public init(room: String, server: String?, token: String, gainDB: Double) {
+            self.room = room
+            self.server = server
+            self.token = token
+            self.gainDB = gainDB
+        }
+    }
     /// The configuration file's values when the settings above were written. An installer
     /// who edits the file while roomd is stopped and restarts it expects the edit to win, as
     /// a reload would make it: at start, a key whose file value differs from its basis drops
@@ -36,7 +54,7 @@ public struct RuntimeSettings: Sendable, Equatable {
         self.muted = muted
     }
 
-    public var isEmpty: Bool { volumeDB == nil && profile == nil && logLevel == nil && muted == nil }
+    public var isEmpty: Bool { volumeDB == nil && profile == nil && logLevel == nil && muted == nil && listen == nil }
 
     /// Records the file's current values as the basis of the run-time values that are set.
     public mutating func rebase(on file: ApplianceConfiguration) {
@@ -60,6 +78,7 @@ public struct RuntimeSettings: Sendable, Equatable {
         ("audio", ["volume_db", "profile"]),
         ("log", ["level"]),
         ("room", ["muted"]),
+        ("listen", ["room", "server", "token", "gain_db"]),
         ("based_on", ["volume_db", "profile", "log_level"]),
     ]
 
@@ -73,6 +92,11 @@ public struct RuntimeSettings: Sendable, Equatable {
         s.profile = try values.value("audio.profile", as: AudioProfile.self)
         s.logLevel = try values.string("log.level", oneOf: ApplianceConfiguration.logLevels)
         s.muted = try values.yesNo("room.muted")
+        if let room = try values.string("listen.room") {
+            guard let token = try values.string("listen.token") else { throw values.error("listen.room", "needs listen.token beside it") }
+            s.listen = Listen(room: room, server: try values.string("listen.server"), token: token,
+                              gainDB: try values.double("listen.gain_db", in: ApplianceConfiguration.volumeRange) ?? 0)
+        }
         // The basis: absent → unknown (nil); "none" → the file did not set the key.
         func basis<T>(_ key: String, expected: String, _ parse: (String) -> T?) throws(ConfigError) -> T?? {
             guard let v = try values.string(key) else { return nil }
@@ -99,6 +123,11 @@ public struct RuntimeSettings: Sendable, Equatable {
         }
         if let logLevel { lines += ["[log]", "level = \(logLevel)"] }
         if let muted { lines += ["[room]", "muted = \(muted ? "yes" : "no")"] }
+        if let listen {
+            lines += ["[listen]", "room = \(listen.room)"]
+            if let server = listen.server { lines.append("server = \(server)") }
+            lines += ["token = \(listen.token)", "gain_db = \(shortestNumberText(listen.gainDB))"]
+        }
         var based: [String] = []
         if case .some(let v) = basis.volumeDB { based.append("volume_db = \(v.map(shortestNumberText) ?? "none")") }
         if case .some(let v) = basis.profile { based.append("profile = \(v?.rawValue ?? "none")") }

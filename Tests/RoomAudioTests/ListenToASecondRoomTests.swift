@@ -38,18 +38,21 @@ final class ListenToASecondRoomTests: ProcessTestCase {
         let config = dir + "/server.conf"
         SimCard.writeWAV(dir + "/t-mic.wav", SimCard.speechLike(seconds: 4, seed: 0.4, level: 0.25))
         let board = SimCard.repoRoot + "/board/sim", address = "127.0.0.1:\(tcp)"
-        let common = ["--stats-interval", "0", "--config", "none", "--state-dir", "none", "--json"]
-        func start(_ name: String, room: String, publish: Bool, input: String? = nil) throws -> Process {
-            let token = try mintToken(server, config: config, room: room, user: name, publish ? ["--publish"] : [])
+        let common = ["--stats-interval", "0", "--config", "none", "--json"]
+        /// `name` is also its socket, log and sim room; `user` its token's user (a restart keeps it).
+        func launchRoomd(_ name: String, room: String, publish: Bool, input: String? = nil, user: String? = nil) throws -> Process {
+            let token = try mintToken(server, config: config, room: room, user: user ?? name, publish ? ["--publish"] : [])
+            try FileManager.default.createDirectory(atPath: dir + "/\(user ?? name)-state", withIntermediateDirectories: true)
             return try launch(roomd, ["--board", board, "--server", address, "--token", token,
-                                      "--role", publish ? "streamer" : "audience", "--control-socket", dir + "/\(name).sock"] + common,
+                                      "--role", publish ? "streamer" : "audience", "--control-socket", dir + "/\(name).sock",
+                                      "--state-dir", dir + "/\(user ?? name)-state"] + common,
                               env: ["ROOMSIM_CONFIG": try E2E.writeRoom(dir, name, input: input, inputEnd: "loop",
                                                                         extra: ["echo_gain_db = -10", "noise_dbfs = -70"])],
                               log: dir + "/\(name).log")
         }
-        let t = try start("t", room: "second", publish: true, input: dir + "/t-mic.wav")
-        let l = try start("l", room: "main", publish: false)
-        let x = try start("x", room: "main", publish: true)
+        let t = try launchRoomd("t", room: "second", publish: true, input: dir + "/t-mic.wav")
+        let l = try launchRoomd("l", room: "main", publish: false)
+        let x = try launchRoomd("x", room: "main", publish: true)
         func ctl(_ name: String, _ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
             try runSeparated(roomctl, ["--socket", dir + "/\(name).sock"] + args)
         }
@@ -74,8 +77,26 @@ final class ListenToASecondRoomTests: ProcessTestCase {
         Thread.sleep(forTimeInterval: 3)
         let end = now()
         let status = try ctl("x", ["--json", "status"]).stdout
-        for p in [x, l, t, serverProcess] { p.terminate(); p.waitUntilExit() }
         XCTAssertFalse(status.contains("\"listening\""), "no longer listening: \(status)")
+
+        // What the user set survives a restart: listening again at -6 dB, X restarted (its
+        // own state directory, another sim room so the recording above stays), it listens again.
+        XCTAssertEqual(try ctl("x", ["listen", "second", "--token-file", dir + "/listen.token", "--gain", "-6"]).status, 0)
+        x.terminate(); x.waitUntilExit()
+        let x2 = try launchRoomd("x2", room: "main", publish: true, user: "x")
+        waitForSocket(dir + "/x2.sock")
+        var listening: [String: Any]?
+        let deadline = Date().addingTimeInterval(10)
+        while listening?["connection"] as? String != "connected" && Date() < deadline {
+            let text = try ctl("x2", ["--json", "status"]).stdout
+            let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+            listening = (object?["result"] as? [String: Any])?["listening"] as? [String: Any]
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        XCTAssertEqual(listening?["room"] as? String, "second", "listening again after the restart; logs in \(dir)")
+        XCTAssertEqual(listening?["gain_db"] as? Double, -6)
+        XCTAssertEqual(listening?["connection"] as? String, "connected")
+        for p in [x2, l, t, serverProcess] { p.terminate(); p.waitUntilExit() }
 
         let xSpeaker = try SimCard.readWAV(dir + "/x-speaker.wav").floatSamples
         let lSpeaker = try SimCard.readWAV(dir + "/l-speaker.wav").floatSamples

@@ -152,6 +152,22 @@ final class RuntimeSettingsTests: XCTestCase {
         for s in cases {
             XCTAssertEqual(try RuntimeSettings.parse(text: s.serialized(), file: "settings.conf"), s)
         }
+        // The room listened to (issue 29), with and without its own server.
+        for server in [nil, "10.0.0.5:7700"] as [String?] {
+            var s = RuntimeSettings(muted: false)
+            s.listen = RuntimeSettings.Listen(room: "second", server: server, token: "a.b.c", gainDB: -6.5)
+            XCTAssertEqual(try RuntimeSettings.parse(text: s.serialized(), file: "settings.conf"), s)
+            XCTAssertFalse(s.isEmpty)
+        }
+    }
+
+    func testAListenedRoomNeedsItsToken() {
+        XCTAssertThrowsError(try RuntimeSettings.parse(text: "[listen]\nroom = second\n", file: "s.conf")) { error in
+            XCTAssertEqual((error as? ConfigError)?.description, "s.conf:2: listen.room: needs listen.token beside it")
+        }
+        XCTAssertThrowsError(try RuntimeSettings.parse(text: "[listen]\nroom = r\ntoken = t\ngain_db = 99\n", file: "s.conf")) { error in
+            XCTAssertTrue("\(error)".contains("listen.gain_db"), "\(error)")
+        }
     }
 
     func testBasisRoundTripsAndTellsWhatTheFileChanged() throws {
