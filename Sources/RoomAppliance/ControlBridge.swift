@@ -83,14 +83,10 @@ final class ControlBridge {
                 reply(.failure(ControlError(.configError, "\(e)")))
             }
         case .join(let servers, let token, let role):
-            var addresses: [HostPort]?
-            if let servers {
-                addresses = []
-                for text in ApplianceConfiguration.serverList(servers) {
-                    do { addresses?.append(try HostPort(parsing: text)) } catch {
-                        return reply(.failure(.badRequest(field: "args.server", "\"\(text)\": \(error)")))
-                    }
-                }
+            let addresses: [HostPort]?
+            switch Self.serverAddresses(servers) {
+            case .success(let parsed): addresses = parsed
+            case .failure(let error): return reply(.failure(error))
             }
             if let problem = appliance.secretsStayWithTheirServer(addresses: addresses, token: token) {
                 return reply(.failure(.badRequest(field: "args.server", problem)))
@@ -118,14 +114,10 @@ final class ControlBridge {
             } catch {
                 return reply(.failure(.badRequest(field: "args.token", "\(error)")))
             }
-            var addresses: [HostPort]?
-            if let servers {
-                addresses = []
-                for text in ApplianceConfiguration.serverList(servers) {
-                    do { addresses?.append(try HostPort(parsing: text)) } catch {
-                        return reply(.failure(.badRequest(field: "args.server", "\"\(text)\": \(error)")))
-                    }
-                }
+            let addresses: [HostPort]?
+            switch Self.serverAddresses(servers) {
+            case .success(let parsed): addresses = parsed
+            case .failure(let error): return reply(.failure(error))
             }
             do {
                 try appliance.listen(room: room, addresses: addresses, serverText: servers, token: token, gainDB: gainDB)
@@ -139,6 +131,19 @@ final class ControlBridge {
         default:
             roomCommand(command, reply: reply)
         }
+    }
+
+    /// `server` as `join` and `listen` take it: each comma-separated host:port parsed, or the
+    /// `bad_request` naming the one that is not. nil stays nil (the configured servers).
+    private static func serverAddresses(_ servers: String?) -> Result<[HostPort]?, ControlError> {
+        guard let servers else { return .success(nil) }
+        var addresses: [HostPort] = []
+        for text in ApplianceConfiguration.serverList(servers) {
+            do { addresses.append(try HostPort(parsing: text)) } catch {
+                return .failure(.badRequest(field: "args.server", "\"\(text)\": \(error)"))
+            }
+        }
+        return .success(addresses)
     }
 
     private func roomCommand(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
