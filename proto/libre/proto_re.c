@@ -104,7 +104,6 @@ static void done(void *arg)
 	(void)arg;
 	reg = mem_deref(reg); /* un-REGISTER (expires 0) */
 	sess_sock = mem_deref(sess_sock);
-	re_printf("cpu_ms %.1f\n", proto_cpu_ms() - cpu_start);
 	sip_close(sip, false); /* on_sip_exit runs when pending transactions are done */
 }
 
@@ -220,6 +219,7 @@ int main(int argc, char **argv)
 	if (argc > 2)
 		password = argv[2];
 	cpu_start = proto_cpu_ms();
+	long rss_start = proto_rss_kib();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	re_snprintf(aor, sizeof aor, "sip:room@127.0.0.1:%s", argv[1]);
 	re_snprintf(registrar, sizeof registrar, "sip:127.0.0.1:%s", argv[1]);
@@ -243,5 +243,6 @@ int main(int argc, char **argv)
 	mem_deref(sip);
 	mem_deref(sdp);
 	libre_close();
+	re_printf("rss_at_start_kib %ld cpu_total_ms %.2f\n", rss_start, proto_cpu_ms());
 	return exit_code;
 }

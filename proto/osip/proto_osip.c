@@ -277,7 +277,6 @@ static void nict_2xx(int type, osip_transaction_t *tr, osip_message_t *resp)
 		exit_code = 0;
 		send_register(0, NULL);
 	} else if (MSG_IS_REGISTER(tr->orig_request) && phase == UNREGISTERING) {
-		printf("cpu_ms %.1f\n", proto_cpu_ms() - cpu_start);
 		running = false;
 	}
 }
@@ -377,6 +376,7 @@ int main(int argc, char **argv)
 		password = argv[2];
 	trace = getenv("PROTO_TRACE") != NULL;
 	cpu_start = proto_cpu_ms();
+	long rss_start = proto_rss_kib();
 	srandom((unsigned)now_ms());
 	kam_port = atoi(argv[1]);
 	random_token(from_tag, 17);
@@ -441,5 +441,6 @@ int main(int argc, char **argv)
 		}
 	}
 	osip_release(osip);
+	printf("rss_at_start_kib %ld cpu_total_ms %.2f\n", rss_start, proto_cpu_ms());
 	return exit_code;
 }
