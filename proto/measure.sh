@@ -6,10 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 runs=${1:-5}
-make -s -C libre && make -s -C osip
+make -s -C libre && make -s -C osip && make -s -C sofia
 code_lines() { grep -v '^\s*$' "$1" | grep -cv '^\s*\(/\*\|\*\|//\)'; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-for p in libre/proto_re osip/proto_osip; do
+for p in ${PROTOS:-libre/proto_re osip/proto_osip sofia/proto_sofia}; do
   src=$p.c
   strip -o /tmp/stripped.$$ "$p"
   echo "== $p"
