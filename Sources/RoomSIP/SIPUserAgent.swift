@@ -167,8 +167,13 @@ public final class SIPUserAgent {
                 setState(.unregistered)
                 return
             }
-            registrationsAccepted += 1
             let granted = grantedExpires(response) ?? askedExpires
+            if granted == 0 {
+                // A 2xx that lists our contact with expires=0 did not keep the binding.
+                fail(SIPRegistrationFailure(statusCode: code, reason: "registrar answered \(code) but kept no binding (expires 0)", willRetry: true))
+                return
+            }
+            registrationsAccepted += 1
             setState(.registered(expires: granted))
             scheduleRefresh(after: granted)
         case 401, 407:
@@ -255,12 +260,23 @@ public final class SIPUserAgent {
             guard osip_uri_to_str(contact.pointee.url, &text) == OSIP_SUCCESS, let text else { continue }
             let uri = String(cString: text)
             cosip_free(text)
-            if uri == ours, let e = cosip_contact_expires(contact), let n = Int(String(cString: e).trimmed) {
+            if uri == ours, let e = cosip_contact_expires(contact), let n = Self.deltaSeconds(String(cString: e)) {
                 return n
             }
         }
-        if let e = cosip_header(response, "expires"), let n = Int(String(cString: e).trimmed) { return n }
+        if let e = cosip_header(response, "expires"), let n = Self.deltaSeconds(String(cString: e)) { return n }
         return nil
+    }
+
+    /// A delta-seconds value (RFC 3261 §25.1: digits only): nil for anything else (a sign,
+    /// spaces inside, garbage), so a hostile answer cannot schedule a negative refresh;
+    /// capped at a day, the longest an account may ask for.
+    static func deltaSeconds(_ text: String) -> Int? {
+        let digits = text.trimmed
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let significant = digits.drop { $0 == "0" }
+        guard significant.count <= 6, let n = Int(significant.isEmpty ? "0" : String(significant)) else { return 86_400 }
+        return min(n, 86_400)
     }
 
     // MARK: osip

@@ -46,3 +46,16 @@ final class SIPDigestTests: XCTestCase {
         XCTAssertNoThrow(try SIPAccount(registrar: registrar, domain: "example.org", user: "room", password: "p w"))
     }
 }
+
+final class SIPTextTests: XCTestCase {
+    func testDeltaSeconds() {
+        XCTAssertEqual(SIPUserAgent.deltaSeconds(" 3600 "), 3600)
+        XCTAssertEqual(SIPUserAgent.deltaSeconds("0"), 0)
+        XCTAssertEqual(SIPUserAgent.deltaSeconds("0000045"), 45)
+        XCTAssertEqual(SIPUserAgent.deltaSeconds("99999999999999999999999"), 86_400)
+        XCTAssertNil(SIPUserAgent.deltaSeconds("-5"))
+        XCTAssertNil(SIPUserAgent.deltaSeconds("+5"))
+        XCTAssertNil(SIPUserAgent.deltaSeconds("5 5"))
+        XCTAssertNil(SIPUserAgent.deltaSeconds(""))
+    }
+}
