@@ -346,7 +346,11 @@ public final class SIPUserAgent {
                 datagramsDropped += 1
                 continue
             }
+            // osip reads a status line's code without checking it has three digits
+            // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
+            // 100-699 is dropped here, before any transaction takes it as final.
             if event.pointee.sip == nil || !cosip_is_response(event.pointee.sip)
+                || !(100 ... 699).contains(event.pointee.sip.pointee.status_code)
                 || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
                 // A request (calls are not served yet) or a response to no transaction of ours.
                 datagramsDropped += 1

@@ -38,7 +38,7 @@ final class FakeRegistrar {
 }
 
 final class FakeRegistrarTests: XCTestCase {
-    private func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
+    func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(seconds)
         while !done() {
             if Date() >= deadline { return false }
@@ -47,7 +47,7 @@ final class FakeRegistrarTests: XCTestCase {
         return true
     }
 
-    private func agent(_ loop: EventLoop, _ registrar: FakeRegistrar, expires: Int = 60) throws -> SIPUserAgent {
+    func agent(_ loop: EventLoop, _ registrar: FakeRegistrar, expires: Int = 60) throws -> SIPUserAgent {
         let account = try SIPAccount(registrar: registrar.socket.localAddress, domain: "example.org", user: "room",
                                      password: "x", expires: expires)
         return try SIPUserAgent(loop: loop, account: account, localAddress: .ipv4Loopback(port: 0))
@@ -106,5 +106,26 @@ final class FakeRegistrarTests: XCTestCase {
         XCTAssertTrue(try run(loop, seconds: 1) { ua.datagramsDropped >= 3 })
         XCTAssertEqual(ua.datagramsDropped, 3)
         XCTAssertEqual(ua.registrationState, .registered(expires: 45))
+    }
+}
+
+extension FakeRegistrarTests {
+    /// osip reads "SIP/2.0 42.3" as status 42 (the sip fuzz target's first find): the agent
+    /// drops such a response instead of ending the REGISTER with it.
+    func testStatusOutside100To699IsDropped() throws {
+        let loop = try EventLoop()
+        let registrar = try FakeRegistrar(loop: loop)
+        var first = true
+        registrar.answer = { _ in
+            defer { first = false }
+            return first ? ("42.3 Nonsense", "") : ("200 OK", "")
+        }
+        let ua = try agent(loop, registrar)
+        defer { ua.close() }
+        ua.register()
+        // The dropped answer leaves the REGISTER out; osip retransmits it (timer E, 500 ms),
+        // and the second answer registers.
+        XCTAssertTrue(try run(loop, seconds: 3) { ua.registrationState == .registered(expires: 60) }, "\(ua.registrationState)")
+        XCTAssertEqual(ua.datagramsDropped, 1)
     }
 }
