@@ -81,6 +81,8 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CWebRTCAudioProcessing", pkgConfig: "webrtc-audio-processing",
                        providers: [.apt(["libwebrtc-audio-processing-dev"])]),
+        // libosip2 (SIP parser and transactions, no I/O) for RoomSIP: docs/calls.md, "Why libosip2".
+        .systemLibrary(name: "COSIP", pkgConfig: "libosip2", providers: [.apt(["libosip2-dev"])]),
         // The one real FFT of the C code (header-only): the canceller's and the simulated room's.
         .target(name: "CRoomFFT"),
         .target(
@@ -166,6 +168,8 @@ let package = Package(
         .target(name: "RoomSDP"),
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomICE", dependencies: ["RoomCrypto"]),
+        // The SIP user agent on libosip2, driven by roomd's EventLoop (issue 29, docs/calls.md).
+        .target(name: "RoomSIP", dependencies: ["COSIP", "RoomSystem"]),
         // DTLS-SRTP handshakes and keys for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomDTLS", dependencies: ["CRoomDTLS", "RoomSDP"]),
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
@@ -213,6 +217,7 @@ let package = Package(
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomMedia", "RoomSDP", "RoomSystem", "RoomTLS", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
+        .testTarget(name: "RoomSIPTests", dependencies: ["RoomSIP", "RoomSystem", "RoomTestSupport"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomJSON", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
     ],
@@ -226,7 +231,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE", "RoomJSON"],
+        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE", "RoomJSON", "RoomSIP"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

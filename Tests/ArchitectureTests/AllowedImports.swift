@@ -9,7 +9,7 @@
 enum AllowedImports {
     /// C adapter targets (one C library or one C file of ours each): they import nothing Swift.
     static let cTargets: Set<String> = [
-        "CAlsa", "CGpiod", "CLibcrypto", "CLinux", "COpenSSL", "COpus", "CRoomDTLS", "CRoomFFT", "CRoomTLS", "CSRTP",
+        "CAlsa", "CGpiod", "CLibcrypto", "CLinux", "COpenSSL", "COpus", "COSIP", "CRoomDTLS", "CRoomFFT", "CRoomTLS", "CSRTP",
         "CSRTPOpenSSLCipher", "CCaptureChain", "CWebRTCAudioProcessing", "RoomAllocProbe",
         "RoomSimCard", "RoomSimRoom", "roomsim-scene",
     ]
@@ -40,6 +40,7 @@ enum AllowedImports {
         "RoomGPIO": ["CGpiod", "RoomSettings", "RoomSystem"],
         "RoomALSA": ["CAlsa", "RoomSystem"],
         "RoomOpus": ["COpus", "RoomSystem"],
+        "RoomSIP": ["COSIP", "RoomSystem"],
         "RoomCaptureChain": ["CCaptureChain", "RoomBase", "RoomDSP"],
         // Features.
         "RoomAudio": ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings",

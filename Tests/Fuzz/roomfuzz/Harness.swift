@@ -91,6 +91,9 @@ enum FuzzTarget: String, CaseIterable {
     /// STUN datagrams on the WebRTC media socket: `STUNMessage` and the `ICEAgent`'s checks.
     case stun
 
+    /// SIP datagrams at the user agent's socket: osip's parser and RoomSIP's reading of the
+    /// registrar's answers (issue 29).
+    case sip
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
         case .control: fuzzControl(bytes)
@@ -108,6 +111,7 @@ enum FuzzTarget: String, CaseIterable {
         case .janus: fuzzJanus(bytes)
         case .websocket: fuzzWebSocket(bytes)
         case .stun: fuzzSTUN(bytes)
+        case .sip: fuzzSIP(bytes)
         }
     }
 }

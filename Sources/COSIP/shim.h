@@ -1,0 +1,87 @@
+// libosip2 for RoomSIP (docs/calls.md, "Why libosip2"): the SIP parser and transaction state
+// machines, no I/O. osip's accessors for header lists are macros and its header includes
+// assume <stdbool.h> and <sys/time.h>, so this header includes those first and turns each
+// macro RoomSIP needs into a static inline function Swift can call.
+#ifndef COSIP_SHIM_H
+#define COSIP_SHIM_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <time.h>
+#include <sys/time.h>
+#include <osip2/osip.h>
+#include <osipparser2/osip_md5.h>
+
+/// MD5 of `len` bytes as 32 lower-case hex digits and a NUL: the digest answer's hash (RFC
+/// 2617; RFC 8760's SHA-256 would come from the same place when a registrar asks for it).
+static inline void cosip_md5_hex(const char *text, size_t len, char out[33])
+{
+	static const char hex[] = "0123456789abcdef";
+	osip_MD5_CTX ctx;
+	unsigned char d[16];
+	osip_MD5Init(&ctx);
+	osip_MD5Update(&ctx, (unsigned char *)text, (unsigned)len);
+	osip_MD5Final(d, &ctx);
+	for (int i = 0; i < 16; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[32] = 0;
+}
+
+/// osip prints its own errors to stdout by default (`| ERROR | … Final CRLF is missing`): a
+/// malformed datagram would write to roomd's stdout. RoomSIP reports what it drops itself.
+static inline void cosip_trace_off(void)
+{
+	for (int level = 0; level < END_TRACE_LEVEL; level++)
+		osip_trace_disable_level((osip_trace_level_t)level);
+}
+
+static inline osip_www_authenticate_t *cosip_www_authenticate(osip_message_t *m, int pos)
+{
+	osip_www_authenticate_t *h = NULL;
+	return osip_message_get_www_authenticate(m, pos, &h) >= 0 ? h : NULL;
+}
+
+static inline osip_proxy_authenticate_t *cosip_proxy_authenticate(osip_message_t *m, int pos)
+{
+	osip_proxy_authenticate_t *h = NULL;
+	return osip_message_get_proxy_authenticate(m, pos, &h) >= 0 ? h : NULL;
+}
+
+static inline osip_contact_t *cosip_contact(osip_message_t *m, int pos)
+{
+	osip_contact_t *h = NULL;
+	return osip_message_get_contact(m, pos, &h) >= 0 ? h : NULL;
+}
+
+/// A contact's `expires` parameter, or NULL.
+static inline const char *cosip_contact_expires(osip_contact_t *c)
+{
+	osip_generic_param_t *p = NULL;
+	return osip_contact_param_get_byname(c, "expires", &p) >= 0 && p ? p->gvalue : NULL;
+}
+
+/// The value of the first header called `name` (case-insensitive), or NULL: for the headers
+/// osip keeps as plain name/value pairs (Expires, Min-Expires).
+static inline const char *cosip_header(osip_message_t *m, const char *name)
+{
+	osip_header_t *h = NULL;
+	return osip_message_header_get_byname(m, name, 0, &h) >= 0 && h ? h->hvalue : NULL;
+}
+
+/// Frees what osip allocated for the caller (osip_message_to_str, osip_uri_to_str).
+static inline void cosip_free(void *p) { osip_free(p); }
+
+/// Milliseconds until osip's next transaction timer is due (rounded up), or -1 when none is.
+static inline long cosip_next_timeout_ms(osip_t *osip)
+{
+	struct timeval tv = { 365 * 24 * 3600, 0 };
+	osip_timers_gettimeout(osip, &tv);
+	if (tv.tv_sec >= 3600)
+		return -1;
+	return (long)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+}
+
+static inline bool cosip_is_response(const osip_message_t *m) { return MSG_IS_RESPONSE(m); }
+#endif

@@ -1,0 +1,448 @@
+import COSIP
+import RoomSystem
+
+/// roomd's SIP user agent on libosip2 (docs/calls.md). osip parses and runs the transactions;
+/// this class owns everything osip leaves to its user: the UDP socket (on roomd's EventLoop,
+/// no thread of its own), osip's timers (one loop timer re-armed from
+/// `osip_timers_gettimeout` after every step), the requests' text, the digest answers, and the
+/// registration's refresh. So far it registers; calls come next (issue 29).
+///
+/// Confined to the loop's thread, like everything the loop drives.
+public final class SIPUserAgent {
+    public let account: SIPAccount
+    public private(set) var registrationState: SIPRegistrationState = .unregistered
+    /// Called on the loop thread whenever `registrationState` changes.
+    public var onRegistrationChange: ((SIPRegistrationState) -> Void)?
+    /// How long after a retryable failure (no answer, 5xx) the agent registers again.
+    public var retryInterval: Duration = .seconds(60)
+
+    /// Counters for tests and status: REGISTERs sent (retransmissions not counted), 2xx
+    /// answers to them, datagrams dropped unread (not from the registrar, truncated,
+    /// unparseable, or requests the agent does not serve yet).
+    public private(set) var registersSent = 0
+    public private(set) var registrationsAccepted = 0
+    public private(set) var datagramsDropped = 0
+
+    public var localAddress: SocketAddress { socket.localAddress }
+
+    private let loop: EventLoop
+    private let socket: UDPSocket
+    fileprivate var osip: UnsafeMutablePointer<osip_t>?
+    private let receiveBuffer: UnsafeMutableRawBufferPointer
+    private var osipTimer: EventLoop.TimerID?
+    private var refreshTimer: EventLoop.TimerID?
+    /// Transactions osip ended, freed after the step that ended them (osip reports the end
+    /// from inside its own loop over the transaction list).
+    fileprivate var finished: [UnsafeMutablePointer<osip_transaction_t>] = []
+    /// Transactions alive, freed at `close()`.
+    private var live: Set<UnsafeMutablePointer<osip_transaction_t>> = []
+    private var stepping = false
+    private var stepAgain = false
+    private var closeRequested = false
+
+    // The registration's dialog-like state (RFC 3261 §10.2: one Call-ID, CSeq rising).
+    private let callID: String
+    private let fromTag: String
+    private var cseq: UInt32
+    private var pendingRegister: UnsafeMutablePointer<osip_transaction_t>?
+    private var pendingGotFinal = false
+    private var askedExpires = 0
+    /// Challenges answered since the last success: a second one that is not `stale` means
+    /// the credentials were refused.
+    private var challengesAnswered = 0
+    private var nonceCount: UInt32 = 0
+    private var lastNonce = ""
+
+    /// Binds a UDP socket on `localAddress` (default: the address the registrar is reached
+    /// from, ephemeral port) and watches it on `loop`.
+    public init(loop: EventLoop, account: SIPAccount, localAddress: SocketAddress? = nil) throws(SystemError) {
+        self.loop = loop
+        self.account = account
+        let bindTo = localAddress ?? LocalAddress.source(toward: account.registrar).map {
+            (try? SocketAddress(ip: $0.host, port: 0)) ?? SocketAddress.ipv4Any(port: 0)
+        } ?? SocketAddress.ipv4Any(port: 0)
+        socket = try UDPSocket(bindingTo: bindTo)
+        receiveBuffer = .allocate(byteCount: 65_536, alignment: 8)
+        callID = Self.token(16) + "@roomd"
+        fromTag = Self.token(10)
+        cseq = UInt32.random(in: 1 ... 10_000)
+        cosip_trace_off()
+        var handle: UnsafeMutablePointer<osip_t>?
+        guard osip_init(&handle) == OSIP_SUCCESS, let handle else {
+            receiveBuffer.deallocate()
+            throw SystemError("osip_init failed")
+        }
+        osip = handle
+        Self.installCallbacks(handle)
+        try socket.onReadable(loop: loop) { [weak self] _ in self?.readable() }
+    }
+
+    deinit {
+        close()
+        receiveBuffer.deallocate()
+    }
+
+    /// Stops timers, frees osip's transactions and closes the socket; nothing is sent (call
+    /// `unregister()` first and let the loop run to take the binding off the registrar).
+    public func close() {
+        // From inside an osip callback (an onRegistrationChange handler): after the step.
+        if stepping { closeRequested = true; return }
+        if let t = osipTimer { loop.cancel(t); osipTimer = nil }
+        if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
+        socket.close()
+        guard let osip else { return }
+        for tr in live {
+            osip_remove_transaction(osip, tr)
+            osip_transaction_free2(tr)
+        }
+        live.removeAll()
+        finished.removeAll()
+        osip_release(osip)
+        self.osip = nil
+    }
+
+    // MARK: Registration
+
+    /// Registers (again), asking for `account.expires` seconds, and keeps the binding fresh.
+    public func register() {
+        askedExpires = account.expires
+        challengesAnswered = 0
+        if case .registered = registrationState {} else { setState(.registering) }
+        sendRegister(authorization: nil)
+    }
+
+    /// Asks the registrar to drop the binding (Expires: 0) and stops refreshing.
+    public func unregister() {
+        if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
+        askedExpires = 0
+        challengesAnswered = 0
+        sendRegister(authorization: nil)
+    }
+
+    private func setState(_ state: SIPRegistrationState) {
+        guard state != registrationState else { return }
+        registrationState = state
+        onRegistrationChange?(state)
+    }
+
+    private var contactURI: String {
+        "sip:\(account.user)@\(Self.hostPort(socket.localAddress))"
+    }
+
+    private func sendRegister(authorization: (header: String, value: String)?) {
+        let ruri = "sip:\(account.domain)"
+        var extra = "Expires: \(askedExpires)\r\n"
+        if let authorization { extra += "\(authorization.header): \(authorization.value)\r\n" }
+        cseq &+= 1
+        let text = "REGISTER \(ruri) SIP/2.0\r\n"
+            + "Via: SIP/2.0/UDP \(Self.hostPort(socket.localAddress));rport;branch=z9hG4bK\(Self.token(12))\r\n"
+            + "Max-Forwards: 70\r\n"
+            + "From: <\(account.addressOfRecord)>;tag=\(fromTag)\r\n"
+            + "To: <\(account.addressOfRecord)>\r\n"
+            + "Call-ID: \(callID)\r\n"
+            + "CSeq: \(cseq) REGISTER\r\n"
+            + "Contact: <\(contactURI)>\r\n"
+            + "User-Agent: roomd\r\n"
+            + extra
+            + "Content-Length: 0\r\n\r\n"
+        guard let tr = startTransaction(text) else {
+            fail(SIPRegistrationFailure(statusCode: nil, reason: "could not build a REGISTER for \(account.addressOfRecord)", willRetry: false))
+            return
+        }
+        pendingRegister = tr
+        pendingGotFinal = false
+        registersSent += 1
+        step()
+    }
+
+    fileprivate func registerAnswered(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ response: UnsafeMutablePointer<osip_message_t>) {
+        guard tr == pendingRegister else { return }
+        pendingGotFinal = true
+        let code = Int(response.pointee.status_code)
+        let reasonPhrase = response.pointee.reason_phrase.map { String(cString: $0) } ?? ""
+        switch code {
+        case 200 ..< 300:
+            challengesAnswered = 0
+            if askedExpires == 0 {
+                setState(.unregistered)
+                return
+            }
+            let granted = grantedExpires(response) ?? askedExpires
+            if granted == 0 {
+                // A 2xx that lists our contact with expires=0 did not keep the binding.
+                fail(SIPRegistrationFailure(statusCode: code, reason: "registrar answered \(code) but kept no binding (expires 0)", willRetry: true))
+                return
+            }
+            registrationsAccepted += 1
+            setState(.registered(expires: granted))
+            scheduleRefresh(after: granted)
+        case 401, 407:
+            answerChallenge(response, proxy: code == 407)
+        case 423:
+            // Interval Too Brief: ask again for the registrar's minimum, once.
+            if let text = cosip_header(response, "min-expires").map({ String(cString: $0) }),
+               let minimum = Int(text.trimmed), minimum > askedExpires, minimum <= 86_400 {
+                askedExpires = minimum
+                sendRegister(authorization: nil)
+            } else {
+                fail(SIPRegistrationFailure(statusCode: code, reason: "registrar wants a longer registration (\(reasonPhrase))", willRetry: false))
+            }
+        default:
+            fail(SIPRegistrationFailure(statusCode: code, reason: "registrar refused: \(reasonPhrase)", willRetry: code >= 500))
+        }
+    }
+
+    private func answerChallenge(_ response: UnsafeMutablePointer<osip_message_t>, proxy: Bool) {
+        let code = Int(response.pointee.status_code)
+        guard let challenge = Self.challenge(in: response, proxy: proxy) else {
+            fail(SIPRegistrationFailure(statusCode: code, reason: "challenge without a digest we can read", willRetry: false))
+            return
+        }
+        if challengesAnswered > 0 && !challenge.stale {
+            fail(SIPRegistrationFailure(statusCode: code, reason: "credentials refused for \(account.authUser) (wrong user or password)", willRetry: false))
+            return
+        }
+        challengesAnswered += 1
+        if challenge.nonce != lastNonce { lastNonce = challenge.nonce; nonceCount = 0 }
+        nonceCount += 1
+        do {
+            let value = try SIPDigest.authorization(
+                challenge: challenge, method: "REGISTER", uri: "sip:\(account.domain)",
+                user: account.authUser, password: account.password, cnonce: Self.token(12), nonceCount: nonceCount)
+            sendRegister(authorization: (proxy ? "Proxy-Authorization" : "Authorization", value))
+        } catch {
+            fail(SIPRegistrationFailure(statusCode: code, reason: error.description, willRetry: false))
+        }
+    }
+
+    fileprivate func registerEndedWithoutAnswer(_ tr: UnsafeMutablePointer<osip_transaction_t>) {
+        guard tr == pendingRegister else { return }
+        pendingRegister = nil
+        if pendingGotFinal { return }
+        if askedExpires == 0 { setState(.unregistered); return }
+        fail(SIPRegistrationFailure(statusCode: nil, reason: "no answer from the registrar at \(account.registrar)", willRetry: true))
+    }
+
+    private func fail(_ failure: SIPRegistrationFailure) {
+        Log.warning("sip: registration of \(account.addressOfRecord) failed: \(failure)")
+        setState(.failed(failure))
+        if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
+        if failure.willRetry {
+            refreshTimer = loop.schedule(after: retryInterval) { [weak self] in
+                self?.refreshTimer = nil
+                self?.register()
+            }
+        }
+    }
+
+    /// Refreshes half-way through the granted time (at least 1 s after), so one lost REGISTER
+    /// and its retransmissions (timer F, 32 s) still fit before a long registration expires.
+    private func scheduleRefresh(after granted: Int) {
+        if let t = refreshTimer { loop.cancel(t) }
+        let delayMs = max(1_000, granted * 500)
+        refreshTimer = loop.schedule(after: .milliseconds(delayMs)) { [weak self] in
+            guard let self else { return }
+            self.refreshTimer = nil
+            self.askedExpires = self.account.expires
+            self.challengesAnswered = 0
+            self.sendRegister(authorization: nil)
+        }
+    }
+
+    /// The time the registrar granted our contact: its `expires` parameter in the 2xx's
+    /// Contact list, else the Expires header (RFC 3261 §10.2.4).
+    private func grantedExpires(_ response: UnsafeMutablePointer<osip_message_t>) -> Int? {
+        let ours = contactURI
+        var i: Int32 = 0
+        while let contact = cosip_contact(response, i) {
+            i += 1
+            var text: UnsafeMutablePointer<CChar>?
+            guard osip_uri_to_str(contact.pointee.url, &text) == OSIP_SUCCESS, let text else { continue }
+            let uri = String(cString: text)
+            cosip_free(text)
+            if uri == ours, let e = cosip_contact_expires(contact), let n = Self.deltaSeconds(String(cString: e)) {
+                return n
+            }
+        }
+        if let e = cosip_header(response, "expires"), let n = Self.deltaSeconds(String(cString: e)) { return n }
+        return nil
+    }
+
+    /// A delta-seconds value (RFC 3261 §25.1: digits only): nil for anything else (a sign,
+    /// spaces inside, garbage), so a hostile answer cannot schedule a negative refresh;
+    /// capped at a day, the longest an account may ask for.
+    static func deltaSeconds(_ text: String) -> Int? {
+        let digits = text.trimmed
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        let significant = digits.drop { $0 == "0" }
+        guard significant.count <= 6, let n = Int(significant.isEmpty ? "0" : String(significant)) else { return 86_400 }
+        return min(n, 86_400)
+    }
+
+    // MARK: osip
+
+    private func startTransaction(_ text: String) -> UnsafeMutablePointer<osip_transaction_t>? {
+        guard let osip else { return nil }
+        var message: UnsafeMutablePointer<osip_message_t>?
+        guard osip_message_init(&message) == OSIP_SUCCESS, let message else { return nil }
+        let parsed = text.withCString { osip_message_parse(message, $0, text.utf8.count) }
+        var tr: UnsafeMutablePointer<osip_transaction_t>?
+        guard parsed == OSIP_SUCCESS, osip_transaction_init(&tr, NICT, osip, message) == OSIP_SUCCESS, let tr else {
+            osip_message_free(message)
+            return nil
+        }
+        osip_transaction_set_your_instance(tr, Unmanaged.passUnretained(self).toOpaque())
+        live.insert(tr)
+        osip_transaction_add_event(tr, osip_new_outgoing_sipmessage(message))
+        return tr
+    }
+
+    /// Runs what osip has queued (events, due timers), frees the transactions that ended, and
+    /// arms the loop timer for osip's next deadline.
+    /// A request started from inside an osip callback (the answer to a challenge) only asks
+    /// for another round: osip's execute functions must not be entered again from within.
+    private func step() {
+        guard let osip else { return }
+        if stepping { stepAgain = true; return }
+        stepping = true
+        repeat {
+            stepAgain = false
+            osip_nict_execute(osip)
+            osip_timers_nict_execute(osip)
+            osip_nict_execute(osip)
+            for tr in finished {
+                live.remove(tr)
+                osip_transaction_free2(tr)
+            }
+            finished.removeAll()
+        } while stepAgain && self.osip != nil
+        stepping = false
+        if closeRequested { close(); return }
+        if let t = osipTimer { loop.cancel(t); osipTimer = nil }
+        guard self.osip != nil, !live.isEmpty else { return }
+        let ms = cosip_next_timeout_ms(osip)
+        guard ms >= 0 else { return }
+        osipTimer = loop.schedule(after: .milliseconds(max(Int(ms), 1))) { [weak self] in
+            self?.osipTimer = nil
+            self?.step()
+        }
+    }
+
+    private func readable() {
+        guard let osip else { return }
+        // At most 64 datagrams a wake-up: a flood cannot keep the loop from its other work.
+        for _ in 0 ..< 64 {
+            let datagram: UDPSocket.Datagram?
+            do { datagram = try socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0 ..< 65_535])) } catch { break }
+            guard let datagram else { break }
+            // Only the registrar speaks to the agent yet; anything else is dropped unparsed.
+            guard datagram.source == account.registrar, !datagram.truncated, datagram.count > 0 else {
+                datagramsDropped += 1
+                continue
+            }
+            receiveBuffer[datagram.count] = 0
+            let base = receiveBuffer.baseAddress!.assumingMemoryBound(to: CChar.self)
+            guard let event = osip_parse(base, datagram.count) else {
+                datagramsDropped += 1
+                continue
+            }
+            // osip reads a status line's code without checking it has three digits
+            // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
+            // 100-699 is dropped here, before any transaction takes it as final.
+            if event.pointee.sip == nil || !cosip_is_response(event.pointee.sip)
+                || !(100 ... 699).contains(event.pointee.sip.pointee.status_code)
+                || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
+                // A request (calls are not served yet) or a response to no transaction of ours.
+                datagramsDropped += 1
+                osip_event_free(event)
+            }
+        }
+        step()
+    }
+
+    private static func installCallbacks(_ osip: UnsafeMutablePointer<osip_t>) {
+        osip_set_cb_send_message(osip) { tr, message, _, _, _ in
+            guard let tr, let message, let ua = agentOf(tr) else { return -1 }
+            return ua.send(message) ? 0 : -1
+        }
+        let final: osip_message_cb_t = { _, tr, message in
+            guard let tr, let message, let ua = agentOf(tr) else { return }
+            ua.registerAnswered(tr, message)
+        }
+        for type in [OSIP_NICT_STATUS_2XX_RECEIVED, OSIP_NICT_STATUS_3XX_RECEIVED, OSIP_NICT_STATUS_4XX_RECEIVED,
+                     OSIP_NICT_STATUS_5XX_RECEIVED, OSIP_NICT_STATUS_6XX_RECEIVED] {
+            osip_set_message_callback(osip, Int32(type.rawValue), final)
+        }
+        osip_set_kill_transaction_callback(osip, Int32(OSIP_NICT_KILL_TRANSACTION.rawValue)) { _, tr in
+            guard let tr, let ua = agentOf(tr) else { return }
+            ua.finished.append(tr)
+            if let osip = ua.osip { osip_remove_transaction(osip, tr) }
+            ua.registerEndedWithoutAnswer(tr)
+        }
+    }
+
+    /// Sends what a transaction asks for (first send and retransmissions) to the registrar.
+    fileprivate func send(_ message: UnsafeMutablePointer<osip_message_t>) -> Bool {
+        var text: UnsafeMutablePointer<CChar>?
+        var length = 0
+        guard osip_message_to_str(message, &text, &length) == OSIP_SUCCESS, let text else { return false }
+        defer { cosip_free(text) }
+        let sent = (try? socket.send(UnsafeRawBufferPointer(start: text, count: length), to: account.registrar)) ?? false
+        return sent
+    }
+
+    // MARK: Text
+
+    static func challenge(in response: UnsafeMutablePointer<osip_message_t>, proxy: Bool) -> SIPDigestChallenge? {
+        guard let h = proxy ? cosip_proxy_authenticate(response, 0) : cosip_www_authenticate(response, 0) else { return nil }
+        func field(_ p: UnsafeMutablePointer<CChar>?) -> String? { p.map { unquoted(String(cString: $0)) } }
+        guard let scheme = field(osip_www_authenticate_get_auth_type(h)), scheme.lowercased() == "digest",
+              let realm = field(osip_www_authenticate_get_realm(h)),
+              let nonce = field(osip_www_authenticate_get_nonce(h)) else { return nil }
+        let qop = field(osip_www_authenticate_get_qop_options(h))?
+            .split(separator: ",").map { String($0).trimmed } ?? []
+        return SIPDigestChallenge(
+            realm: realm, nonce: nonce, opaque: field(osip_www_authenticate_get_opaque(h)), qop: qop,
+            algorithm: field(osip_www_authenticate_get_algorithm(h)),
+            stale: field(osip_www_authenticate_get_stale(h))?.lowercased() == "true")
+    }
+
+    /// osip keeps the quotes of quoted parameters; the digest needs the value inside.
+    static func unquoted(_ s: String) -> String {
+        guard s.count >= 2, s.hasPrefix("\""), s.hasSuffix("\"") else { return s }
+        var out = ""
+        var escaped = false
+        for c in s.dropFirst().dropLast() {
+            if escaped { out.append(c); escaped = false } else if c == "\\" { escaped = true } else { out.append(c) }
+        }
+        return out
+    }
+
+    static func hostPort(_ address: SocketAddress) -> String {
+        let host = address.family == .ipv6 ? "[\(address.host)]" : address.host
+        return "\(host):\(address.port ?? 5060)"
+    }
+
+    /// A random token for tags, branches, Call-IDs and cnonces (the system's generator).
+    static func token(_ count: Int) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        var g = SystemRandomNumberGenerator()
+        return String((0 ..< count).map { _ in alphabet[Int(g.next() % UInt64(alphabet.count))] })
+    }
+}
+
+/// The agent a transaction belongs to (set at its start): osip's callbacks are C function
+/// pointers, which carry no context of their own.
+private func agentOf(_ tr: UnsafeMutablePointer<osip_transaction_t>) -> SIPUserAgent? {
+    guard let raw = osip_transaction_get_your_instance(tr) else { return nil }
+    return Unmanaged<SIPUserAgent>.fromOpaque(raw).takeUnretainedValue()
+}
+
+extension String {
+    fileprivate var trimmed: String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
+        return String(s)
+    }
+}
