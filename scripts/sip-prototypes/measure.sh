@@ -2,7 +2,7 @@
 # Measures each SIP prototype (issue 29): lines of C, stripped size, the shared libraries it
 # brings (ldd, sizes), RSS after registering, CPU of the whole register + 2 s call + hang-up +
 # un-register run (user+sys from getrusage at exit, median of RUNS), each run against fresh peers.
-#   proto/measure.sh [RUNS]     (default 5)
+#   scripts/sip-prototypes/measure.sh [RUNS]     (default 5)
 set -euo pipefail
 cd "$(dirname "$0")"
 runs=${1:-5}

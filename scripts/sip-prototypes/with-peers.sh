@@ -2,9 +2,9 @@
 # Runs COMMAND with a kamailio registrar (board/sip-test/kamailio.cfg) and an auto-answering
 # baresip (board/sip-test/baresip/, registered as far) on free loopback ports, then stops both
 # by their PIDs. COMMAND sees KAMAILIO_PORT and SCRATCH. Logs stay in $SCRATCH.
-#   proto/with-peers.sh proto/libre/proto_re
+#   scripts/sip-prototypes/with-peers.sh scripts/sip-prototypes/libre/proto_re
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")/../.." && pwd)
 free_port() { python3 -c 'import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 SCRATCH=${SCRATCH:-$(mktemp -d /tmp/sip-proto-XXXXXX)}
 KAMAILIO_PORT=$(free_port)

@@ -1,5 +1,5 @@
 /*
- * libosip2 (5.3.0) SIP prototype for issue 29: the same job as proto/libre/proto_re.c —
+ * libosip2 (5.3.0) SIP prototype for issue 29: the same job as libre/proto_re.c —
  * REGISTER with digest auth at the test kamailio, INVITE sip:far@ (baresip, auto-answer), BYE
  * after 2 s, un-REGISTER, exit. osip2 is a parser plus transaction state machines and nothing
  * else: no sockets, no timers of its own, no digest, no dialog-level requests, no REGISTER

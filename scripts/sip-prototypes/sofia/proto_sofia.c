@@ -1,5 +1,5 @@
 /*
- * sofia-sip (1.12.11) SIP prototype for issue 29: the same job as proto/libre/proto_re.c —
+ * sofia-sip (1.12.11) SIP prototype for issue 29: the same job as libre/proto_re.c —
  * REGISTER with digest auth at the test kamailio, INVITE sip:far@ (baresip, auto-answer), BYE
  * after 2 s, un-REGISTER, exit — through sofia's high-level "nua" API. nua runs on sofia's own
  * event loop (su_root_run); there is no public call that hands its descriptors and timers to
