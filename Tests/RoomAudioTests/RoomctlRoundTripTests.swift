@@ -53,6 +53,15 @@ final class RoomctlRoundTripTests: ProcessTestCase {
         try ctl("a", ["profile", "music"])
         try ctl("a", ["profile", "speech"])
         try ctl("a", ["reload"])  // --config none: nothing to apply, still an answer
+        // A second room, listened to beside this one, and left again (ListenToASecondRoomTests
+        // has what it plays).
+        let listenToken = dir + "/listen.token"
+        try mintToken(server, config: dir + "/server.conf", room: "rt2", user: "a-listens").write(toFile: listenToken, atomically: true, encoding: .utf8)
+        try ctl("a", ["listen", "rt2", "--token-file", listenToken, "--gain", "-6"])
+        XCTAssertEqual((try result(try ctl("a", ["status"]))["listening"] as? [String: Any])?["room"] as? String, "rt2")
+        try ctl("a", ["listen", "other-room", "--token-file", listenToken], expect: 1)   // the token names rt2
+        try ctl("a", ["unlisten"])
+        XCTAssertNil(try result(try ctl("a", ["status"]))["listening"])
 
         // Messages and attributes.
         try ctl("a", ["send-message", "--to", "\(b)", "hello B"])
