@@ -20,6 +20,9 @@
 #   SRTP, SERVER_SIGNALLING   as for bench_server.sh (default plain both: a server from before
 #                     SRTP forwards plain RTP only)
 #   SERVER_AB_ARGS    roomload options for every run (e.g. "--rooms 5 --duration 10")
+#   SERVER_AB_QUIET_WAIT  before each pair, wait up to this many seconds (default 120) for the
+#                     host to be under 15 % busy over 5 s (other work on a shared machine); the
+#                     pair runs anyway after that, and its host_busy_pct says how busy it was
 # Every run's lines are printed tagged with "build" (old or new), "rev" and "pair"; then one
 # summary line per metric (server-ab.py): the new build's median as the value, the old build's
 # median, every run's figure, and the median of the paired differences (new − old).
@@ -47,6 +50,19 @@ ln -sf "$BIN/roomload" "$WORK/ab-new/roomload"
 AB_NEW_REV="$(git -C "$ROOT" rev-parse --short HEAD)$([ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ] || echo +)"
 : > "$WORK/server-ab.jsonl"
 for pair in $(seq "$AB_PAIRS"); do
+  python3 - "${SERVER_AB_QUIET_WAIT:-120}" <<'PY' >&2
+import sys, time
+def busy():
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)
+deadline = time.monotonic() + float(sys.argv[1])
+while True:
+    a = busy(); time.sleep(5); b = busy()
+    share = 100 * (b[0] - a[0]) / max(1, b[1] - a[1])
+    if share < 15 or time.monotonic() > deadline:
+        print(f"bench server-ab: host {share:.1f} % busy before the pair", flush=True)
+        break
+PY
   for build in old new; do
     example="$ROOT/docs/roomserver.conf.example" rev="$AB_NEW_REV"
     [ "$build" = new ] || { example="$AB_DIR/src/docs/roomserver.conf.example"; rev="$(git -C "$ROOT" rev-parse --short "$AB_COMMIT")"; }
