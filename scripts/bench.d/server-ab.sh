@@ -21,7 +21,7 @@
 #                     SRTP forwards plain RTP only)
 #   SERVER_AB_ARGS    roomload options for every run (e.g. "--rooms 5 --duration 10")
 #   SERVER_AB_QUIET_WAIT  before each pair, wait up to this many seconds (default 120) for the
-#                     host to be under 15 % busy over 5 s (other work on a shared machine); the
+#                     host to be under 15 % of one core busy over 5 s (other work on a shared machine); the
 #                     pair runs anyway after that, and its host_busy_pct says how busy it was
 # Every run's lines are printed tagged with "build" (old or new), "rev" and "pair"; then one
 # summary line per metric (server-ab.py): the new build's median as the value, the old build's
@@ -51,16 +51,16 @@ AB_NEW_REV="$(git -C "$ROOT" rev-parse --short HEAD)$([ -z "$(git -C "$ROOT" sta
 : > "$WORK/server-ab.jsonl"
 for pair in $(seq "$AB_PAIRS"); do
   python3 - "${SERVER_AB_QUIET_WAIT:-120}" <<'PY' >&2
-import sys, time
+import os, sys, time
 def busy():
     f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
     return sum(f) - f[3] - f[4], sum(f)
 deadline = time.monotonic() + float(sys.argv[1])
 while True:
     a = busy(); time.sleep(5); b = busy()
-    share = 100 * (b[0] - a[0]) / max(1, b[1] - a[1])
+    share = 100 * (b[0] - a[0]) / max(1, b[1] - a[1]) * os.cpu_count()  # % of one core
     if share < 15 or time.monotonic() > deadline:
-        print(f"bench server-ab: host {share:.1f} % busy before the pair", flush=True)
+        print(f"bench server-ab: host {share:.1f} % of one core busy before the pair", flush=True)
         break
 PY
   for build in old new; do
