@@ -63,19 +63,37 @@ top_n=$(( streamers > 3 ? (streamers > 16 ? 16 : streamers) : 3 ))
 max_participants=$(( participants > 50 ? participants : 50 ))
 LISTEN_KEY=plain_listen
 [ "${SERVER_SIGNALLING:-plain}" = tls ] && LISTEN_KEY=listen
-sed -E \
-  -e "s/^listen *=.*/${LISTEN_KEY:-plain_listen} = 127.0.0.1:$TCP_PORT/" \
-  -e "s/^media *=.*/media = 127.0.0.1:$UDP_PORT/" \
-  -e "s/^log_level *=.*/log_level = notice/" \
-  -e "s/^policy *=.*/policy = open/" \
-  -e "s/^speaker_limit *=.*/speaker_limit = $speaker_limit/" \
-  -e "s/^top_n *=.*/top_n = $top_n/" \
-  -e "s/^max_participants *=.*/max_participants = $max_participants/" \
-  "$ROOT/docs/roomserver.conf.example" > "$WORK/server.conf"
+# SERVER_CONFIG_EXAMPLE=FILE: the server's configuration is derived from FILE instead (an older
+# revision's docs/roomserver.conf.example, for an older roomserver: scripts/bench server-ab).
+# An example without a [tls] section is from before TLS: its `listen` is the plain listener; one
+# without an srtp key is from before SRTP: its server forwards plain RTP only.
+EXAMPLE="${SERVER_CONFIG_EXAMPLE:-$ROOT/docs/roomserver.conf.example}"
+SERVER_LISTEN_KEY="$LISTEN_KEY"
+if ! grep -q '^\[tls\]' "$EXAMPLE"; then
+  [ "$LISTEN_KEY" = plain_listen ] || { echo "bench_server: $EXAMPLE has no [tls]: that server cannot listen with TLS" >&2; exit 2; }
+  SERVER_LISTEN_KEY=listen
+fi
+configure() { # configure EXAMPLE LISTEN_KEY > FILE
+  sed -E \
+    -e "s/^listen *=.*/$2 = 127.0.0.1:$TCP_PORT/" \
+    -e "s/^media *=.*/media = 127.0.0.1:$UDP_PORT/" \
+    -e "s/^log_level *=.*/log_level = notice/" \
+    -e "s/^policy *=.*/policy = open/" \
+    -e "s/^speaker_limit *=.*/speaker_limit = $speaker_limit/" \
+    -e "s/^top_n *=.*/top_n = $top_n/" \
+    -e "s/^max_participants *=.*/max_participants = $max_participants/" \
+    "$1"
+}
+configure "$EXAMPLE" "$SERVER_LISTEN_KEY" > "$WORK/server.conf"
+# roomload reads its signing key from a configuration in today's format (the keys are the same).
+configure "$ROOT/docs/roomserver.conf.example" "$LISTEN_KEY" > "$WORK/load.conf"
 case "${SRTP:-yes}" in
   yes) ;;
-  no) sed -i -E "s/^srtp *=.*/srtp = no/" "$WORK/server.conf"
-      grep -q "^srtp = no" "$WORK/server.conf" || { echo "bench_server: no srtp key in the example configuration" >&2; exit 2; } ;;
+  no) if grep -q "^srtp *=" "$WORK/server.conf"; then
+        sed -i -E "s/^srtp *=.*/srtp = no/" "$WORK/server.conf" "$WORK/load.conf"
+      elif [ "$EXAMPLE" = "$ROOT/docs/roomserver.conf.example" ]; then
+        echo "bench_server: no srtp key in the example configuration" >&2; exit 2
+      fi ;;
   *) echo "bench_server: SRTP must be yes or no, not '$SRTP'" >&2; exit 2 ;;
 esac
 
@@ -112,7 +130,7 @@ TLS_OPTS=()
 if [ "$LISTEN_KEY" = listen ]; then TLS_OPTS=(--tls-ca-file "$WORK/tls/ca.pem"); fi
 status=0
 timeout --signal=TERM --kill-after=5 $(( join_timeout + warmup + duration + 30 )) \
-  "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/server.conf" --server-pid "$SERVER_PID" "${TLS_OPTS[@]}" \
+  "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/load.conf" --server-pid "$SERVER_PID" "${TLS_OPTS[@]}" \
   --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" > "$WORK/roomload.jsonl" 2> >(tee "$WORK/roomload.err" >&2) &
 LOAD_PID=$!
 # JOIN_PROBE=N (plain signalling only): N single joins, one after another, timed from connect

@@ -126,3 +126,19 @@ int clinux_pin_thread_to_cpu(int cpu) {
     CPU_SET(cpu, &set);
     return sched_setaffinity(0, sizeof set, &set);
 }
+
+int clinux_sendmmsg(int fd, const struct clinux_datagram *datagrams, unsigned int count) {
+    struct mmsghdr messages[CLINUX_SENDMMSG_MAX];
+    struct iovec vectors[CLINUX_SENDMMSG_MAX];
+    if (count > CLINUX_SENDMMSG_MAX) count = CLINUX_SENDMMSG_MAX;
+    for (unsigned int i = 0; i < count; i++) {
+        vectors[i].iov_base = (void *)datagrams[i].bytes;
+        vectors[i].iov_len = datagrams[i].length;
+        memset(&messages[i], 0, sizeof messages[i]);
+        messages[i].msg_hdr.msg_name = (void *)datagrams[i].address;
+        messages[i].msg_hdr.msg_namelen = datagrams[i].address_length;
+        messages[i].msg_hdr.msg_iov = &vectors[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+    }
+    return sendmmsg(fd, messages, count, 0);
+}

@@ -110,9 +110,14 @@ public final class RoomServer {
     let readBuffer: UnsafeMutableRawBufferPointer
     let datagramBuffer: UnsafeMutableRawBufferPointer
     let replyBuffer: UnsafeMutableRawBufferPointer
-    /// Each forwarded copy is re-protected here for its listener (the decrypted packet in
-    /// `datagramBuffer` is the source of every copy).
+    /// Each forwarded copy is re-protected for its listener in a slot of its own here, one slot
+    /// per datagram of `sendBatch` (the decrypted packet in `datagramBuffer` is the source of
+    /// every copy).
     let forwardBuffer: UnsafeMutableRawBufferPointer
+    static let forwardSlotSize = 2048 + SRTPSession.trailerRoom
+    /// A packet's copies for the room's listeners, sent in one system call (sendmmsg) once the
+    /// room's members are walked; a room larger than this sends a batch whenever it is full.
+    let sendBatch = UDPSendBatch(capacity: 64)
 
     public init(configuration: RoomServerConfiguration, loop: EventLoop, options: Options = Options()) {
         self.configuration = configuration
@@ -124,7 +129,7 @@ public final class RoomServer {
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         replyBuffer = .allocate(byteCount: 64, alignment: 8)
-        forwardBuffer = .allocate(byteCount: 2048 + SRTPSession.trailerRoom, alignment: 8)
+        forwardBuffer = .allocate(byteCount: Self.forwardSlotSize * sendBatch.capacity, alignment: 8)
     }
 
     deinit {

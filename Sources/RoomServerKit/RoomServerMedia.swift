@@ -191,18 +191,32 @@ extension RoomServer {
         let idle = options.mediaIdleTimeoutMs
         for other in state.members where other !== p {
             guard let address = other.mediaAddress, other.session != nil, now - other.lastMediaMs <= idle else { continue }
+            if sendBatch.isFull { sendForwarded(socket: socket) }
             if let downlink = other.crypto?.downlink {
-                // Hop by hop: each listener gets the packet protected with its own key.
-                forwardBuffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: length)
-                guard let n = downlink.protect(forwardBuffer, length: length) else {
+                // Hop by hop: each listener gets the packet protected with its own key, in its
+                // own slot (the batch holds every copy until it is sent).
+                let start = sendBatch.count * Self.forwardSlotSize
+                let slot = UnsafeMutableRawBufferPointer(rebasing: forwardBuffer[start ..< start + Self.forwardSlotSize])
+                slot.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: length)
+                guard let n = downlink.protect(slot, length: length) else {
                     statistics.sendFailures += 1
                     continue
                 }
-                sendDatagram(UnsafeRawBufferPointer(rebasing: forwardBuffer[0 ..< n]), to: address, socket: socket)
+                sendBatch.append(UnsafeRawBufferPointer(rebasing: slot[0 ..< n]), to: address)
             } else {
-                sendDatagram(bytes, to: address, socket: socket)
+                sendBatch.append(bytes, to: address)
             }
         }
+        sendForwarded(socket: socket)
+    }
+
+    /// Sends the forwarded copies gathered in `sendBatch`: one system call for the listeners.
+    private func sendForwarded(socket: UDPSocket) {
+        let queued = sendBatch.count
+        guard queued > 0 else { return }
+        let sent = socket.send(sendBatch)
+        statistics.datagramsSent += sent
+        statistics.sendFailures += queued - sent
     }
 
     /// Rewrites the (decrypted) packet's sequence number in `datagramBuffer` to continue the

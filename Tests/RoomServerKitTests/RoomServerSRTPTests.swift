@@ -50,6 +50,23 @@ final class RoomServerSRTPTests: XCTestCase {
         XCTAssertEqual(h.server.statistics.dropped.total, 0)
     }
 
+    /// A room larger than one send batch (64 datagrams): the copies go out in more than one
+    /// sendmmsg, each listener's still protected with its own key in a slot of its own, none
+    /// lost or overwritten before it was sent.
+    func testARoomLargerThanOneSendBatchGetsEveryCopy() throws {
+        let h = try ServerHarness(maxParticipants: 80)
+        let a = try h.join("alice", role: .streamer, publish: true)
+        let listeners = try (0 ..< 69).map { try h.join("listener\($0)") }
+        for l in listeners { l.wireDatagrams.removeAll(); l.datagrams.removeAll() }
+        let sentBefore = h.server.statistics.datagramsSent
+        let plain = try a.sendRTP()
+        XCTAssertTrue(h.run { listeners.allSatisfy { $0.datagrams.contains(plain) } })
+        XCTAssertEqual(Set(listeners.compactMap(\.wireDatagrams.last)).count, 69, "every copy protected with its own key")
+        XCTAssertEqual(h.server.statistics.datagramsSent - sentBefore, 69)
+        XCTAssertEqual(h.server.statistics.sendFailures, 0)
+        XCTAssertEqual(h.server.statistics.dropped.total, 0)
+    }
+
     /// Issue 27: a listener's downlink key outlives the senders it hears, so an SSRC given to a
     /// newcomer after its first owner left would reuse that key's nonces and make the departed
     /// sender's recorded packets verify as the newcomer's. The room never hands it out again;

@@ -92,4 +92,40 @@ final class DatagramTests: XCTestCase {
         }
         XCTAssertEqual(received, 100 * 200)
     }
+
+    /// A batch leaves in order, in more than one sendmmsg when it is larger than one call takes
+    /// (64), and a datagram the kernel refuses (an IPv6 destination on an IPv4 socket) is dropped
+    /// alone: the ones after it are still sent.
+    func testSendBatchDeliversInOrderAndSkipsARefusedDatagram() throws {
+        let loop = try EventLoop()
+        let a = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        let b = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        let c = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        var got: [ObjectIdentifier: [UInt8]] = [:]
+        var buffer = [UInt8](repeating: 0, count: 64)
+        for socket in [b, c] {
+            try socket.onReadable(loop: loop) { socket in
+                while let d = try? buffer.withUnsafeMutableBytes({ try socket.receive(into: $0) }) {
+                    XCTAssertEqual(d.count, 1)
+                    XCTAssertEqual(d.source, a.localAddress)
+                    got[ObjectIdentifier(socket), default: []].append(buffer[0])
+                }
+            }
+        }
+        let payloads = (0 ..< 100).map { UInt8($0) }
+        let batch = UDPSendBatch(capacity: 100)
+        payloads.withUnsafeBytes { bytes in
+            for i in 0 ..< 100 {
+                let destination: SocketAddress = i == 40 ? .ipv6Loopback(port: b.localPort) : i % 2 == 0 ? b.localAddress : c.localAddress
+                XCTAssertTrue(batch.append(UnsafeRawBufferPointer(rebasing: bytes[i ..< i + 1]), to: destination))
+            }
+            XCTAssertTrue(batch.isFull)
+            XCTAssertFalse(batch.append(UnsafeRawBufferPointer(rebasing: bytes[0 ..< 1]), to: b.localAddress))
+            XCTAssertEqual(a.send(batch), 99)
+        }
+        XCTAssertEqual(batch.count, 0)
+        XCTAssertTrue(try runLoop(loop) { got[ObjectIdentifier(b), default: []].count + got[ObjectIdentifier(c), default: []].count == 99 })
+        XCTAssertEqual(got[ObjectIdentifier(b)], payloads.filter { $0 % 2 == 0 && $0 != 40 })
+        XCTAssertEqual(got[ObjectIdentifier(c)], payloads.filter { $0 % 2 == 1 })
+    }
 }

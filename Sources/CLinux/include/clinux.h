@@ -83,4 +83,21 @@ int clinux_pin_thread_to_cpu(int cpu);
 /// done after start-up's pages were given back it mapped 64 KB of each library again (~0.7 MB).
 int clinux_malloc_trim(void);
 
+/// One datagram for clinux_sendmmsg: `length` bytes at `bytes` to the socket address at
+/// `address` (`address_length` bytes; Glibc's struct sockaddr, opaque here).
+struct clinux_datagram {
+    const void *bytes;
+    unsigned long length;
+    const void *address;
+    unsigned int address_length;
+};
+
+/// The most datagrams one clinux_sendmmsg call passes to the kernel.
+enum { CLINUX_SENDMMSG_MAX = 64 };
+
+/// sendmmsg(fd, ..., 0) of the first min(count, CLINUX_SENDMMSG_MAX) datagrams: one system call
+/// for them all. Returns how many were sent (the kernel stops at the first that fails), or -1
+/// with errno set when the first one failed.
+int clinux_sendmmsg(int fd, const struct clinux_datagram *datagrams, unsigned int count);
+
 #endif
