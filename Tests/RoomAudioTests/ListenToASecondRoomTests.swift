@@ -15,11 +15,18 @@ final class ListenToASecondRoomTests: ProcessTestCase {
         var roomHeard: Double
         var xruns: Int
         var dir: String
+
+        var missedABound: Bool {
+            !(atZero > before + 20 && abs(atZero - atMinus12 - 12) <= 2 && after < atZero - 20 && roomHeard < atZero - 25)
+        }
     }
 
     func testTheSecondRoomPlaysAtItsGainAndTheFirstRoomDoesNotHearIt() throws {
         var attempt = 0
-        let run = try Disturbance.rerun("listen", disturbed: { (run: Run) in run.xruns > 0 }) {
+        // Run again only when a bound was missed in a run with xruns or a stalled machine.
+        let run = try Disturbance.rerun("listen", disturbed: { (run: Run, machineStallMs: Double) in
+            run.missedABound && (run.xruns > 0 || machineStallMs >= Disturbance.machineStallMilliseconds)
+        }) {
             defer { attempt += 1 }
             return try listenRun(attempt: attempt)
         }
