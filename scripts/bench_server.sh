@@ -105,7 +105,12 @@ fi
 # 2 descriptors per participant on each side.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-"$BIN/roomserver" --config "$WORK/server.conf" 2> "$WORK/server.log" &
+# SERVER_TASKSET / LOAD_TASKSET: CPU lists (taskset -c) for the server and the generator, so the
+# generator's work stays off the server's core (scripts/bench server-sweep sets them).
+SERVER_PIN=(); LOAD_PIN=()
+[ -z "${SERVER_TASKSET:-}" ] || SERVER_PIN=(taskset -c "$SERVER_TASKSET")
+[ -z "${LOAD_TASKSET:-}" ] || LOAD_PIN=(taskset -c "$LOAD_TASKSET")
+"${SERVER_PIN[@]}" "$BIN/roomserver" --config "$WORK/server.conf" 2> "$WORK/server.log" &
 SERVER_PID=$!
 for _ in $(seq 100); do
   grep -q "running" "$WORK/server.log" 2>/dev/null && break
@@ -130,7 +135,7 @@ TLS_OPTS=()
 if [ "$LISTEN_KEY" = listen ]; then TLS_OPTS=(--tls-ca-file "$WORK/tls/ca.pem"); fi
 status=0
 timeout --signal=TERM --kill-after=5 $(( join_timeout + warmup + duration + 30 )) \
-  "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/load.conf" --server-pid "$SERVER_PID" "${TLS_OPTS[@]}" \
+  "${LOAD_PIN[@]}" "$BIN/roomload" --server "127.0.0.1:$TCP_PORT" --config "$WORK/load.conf" --server-pid "$SERVER_PID" "${TLS_OPTS[@]}" \
   --rooms 50 --participants 10 --streamers 3 --warmup 5 --duration 20 --threads 2 "$@" > "$WORK/roomload.jsonl" 2> >(tee "$WORK/roomload.err" >&2) &
 LOAD_PID=$!
 # JOIN_PROBE=N (plain signalling only): N single joins, one after another, timed from connect

@@ -30,6 +30,11 @@ _roomctl() {
         --role)
             COMPREPLY=($(compgen -W "audience streamer" -- "$cur"))
             return ;;
+        --backend)
+            COMPREPLY=($(compgen -W "roomserver janus" -- "$cur"))
+            return ;;
+        --pin)
+            return ;;
         --event|-e)
             COMPREPLY=($(compgen -W "$events" -- "$cur"))
             return ;;

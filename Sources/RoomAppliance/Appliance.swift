@@ -127,18 +127,34 @@ final class Appliance {
     /// it (the microphones are all it sends, and the canceller takes the speaker out). A second
     /// `listen` moves to the new room (or, for the same room without a server, only changes the
     /// gain); the gain changes at once.
-    func listen(room: String, addresses requested: [HostPort]?, serverText: String?, token: String, gainDB: Double) throws(SystemError) {
+    func listen(room: String, addresses requested: [HostPort]?, serverText: String?, token: String?, gainDB: Double,
+                backend: RoomBackendKind = .roomserver, pin: String? = nil) throws(SystemError) {
         guard self.room.isEnabled else { throw SystemError("roomd runs in loopback mode: no room") }
         let e = settings.effective
-        guard e.backend == .roomserver else {
-            throw SystemError("listening to a second room works with room.backend = roomserver only (this appliance is on \(e.backend.rawValue))")
-        }
         let addresses: [HostPort]
-        if let requested { addresses = requested } else { addresses = try Self.addresses(e.servers) }
+        if let requested {
+            addresses = requested
+        } else if backend == e.backend {
+            addresses = try Self.addresses(e.servers)
+        } else {
+            throw SystemError("the room's servers are \(e.backend.rawValue)'s: give the \(backend.rawValue) server (roomctl listen ROOM --backend \(backend.rawValue) --server host:port)")
+        }
         guard !addresses.isEmpty else {
             throw SystemError("no server for the room to listen to: give one (roomctl listen ROOM --server host:port)")
         }
-        let target = RoomTarget.roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: token, role: .audience)
+        // The second room's server is checked as the room's is (the same CA, pins or plain).
+        let target: RoomTarget
+        switch backend {
+        case .roomserver:
+            guard let token else { throw SystemError("a token for room \(room) is needed") }
+            target = .roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: token, role: .audience)
+        case .janus:
+            guard let number = UInt64(room) else { throw SystemError("a Janus room is a number, not \"\(room)\"") }
+            var configuration = JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: number, pin: pin,
+                                                       display: e.displayName + " (listening)", role: .audience)
+            configuration.stunServer = try e.stunServer.map { (text) throws(SystemError) in try HostPort(parsing: text) }
+            target = .janus(configuration)
+        }
         engine.streamGains.set(leg: .listen, linear: linear(fromDB: Float(gainDB)))
         if let current = listening, current.room == room, requested == nil {
             // The same room again: only the gain changes (no rejoin, no gap).
@@ -154,7 +170,9 @@ final class Appliance {
         }
         Log.notice("listening to room \(room) at \(fixedDecimalText(gainDB, 1)) dB")
         // Kept, so a restart listens again (nothing the user set is lost).
-        settings.update { $0.listen = RuntimeSettings.Listen(room: room, server: serverText, token: token, gainDB: gainDB) }
+        settings.update {
+            $0.listen = RuntimeSettings.Listen(room: room, server: serverText, token: token, gainDB: gainDB, backend: backend, pin: pin)
+        }
         panel?.refresh()
     }
 
@@ -168,7 +186,8 @@ final class Appliance {
                 for part in ApplianceConfiguration.serverList(text) { list.append(try HostPort(parsing: part)) }
                 return list
             }
-            try listen(room: kept.room, addresses: addresses, serverText: kept.server, token: kept.token, gainDB: kept.gainDB)
+            try listen(room: kept.room, addresses: addresses, serverText: kept.server, token: kept.token, gainDB: kept.gainDB,
+                       backend: kept.backend, pin: kept.pin)
         } catch {
             Log.warning("listen: room \(kept.room) again after the restart: \(error); not listening (roomctl listen to try again)")
         }

@@ -97,22 +97,32 @@ final class ControlBridge {
             } catch {
                 reply(.failure(.notInRoom(error.description)))
             }
-        case .listen(let room, let servers, let token, let gainDB):
-            if token == nil, servers == nil, appliance.listening?.room == room {
+        case .listen(let room, let servers, let token, let gainDB, let backend, let pin):
+            if token == nil, servers == nil, pin == nil, appliance.listening?.room == room {
                 // The room listened to already: a new gain needs no token.
                 appliance.setListenGain(dB: gainDB)
                 return reply(.ok)
             }
-            guard let token else {
-                return reply(.failure(.badRequest(field: "args.token", "a token for room \"\(room)\" is needed (roomctl listen \(room) --token-file FILE)")))
-            }
-            do {
-                let claims = try RoomTokenVerifier.unverifiedClaims(token)
-                guard claims.room == room else {
-                    return reply(.failure(.badRequest(field: "args.room", "the token is for room \"\(claims.room)\", not \"\(room)\"")))
+            switch backend {
+            case .roomserver:
+                guard let token else {
+                    return reply(.failure(.badRequest(field: "args.token", "a token for room \"\(room)\" is needed (roomctl listen \(room) --token-file FILE)")))
                 }
-            } catch {
-                return reply(.failure(.badRequest(field: "args.token", "\(error)")))
+                do {
+                    let claims = try RoomTokenVerifier.unverifiedClaims(token)
+                    guard claims.room == room else {
+                        return reply(.failure(.badRequest(field: "args.room", "the token is for room \"\(claims.room)\", not \"\(room)\"")))
+                    }
+                } catch {
+                    return reply(.failure(.badRequest(field: "args.token", "\(error)")))
+                }
+            case .janus:
+                guard UInt64(room) != nil else {
+                    return reply(.failure(.badRequest(field: "args.room", "a Janus AudioBridge room is a number, not \"\(room)\"")))
+                }
+                guard servers != nil || appliance.settings.effective.backend == .janus else {
+                    return reply(.failure(.badRequest(field: "args.server", "the Janus server is needed (roomctl listen \(room) --backend janus --server host:port)")))
+                }
             }
             let addresses: [HostPort]?
             switch Self.serverAddresses(servers) {
@@ -120,7 +130,8 @@ final class ControlBridge {
             case .failure(let error): return reply(.failure(error))
             }
             do {
-                try appliance.listen(room: room, addresses: addresses, serverText: servers, token: token, gainDB: gainDB)
+                try appliance.listen(room: room, addresses: addresses, serverText: servers, token: token, gainDB: gainDB,
+                                     backend: backend, pin: pin)
                 reply(.ok)
             } catch {
                 reply(.failure(.notInRoom(error.description)))
@@ -208,7 +219,7 @@ final class ControlBridge {
         if let r = engine.stats.reverberance { o["reverberance"] = .double(r) }
         // The second room listened to, if any.
         if let l = appliance.listening {
-            o["listening"] = .object(["room": .string(l.room), "gain_db": .double(l.gainDB),
+            o["listening"] = .object(["room": .string(l.room), "backend": .string(l.link.session?.backendName ?? "none"), "gain_db": .double(l.gainDB),
                                       "connection": .string(l.link.session?.connectionState.name ?? "idle")])
         }
         // The call-quality warnings raised now (empty: none; docs/control-api.md, "Call quality").

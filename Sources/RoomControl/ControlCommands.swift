@@ -105,10 +105,12 @@ public enum ControlCommands {
         ], access: .control, summary: "join the room (again)"),
         plain("leave", .control, "leave the room"),
         ControlCommandSpec(name: "listen", arguments: [
-            ControlArgument("room", .string(maxLength: 256), required: true, help: "the room to listen to (the token's room)"),
-            ControlArgument("server", .string(maxLength: 1024), help: "its server address(es), comma-separated host:port; default: the room's"),
-            ControlArgument("token", .string(maxLength: 8192), help: "a token for that room (audience is enough); required"),
+            ControlArgument("room", .string(maxLength: 256), required: true, help: "the room to listen to: the token's room, or a Janus AudioBridge room number"),
+            ControlArgument("server", .string(maxLength: 1024), help: "its server address(es), comma-separated host:port; default: the room's (required for Janus)"),
+            ControlArgument("token", .string(maxLength: 8192), help: "a token for that room (audience is enough); required for roomserver"),
             ControlArgument("gain", .number(volumeRange), help: "how loud it plays, dB (-80 … 20; default 0)"),
+            ControlArgument("backend", .oneOf(RoomBackendKind.allCases.map(\.rawValue)), help: "roomserver (default) or janus"),
+            ControlArgument("pin", .string(maxLength: 256), help: "the Janus room's PIN, if it has one"),
         ], access: .control, summary: "listen to a second room beside this one (audience: it hears nothing from here)"),
         plain("unlisten", .control, "stop listening to the second room"),
         plain("mute", .control, "mute this appliance"),
@@ -173,7 +175,7 @@ public enum ControlCommand: Sendable, Equatable {
     case join(server: String?, token: String?, role: String?)
     case leave
     /// Listen to a second room (`MediaLeg.listen`) at `gainDB`.
-    case listen(room: String, server: String?, token: String?, gainDB: Double)
+    case listen(room: String, server: String?, token: String?, gainDB: Double, backend: RoomBackendKind, pin: String?)
     case unlisten
     case mute, unmute, toggleMute
     case raiseHand, lowerHand, stepDown, acceptInvite, declineInvite
@@ -307,7 +309,9 @@ public struct ControlRequest: Sendable, Equatable {
         case "status": return .status
         case "join": return .join(server: text("server"), token: text("token"), role: text("role"))
         case "leave": return .leave
-        case "listen": return .listen(room: text("room") ?? "", server: text("server"), token: text("token"), gainDB: a["gain"]?.doubleValue ?? 0)
+        case "listen":
+            return .listen(room: text("room") ?? "", server: text("server"), token: text("token"), gainDB: a["gain"]?.doubleValue ?? 0,
+                           backend: RoomBackendKind(rawValue: text("backend") ?? "") ?? .roomserver, pin: text("pin"))
         case "unlisten": return .unlisten
         case "mute": return .mute
         case "unmute": return .unmute

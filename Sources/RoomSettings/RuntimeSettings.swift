@@ -19,15 +19,21 @@ public struct RuntimeSettings: Sendable, Equatable {
         public var room: String
         /// host:port list as given; nil: the room's servers.
         public var server: String?
-        /// The token for it (an audience token is enough). Kept in roomd's state directory
-        /// (mode 0750, roomd's own): a bearer credential, like the configured token file.
-        public var token: String
+        /// The token for it (an audience token is enough; none for Janus). Kept in roomd's
+        /// state directory (mode 0750, roomd's own): a bearer credential, like the configured
+        /// token file; so is a Janus room's PIN.
+        public var token: String?
         public var gainDB: Double
-        public init(room: String, server: String?, token: String, gainDB: Double) {
+        public var backend: RoomBackendKind
+        public var pin: String?
+        public init(room: String, server: String?, token: String?, gainDB: Double, backend: RoomBackendKind = .roomserver,
+                    pin: String? = nil) {
             self.room = room
             self.server = server
             self.token = token
             self.gainDB = gainDB
+            self.backend = backend
+            self.pin = pin
         }
     }
     /// The configuration file's values when the settings above were written. An installer
@@ -78,7 +84,7 @@ public struct RuntimeSettings: Sendable, Equatable {
         ("audio", ["volume_db", "profile"]),
         ("log", ["level"]),
         ("room", ["muted"]),
-        ("listen", ["room", "server", "token", "gain_db"]),
+        ("listen", ["room", "server", "token", "gain_db", "backend", "pin"]),
         ("based_on", ["volume_db", "profile", "log_level"]),
     ]
 
@@ -93,9 +99,12 @@ public struct RuntimeSettings: Sendable, Equatable {
         s.logLevel = try values.string("log.level", oneOf: ApplianceConfiguration.logLevels)
         s.muted = try values.yesNo("room.muted")
         if let room = try values.string("listen.room") {
-            guard let token = try values.string("listen.token") else { throw values.error("listen.room", "needs listen.token beside it") }
+            let backend = try values.value("listen.backend", as: RoomBackendKind.self) ?? .roomserver
+            let token = try values.string("listen.token")
+            if backend == .roomserver, token == nil { throw values.error("listen.room", "needs listen.token beside it") }
             s.listen = Listen(room: room, server: try values.string("listen.server"), token: token,
-                              gainDB: try values.double("listen.gain_db", in: ApplianceConfiguration.volumeRange) ?? 0)
+                              gainDB: try values.double("listen.gain_db", in: ApplianceConfiguration.volumeRange) ?? 0,
+                              backend: backend, pin: try values.string("listen.pin"))
         }
         // The basis: absent → unknown (nil); "none" → the file did not set the key.
         func basis<T>(_ key: String, expected: String, _ parse: (String) -> T?) throws(ConfigError) -> T?? {
@@ -126,7 +135,10 @@ public struct RuntimeSettings: Sendable, Equatable {
         if let listen {
             lines += ["[listen]", "room = \(listen.room)"]
             if let server = listen.server { lines.append("server = \(server)") }
-            lines += ["token = \(listen.token)", "gain_db = \(shortestNumberText(listen.gainDB))"]
+            if let token = listen.token { lines.append("token = \(token)") }
+            lines.append("gain_db = \(shortestNumberText(listen.gainDB))")
+            if listen.backend != .roomserver { lines.append("backend = \(listen.backend.rawValue)") }
+            if let pin = listen.pin { lines.append("pin = \(pin)") }
         }
         var based: [String] = []
         if case .some(let v) = basis.volumeDB { based.append("volume_db = \(v.map(shortestNumberText) ?? "none")") }

@@ -38,6 +38,74 @@ final class ListenToASecondRoomTests: ProcessTestCase {
         XCTAssertLessThan(run.roomHeard, run.atZero - 25, "X's room does not hear the second room; logs in \(run.dir)")
     }
 
+    /// The second room is a Janus AudioBridge room (Debian's janus through `JanusFixture`)
+    /// while the appliance is in a roomserver room: the Janus room's talker plays on X's speaker;
+    /// L, in X's roomserver room, does not hear it. Plain signalling on both (the Janus test
+    /// server has no TLS; the second room's server is checked as the room's is).
+    func testAJanusRoomIsListenedToBesideARoomserverRoom() throws {
+        let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
+        let dir = SimCard.scratch("listen-janus")
+        let janus = try JanusFixture(directory: dir + "/janus")
+        defer { janus.remove() }
+        try janus.start()
+        let (tcp, _, _) = try startServer(server, dir: dir, replacing: ["\nlisten = ": "\nplain_listen = "])
+        SimCard.writeWAV(dir + "/t-mic.wav", SimCard.speechLike(seconds: 4, seed: 0.4, level: 0.25))
+        let board = SimCard.repoRoot + "/board/sim"
+        let common = ["--plaintext-signalling", "--stats-interval", "0", "--config", "none", "--state-dir", "none", "--duration", "60"]
+        func room(_ name: String, input: String? = nil) throws -> String {
+            try E2E.writeRoom(dir, name, input: input, inputEnd: "loop", extra: ["echo_gain_db = -10", "noise_dbfs = -70"])
+        }
+        try launch(roomd, ["--board", board, "--backend", "janus", "--janus-room", "1234", "--server", "127.0.0.1:\(janus.port)",
+                           "--role", "streamer", "--display-name", "Talker T", "--control-socket", dir + "/t.sock"] + common,
+                   env: ["ROOMSIM_CONFIG": try room("t", input: dir + "/t-mic.wav")], log: dir + "/t.log")
+        for (name, publish) in [("x", true), ("l", false)] {
+            let token = try mintToken(server, config: dir + "/server.conf", room: "main", user: name, publish ? ["--publish"] : [])
+            try launch(roomd, ["--board", board, "--server", "127.0.0.1:\(tcp)", "--token", token, "--role", publish ? "streamer" : "audience",
+                               "--control-socket", dir + "/\(name).sock"] + common,
+                       env: ["ROOMSIM_CONFIG": try room(name)], log: dir + "/\(name).log")
+        }
+        func status(_ name: String) -> [String: Any] {
+            guard let r = try? runSeparated(roomctl, ["--socket", dir + "/\(name).sock", "--json", "status"]) else { return [:] }
+            return ((try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8))) as? [String: Any])?["result"] as? [String: Any] ?? [:]
+        }
+        func eventually(_ seconds: Double, _ condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline { if condition() { return true }; Thread.sleep(forTimeInterval: 0.1) }
+            return condition()
+        }
+        func log(_ name: String) -> String { ((try? String(contentsOfFile: dir + "/\(name).log", encoding: .utf8)) ?? "").suffix(1500).description }
+        for name in ["t", "x", "l"] { waitForSocket(dir + "/\(name).sock") }
+        XCTAssertTrue(eventually(15) { ["t", "x", "l"].allSatisfy { status($0)["connection"] as? String == "connected" } },
+                      "T: \(status("t"))\nX: \(status("x"))\n\(log("t"))")
+        XCTAssertLessThan(status("x")["speaker_dbfs"] as? Double ?? 0, -55, "nothing plays before listening: \(status("x"))")
+
+        let r = try runSeparated(roomctl, ["--socket", dir + "/x.sock", "listen", "1234", "--backend", "janus", "--server", "127.0.0.1:\(janus.port)"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(eventually(15) { (status("x")["listening"] as? [String: Any])?["connection"] as? String == "connected" },
+                      "X: \(status("x"))\n\(log("x"))")
+        XCTAssertTrue(eventually(8) { (status("x")["speaker_dbfs"] as? Double ?? -100) > -45 }, "X hears the Janus room: \(status("x"))")
+        // After X's canceller has had 2 s of the new sound at its speaker (nothing played there
+        // before, so it had nothing to learn the speaker's echo from; docs/echo-canceller.md,
+        // "The first seconds of echo").
+        var onsetAtL = -200.0
+        for _ in 0..<20 {
+            onsetAtL = max(onsetAtL, status("l")["speaker_dbfs"] as? Double ?? -200)
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        var loudestAtL = -200.0, atX: [Double] = []
+        for _ in 0..<30 {
+            loudestAtL = max(loudestAtL, status("l")["speaker_dbfs"] as? Double ?? -200)
+            atX.append(status("x")["speaker_dbfs"] as? Double ?? -200)
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        let xLevel = atX.sorted()[atX.count / 2]
+        print(String(format: "listen (Janus): X's speaker %.1f dBFS (median); at L, in X's room, %.1f dBFS at most in the first 2 s "
+                     + "(the canceller learning), %.1f after", xLevel, onsetAtL, loudestAtL))
+        XCTAssertLessThan(loudestAtL, xLevel - 25, "X's room does not hear the Janus room; logs in \(dir)")
+        XCTAssertEqual(try runSeparated(roomctl, ["--socket", dir + "/x.sock", "unlisten"]).status, 0)
+        XCTAssertTrue(eventually(5) { (status("x")["speaker_dbfs"] as? Double ?? 0) < -55 }, "quiet again: \(status("x"))")
+    }
+
     private func listenRun(attempt: Int) throws -> Run {
         let roomd = try executable("roomd"), server = try executable("roomserver"), roomctl = try executable("roomctl")
         let dir = SimCard.scratch("listen-\(attempt)")

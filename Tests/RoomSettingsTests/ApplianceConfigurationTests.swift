@@ -159,6 +159,9 @@ final class RuntimeSettingsTests: XCTestCase {
             XCTAssertEqual(try RuntimeSettings.parse(text: s.serialized(), file: "settings.conf"), s)
             XCTAssertFalse(s.isEmpty)
         }
+        var janus = RuntimeSettings()
+        janus.listen = RuntimeSettings.Listen(room: "1234", server: "127.0.0.1:8188", token: nil, gainDB: 0, backend: .janus, pin: "4321")
+        XCTAssertEqual(try RuntimeSettings.parse(text: janus.serialized(), file: "settings.conf"), janus, "a Janus room needs no token")
     }
 
     func testAListenedRoomNeedsItsToken() {
