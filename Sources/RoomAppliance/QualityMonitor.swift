@@ -29,9 +29,9 @@ final class QualityMonitor {
     private var watch = QualityWatch()
     /// The receivers' latest report of this appliance's stream, and when it came (monotonic ns).
     private var uplinkLoss: (permille: Int, at: UInt64)?
-    /// Counters at each of the last seconds, newest last, for the 3 s loss window.
+    /// Counters at each of the last seconds, newest last: the last one is the previous second,
+    /// the first the start of the 3 s loss window.
     private var history: [Counters] = []
-    private var previous: Counters?
     /// Called with each change (the daemon logs it and tells control subscribers).
     var onChange: ((QualityChange) -> Void)?
 
@@ -66,18 +66,18 @@ final class QualityMonitor {
         for warning in watch.active.sorted() { onChange?(QualityChange(warning: warning, raised: false, value: nil)) }
         watch.reset()
         history = []
-        previous = nil
         uplinkLoss = nil
     }
 
     /// Once a second.
     func tick() {
         let now = monotonicNanoseconds()
-        let counters = Counters(engine: engine, session: room.session, now: mediaClockSamples(nanoseconds: now))
-        defer { previous = counters }
-        guard let previous else { return }
-        history.append(counters)
-        if history.count > Self.lossWindowSeconds + 1 { history.removeFirst() }
+        let counters = Counters(engine: engine, now: mediaClockSamples(nanoseconds: now))
+        defer {
+            history.append(counters)
+            if history.count > Self.lossWindowSeconds { history.removeFirst() }
+        }
+        guard let previous = history.last else { return }
         for change in watch.add(sample(counters, since: previous, now: now)) { onChange?(change) }
     }
 
@@ -91,7 +91,7 @@ final class QualityMonitor {
         // Loss on the way in, over the window; then the receivers' word for the way out.
         var lossPercent: Double?
         var concealedPercent: Double?
-        if let oldest = history.first, history.count > 1 {
+        if let oldest = history.first {
             for row in c.rows {
                 guard let before = oldest.rows.first(where: { $0.ssrc == row.ssrc }) else { continue }
                 let arrived = row.received + row.late - before.received - before.late
@@ -107,45 +107,37 @@ final class QualityMonitor {
         }
         s.lossPercent = lossPercent
         if let rtt = s.rttMs {
-            let delay = rtt / 2 + Double(c.jitterBufferDelayMs) + Self.localDelayMs
+            let delay = rtt / 2 + Double(c.engine.jitterBufferDelayMs) + Self.localDelayMs
             s.mos = EModel.mos(rating: EModel.rating(oneWayDelayMs: delay, lossPercent: concealedPercent ?? 0))
         }
 
-        if session?.isEffectivelyMuted != true && c.periods > p.periods {
-            // The counter counts 10 ms blocks, `periods` the device's periods (5 or 10 ms); the
-            // two are read a moment apart, so nine blocks in ten are "every block".
-            let blocks = (c.periods - p.periods) * engine.stats.periodFrames / max(1, engine.configuration.blockFrames)
-            s.inputConstant = (c.constantInputBlocks - p.constantInputBlocks) * 10 >= blocks * 9
+        let e = c.engine, pe = p.engine
+        if session?.isEffectivelyMuted != true && e.periods > pe.periods {
+            // Both count 10 ms blocks; read a moment apart, so nine in ten are "every block".
+            s.inputConstant = (e.constantInputBlocks - pe.constantInputBlocks) * 10 >= (e.periods - pe.periods) * 9
         }
         let received = c.received - p.received
-        let remotePeriods = c.remoteAudioPeriods - p.remoteAudioPeriods
+        let remotePeriods = e.remoteAudioPeriods - pe.remoteAudioPeriods
         if received >= Self.speechPacketsPerSecond && remotePeriods > 0 {
-            s.outputConstant = c.silentRemoteAudioPeriods - p.silentRemoteAudioPeriods >= remotePeriods
+            s.outputConstant = e.silentRemoteAudioPeriods - pe.silentRemoteAudioPeriods >= remotePeriods
         }
         return s
     }
 
-    /// What one second's judgement needs, read at once.
+    /// What one second's judgement needs: the engine's counters (`jitterBufferDelayMs` among
+    /// them) and the streams' rows.
     private struct Counters {
         var mediaNow: Int64
+        var engine: EngineSnapshot
         var rows: [StreamStatistics.Row]
+        /// Packets that arrived, in time or late, over every stream.
         var received: Int
-        var periods: Int
-        var constantInputBlocks: Int
-        var remoteAudioPeriods: Int
-        var silentRemoteAudioPeriods: Int
-        var jitterBufferDelayMs: Int
 
-        init(engine: AudioEngine, session: (any RoomBackend)?, now: Int64) {
-            let stats = engine.stats
+        init(engine: AudioEngine, now: Int64) {
             mediaNow = now
+            self.engine = engine.stats.snapshot(now: now)
             rows = engine.streamStatistics.rows()
             received = rows.reduce(0) { $0 + $1.received + $1.late }
-            periods = stats.periods.load(ordering: .relaxed)
-            constantInputBlocks = stats.constantInputBlocks.load(ordering: .relaxed)
-            remoteAudioPeriods = stats.remoteAudioPeriods.load(ordering: .relaxed)
-            silentRemoteAudioPeriods = stats.silentRemoteAudioPeriods.load(ordering: .relaxed)
-            jitterBufferDelayMs = Int(rows.filter { $0.isActive(now: now) }.map(\.delayMs).max() ?? 0)
         }
     }
 }

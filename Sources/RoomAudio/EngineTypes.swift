@@ -341,6 +341,9 @@ public final class EngineStats: Sendable {
             echoOutEnergy: Double(bitPattern: echoOutEnergyBits.load(ordering: .relaxed)),
             farEndActivePeriods: farEndActivePeriods.load(ordering: .relaxed),
             aecDelayMilliseconds: aecDelayMilliseconds.load(ordering: .relaxed),
+            constantInputBlocks: constantInputBlocks.load(ordering: .relaxed),
+            remoteAudioPeriods: remoteAudioPeriods.load(ordering: .relaxed),
+            silentRemoteAudioPeriods: silentRemoteAudioPeriods.load(ordering: .relaxed),
             periodFrames: periodFrames)
     }
 }
@@ -362,6 +365,8 @@ public struct EngineSnapshot: Sendable {
     public var echoInEnergy, echoOutEnergy: Double
     public var farEndActivePeriods: Int
     public var aecDelayMilliseconds: Int
+    /// The call-quality counters (`EngineStats.constantInputBlocks` and the two after it).
+    public var constantInputBlocks, remoteAudioPeriods, silentRemoteAudioPeriods: Int
     public var periodFrames: Int
 
     /// Echo return loss enhancement between two snapshots, over far-end-active periods:

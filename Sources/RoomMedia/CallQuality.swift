@@ -18,6 +18,9 @@ public enum QualityWarning: String, CaseIterable, Sendable, Comparable {
     /// microphone sends nothing (or this appliance's speaker volume is at 0, which plays the same).
     case constantOutputLevel = "constant_output_level"
 
+    /// Judged on a yes/no (constant or not) rather than a figure: its changes carry no value.
+    public var isFlag: Bool { self == .constantInputLevel || self == .constantOutputLevel }
+
     public static func < (a: QualityWarning, b: QualityWarning) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
     }
@@ -146,8 +149,7 @@ public struct QualityWatch: Sendable {
             if run >= (raised ? rule.clearAfterSeconds : rule.raiseAfterSeconds) {
                 streak[warning] = 0
                 if raised { active.remove(warning) } else { active.insert(warning) }
-                let shown: Double? = warning == .constantInputLevel || warning == .constantOutputLevel ? nil : value
-                changes.append(QualityChange(warning: warning, raised: !raised, value: shown))
+                changes.append(QualityChange(warning: warning, raised: !raised, value: warning.isFlag ? nil : value))
             }
         }
         return changes
