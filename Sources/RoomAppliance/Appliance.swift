@@ -117,16 +117,14 @@ final class Appliance {
 
     /// The room listened to beside the room (`roomctl listen`), nil when none.
     private(set) var listening: (link: RoomLink, room: String, gainDB: Double)?
-    /// A listened room being left (kept until its leave completes).
-    private var leavingListen: RoomLink?
     /// Changes of the listened room's connection (the control bridge tells subscribers).
     var onListenEvent: ((String, RoomSessionEvent) -> Void)?
 
     /// Listens to `room` as audience through roomserver at `gainDB`: its talkers play on the
     /// speaker; nothing from here is sent to it, and the room the appliance is in does not hear
     /// it (the microphones are all it sends, and the canceller takes the speaker out). A second
-    /// `listen` moves to the new room (or, for the same room without a server, only changes the
-    /// gain); the gain changes at once.
+    /// `listen` moves to the new room; the gain changes at once (`setListenGain` alone for the
+    /// room listened to already).
     func listen(room: String, addresses requested: [HostPort]?, serverText: String?, token: String?, gainDB: Double,
                 backend: RoomBackendKind = .roomserver, pin: String? = nil) throws(SystemError) {
         guard self.room.isEnabled else { throw SystemError("roomd runs in loopback mode: no room") }
@@ -150,16 +148,11 @@ final class Appliance {
             target = .roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: token, role: .audience)
         case .janus:
             guard let number = UInt64(room) else { throw SystemError("a Janus room is a number, not \"\(room)\"") }
-            var configuration = JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: number, pin: pin,
-                                                       display: e.displayName + " (listening)", role: .audience)
-            configuration.stunServer = try e.stunServer.map { (text) throws(SystemError) in try HostPort(parsing: text) }
-            target = .janus(configuration)
+            target = try Self.janusTarget(e, addresses: addresses, room: number, pin: pin, secret: nil,
+                                          display: e.displayName + " (listening)", role: .audience)
         }
         engine.streamGains.set(leg: .listen, linear: linear(fromDB: Float(gainDB)))
-        if let current = listening, current.room == room, requested == nil {
-            // The same room again: only the gain changes (no rejoin, no gap).
-            listening = (current.link, room, gainDB)
-        } else if let current = listening {
+        if let current = listening {
             try current.link.connect(target, muted: true)
             listening = (current.link, room, gainDB)
         } else {
@@ -181,11 +174,7 @@ final class Appliance {
     func listenAgain() {
         guard let kept = settings.runtime.listen else { return }
         do {
-            let addresses: [HostPort]? = try kept.server.map { text throws(SystemError) in
-                var list: [HostPort] = []
-                for part in ApplianceConfiguration.serverList(text) { list.append(try HostPort(parsing: part)) }
-                return list
-            }
+            let addresses = try kept.server.map { (text) throws(SystemError) in try Self.addresses(ApplianceConfiguration.serverList(text)) }
             try listen(room: kept.room, addresses: addresses, serverText: kept.server, token: kept.token, gainDB: kept.gainDB,
                        backend: kept.backend, pin: kept.pin)
         } catch {
@@ -207,15 +196,11 @@ final class Appliance {
         guard let (link, room, _) = listening else { return false }
         listening = nil
         settings.update { $0.listen = nil }
-        leavingListen = link
-        let finish: (RoomLink) -> Void = { [weak self] link in
-            link.close()
-            if self?.leavingListen === link { self?.leavingListen = nil }
-        }
+        // The leave's completion holds the link until the room has seen it go.
         if let session = link.session {
-            session.leave(completion: { _ in finish(link) })
+            session.leave(completion: { _ in link.close() })
         } else {
-            finish(link)
+            link.close()
         }
         Log.notice("stopped listening to room \(room)")
         panel?.refresh()
@@ -231,8 +216,14 @@ final class Appliance {
     static func janusTarget(_ e: EffectiveSettings, addresses: [HostPort], role: RoomRole) throws(SystemError) -> RoomTarget {
         guard let room = e.janusRoom else { throw SystemError("room.backend = janus needs room.janus_room (the AudioBridge room number)") }
         guard e.opusFrameMilliseconds == 20 else { throw SystemError(janusFrameProblem) }
-        var configuration = JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: room, pin: e.janusPin,
-                                                   secret: e.janusSecret, display: e.displayName, role: role)
+        return try janusTarget(e, addresses: addresses, room: room, pin: e.janusPin, secret: e.janusSecret, display: e.displayName, role: role)
+    }
+
+    /// A Janus AudioBridge room, checked as the settings check signalling, with their STUN server.
+    static func janusTarget(_ e: EffectiveSettings, addresses: [HostPort], room: UInt64, pin: String?, secret: String?,
+                            display: String, role: RoomRole) throws(SystemError) -> RoomTarget {
+        var configuration = JanusRoomConfiguration(endpoints: addresses, tls: e.signalling.tlsSettings, room: room, pin: pin,
+                                                   secret: secret, display: display, role: role)
         configuration.stunServer = try e.stunServer.map { (text) throws(SystemError) in try HostPort(parsing: text) }
         return .janus(configuration)
     }

@@ -98,8 +98,9 @@ final class ControlBridge {
                 reply(.failure(.notInRoom(error.description)))
             }
         case .listen(let room, let servers, let token, let gainDB, let backend, let pin):
-            if token == nil, servers == nil, pin == nil, appliance.listening?.room == room {
-                // The room listened to already: a new gain needs no token.
+            if servers == nil, pin == nil, appliance.listening?.room == room {
+                // The room listened to already: only the gain changes (no rejoin, no gap; a
+                // token given again is not needed).
                 appliance.setListenGain(dB: gainDB)
                 return reply(.ok)
             }
@@ -315,9 +316,7 @@ final class ControlBridge {
         guard let server else { return }
         switch event {
         case .stateChanged(let state):
-            var f: [String: JSONValue] = ["state": .string(state.name)]
-            if case .failed(let reason) = state { f["reason"] = .string(reason) }
-            server.broadcast(event: "connection", f)
+            server.broadcast(event: "connection", Self.connectionFields(state))
         case .joined(let info):
             // Ids are the new room's (or a new membership's): volumes set for the old ones go.
             if !info.restored { volumes.removeAll() }
@@ -375,11 +374,19 @@ final class ControlBridge {
         guard let server else { return }
         switch event {
         case .stateChanged(let state):
-            var f: [String: JSONValue] = ["room": .string(room), "state": .string(state.name)]
-            if case .failed(let reason) = state { f["reason"] = .string(reason) }
+            var f = Self.connectionFields(state)
+            f["room"] = .string(room)
             server.broadcast(event: "listen", f)
         default: break
         }
+    }
+
+    /// A connection state as the `connection` and `listen` events give it: `state`, and
+    /// `reason` when it failed.
+    private static func connectionFields(_ state: RoomConnectionState) -> [String: JSONValue] {
+        var f: [String: JSONValue] = ["state": .string(state.name)]
+        if case .failed(let reason) = state { f["reason"] = .string(reason) }
+        return f
     }
 
     /// A call-quality warning raised or cleared → a `quality` event.

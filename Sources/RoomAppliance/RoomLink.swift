@@ -63,7 +63,7 @@ final class RoomLink {
             // Loopback: this appliance is its own listener, its jitter buffer the report.
             lossTimer = loop.schedule(after: .seconds(1), repeating: .seconds(1)) { [weak self] in
                 guard let self else { return }
-                let worst = self.lossWindow.next(engine.streamStatistics.rows().filter { $0.leg == .room }).map(\.permille).max()
+                let worst = self.lossWindow.next(self.ownRows()).map(\.permille).max()
                 if let worst { engine.lossFeedback.report(lostPermille: worst) }
             }
             return
@@ -152,6 +152,9 @@ final class RoomLink {
         try create(target, muted: muted)
     }
 
+    /// This leg's streams in the engine's statistics.
+    private func ownRows() -> [StreamStatistics.Row] { engine.streamStatistics.rows().filter { $0.leg == leg } }
+
     private var incoming: SPSCRing<MediaPacket> { leg == .room ? engine.incomingMedia : engine.listenMedia }
     private var outgoing: SPSCRing<MediaPacket> { leg == .room ? engine.outgoingMedia : silentOutgoing }
 
@@ -230,7 +233,7 @@ final class RoomLink {
             streamsByParticipant = [:]
             for p in info.participants where p.id != info.participantID { note(p) }
             let present = Set(streamsByParticipant.values)
-            for row in engine.streamStatistics.rows() where row.leg == leg && !present.contains(row.ssrc) {
+            for row in ownRows() where !present.contains(row.ssrc) {
                 engine.releaseStream(ssrc: row.ssrc, leg: leg)
             }
         case .participantJoined(let p), .participantUpdated(let p):
@@ -239,14 +242,14 @@ final class RoomLink {
             if let ssrc = streamsByParticipant.removeValue(forKey: id) ?? p?.ssrc { engine.releaseStream(ssrc: ssrc, leg: leg) }
         case .stateChanged(.disconnected):
             streamsByParticipant = [:]
-            for row in engine.streamStatistics.rows() where row.leg == leg { engine.releaseStream(ssrc: row.ssrc, leg: leg) }
+            for row in ownRows() { engine.releaseStream(ssrc: row.ssrc, leg: leg) }
         default:
             break
         }
     }
 
     private func reportLoss() {
-        let streams = lossWindow.next(engine.streamStatistics.rows().filter { $0.leg == leg })
+        let streams = lossWindow.next(ownRows())
         guard let session, !streams.isEmpty else { return }
         session.reportLoss(ssrcs: streams.map(\.ssrc), lostPermille: streams.map { UInt16($0.permille) })
     }

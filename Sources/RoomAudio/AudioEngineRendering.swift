@@ -40,8 +40,8 @@ extension AudioLoop {
         while let received = listening.pop() { remotes.insert(received, leg: .listen) }
         // After the packets: those that came before the release are filed, then freed with it.
         while let departed = releases.pop() {
-            remotes.release(UInt32(truncatingIfNeeded: departed), leg: MediaLeg(rawValue: UInt8(truncatingIfNeeded: departed >> 32)) ?? .room,
-                            at: now)
+            let (leg, ssrc) = MediaLeg.split(departed)
+            remotes.release(ssrc, leg: leg, at: now)
         }
         remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now,
                        publishing: streamStatistics)

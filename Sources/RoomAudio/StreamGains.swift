@@ -10,6 +10,12 @@ public enum MediaLeg: UInt8, Sendable, CaseIterable {
     /// One number for a (leg, SSRC) pair, for tables keyed by both.
     @inline(__always)
     static func key(_ leg: MediaLeg, _ ssrc: UInt32) -> UInt64 { UInt64(leg.rawValue) << 32 | UInt64(ssrc) }
+
+    /// The leg and SSRC of a `key`.
+    @inline(__always)
+    static func split(_ key: UInt64) -> (leg: MediaLeg, ssrc: UInt32) {
+        (MediaLeg(rawValue: UInt8(truncatingIfNeeded: key >> 32)) ?? .room, UInt32(truncatingIfNeeded: key))
+    }
 }
 
 /// Per-sender playback volume, set from the event loop (roomctl volume PARTICIPANT dB) and read
