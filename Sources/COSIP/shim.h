@@ -10,24 +10,6 @@
 #include <time.h>
 #include <sys/time.h>
 #include <osip2/osip.h>
-#include <osipparser2/osip_md5.h>
-
-/// MD5 of `len` bytes as 32 lower-case hex digits and a NUL: the digest answer's hash (RFC
-/// 2617; RFC 8760's SHA-256 would come from the same place when a registrar asks for it).
-static inline void cosip_md5_hex(const char *text, size_t len, char out[33])
-{
-	static const char hex[] = "0123456789abcdef";
-	osip_MD5_CTX ctx;
-	unsigned char d[16];
-	osip_MD5Init(&ctx);
-	osip_MD5Update(&ctx, (unsigned char *)text, (unsigned)len);
-	osip_MD5Final(d, &ctx);
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[32] = 0;
-}
 
 /// osip prints its own errors to stdout by default (`| ERROR | … Final CRLF is missing`): a
 /// malformed datagram would write to roomd's stdout. RoomSIP reports what it drops itself.

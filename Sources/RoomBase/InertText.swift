@@ -34,8 +34,3 @@ private func needsEscape(_ s: Unicode.Scalar) -> Bool {
     default: return false
     }
 }
-
-private func hexDigits(_ v: UInt32, width: Int) -> String {
-    let digits = String(v, radix: 16, uppercase: true)
-    return String(repeating: "0", count: max(0, width - digits.count)) + digits
-}

@@ -24,3 +24,14 @@ public func fixedDecimalText(_ x: Double, _ decimals: Int) -> String {
 public func shortestNumberText(_ x: Double) -> String {
     x == x.rounded() && x.magnitude < 1e15 ? String(Int(x)) : "\(x)"
 }
+
+/// `v` in hex, zero-padded to `width` digits ("0041", "00000001").
+public func hexDigits(_ v: UInt32, width: Int, uppercase: Bool = true) -> String {
+    let digits = String(v, radix: 16, uppercase: uppercase)
+    return String(repeating: "0", count: max(0, width - digits.count)) + digits
+}
+
+/// Bytes as two hex digits each, joined by `separator` ("5d41402a…", "52 49 46 46").
+public func hexBytes(_ bytes: some Sequence<UInt8>, separator: String = "", uppercase: Bool = false) -> String {
+    bytes.map { hexDigits(UInt32($0), width: 2, uppercase: uppercase) }.joined(separator: separator)
+}

@@ -8,12 +8,18 @@ import CLibcrypto
 public enum Digest {
     /// SHA-1 (RFC 3174): the WebSocket handshake's accept key (RFC 6455 §4.2.2). Not for
     /// anything that must resist collisions.
-    public static func sha1(_ input: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 20)
+    public static func sha1(_ input: [UInt8]) -> [UInt8] { digest(input, EVP_sha1(), size: 20) }
+
+    /// MD5 (RFC 1321): SIP's digest authentication (RFC 2617), which registrars still ask for.
+    /// Broken for collisions; never for anything of ours to rely on.
+    public static func md5(_ input: [UInt8]) -> [UInt8] { digest(input, EVP_md5(), size: 16) }
+
+    private static func digest(_ input: [UInt8], _ md: OpaquePointer?, size: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: size)
         var length: UInt32 = 0
         _ = input.withUnsafeBytes { i in
             out.withUnsafeMutableBytes { o in
-                EVP_Digest(i.baseAddress, i.count, o.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, EVP_sha1(), nil)
+                EVP_Digest(i.baseAddress, i.count, o.baseAddress?.assumingMemoryBound(to: UInt8.self), &length, md, nil)
             }
         }
         return out

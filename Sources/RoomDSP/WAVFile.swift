@@ -1,3 +1,5 @@
+import RoomBase
+
 /// RIFF/WAVE decoding and encoding, on byte arrays only: reading and writing files belongs
 /// to RoomSystem, so this stays pure and testable.
 ///
@@ -191,10 +193,7 @@ public enum WAVFile {
         return f
     }
 
-    private static func hex(_ v: Int) -> String {
-        let digits = String(v, radix: 16, uppercase: true)
-        return "0x" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-    }
+    private static func hex(_ v: Int) -> String { "0x" + hexDigits(UInt32(truncatingIfNeeded: v), width: 4) }
 
     private static func formatName(_ code: Int) -> String {
         switch code {
@@ -233,9 +232,6 @@ struct LittleEndianBytes {
         if bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
             return "\"" + String(decoding: bytes, as: UTF8.self) + "\""
         }
-        return bytes.map { b in
-            let h = String(b, radix: 16)
-            return h.count == 1 ? "0" + h : h
-        }.joined(separator: " ")
+        return hexBytes(bytes, separator: " ")
     }
 }

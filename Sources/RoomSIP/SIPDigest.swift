@@ -1,4 +1,5 @@
-import COSIP
+import RoomBase
+import RoomCrypto
 
 /// A digest challenge (`WWW-Authenticate` / `Proxy-Authenticate`, RFC 3261 §22.4), as the
 /// registrar or proxy sent it, quotes removed.
@@ -31,7 +32,8 @@ public struct SIPDigestError: Error, Sendable, Equatable, CustomStringConvertibl
 
 /// The answer to a digest challenge (RFC 2617 with MD5, `qop=auth` or none). Written here
 /// rather than taken from a library because libosip2 has none (docs/calls.md, "Why
-/// libosip2"); MD5 is osipparser2's, so no second crypto library comes in for it.
+/// libosip2"); MD5 is libcrypto's through RoomCrypto, roomd's one crypto library (osipparser2
+/// has an MD5 of its own, which would be a second).
 public enum SIPDigest {
     /// The header value (`Digest username="…", …`) answering `challenge` for a request
     /// `method uri`. `cnonce` and `nonceCount` are parameters so tests can check known answers.
@@ -50,7 +52,7 @@ public enum SIPDigest {
         }
         let ha1 = md5Hex("\(user):\(challenge.realm):\(password)")
         let ha2 = md5Hex("\(method):\(uri)")
-        let nc = hex8(nonceCount)
+        let nc = hexDigits(nonceCount, width: 8, uppercase: false)
         let response = useQop
             ? md5Hex("\(ha1):\(challenge.nonce):\(nc):\(cnonce):auth:\(ha2)")
             : md5Hex("\(ha1):\(challenge.nonce):\(ha2)")
@@ -61,21 +63,7 @@ public enum SIPDigest {
         return value
     }
 
-    static func md5Hex(_ text: String) -> String {
-        var out = [CChar](repeating: 0, count: 33)
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBufferPointer { b in
-            b.baseAddress!.withMemoryRebound(to: CChar.self, capacity: max(b.count, 1)) {
-                cosip_md5_hex($0, b.count, &out)
-            }
-        }
-        return String(decoding: out.prefix(32).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    static func hex8(_ n: UInt32) -> String {
-        let digits = Array("0123456789abcdef")
-        return String((0 ..< 8).reversed().map { digits[Int((n >> (UInt32($0) * 4)) & 15)] })
-    }
+    static func md5Hex(_ text: String) -> String { hexBytes(Digest.md5(Array(text.utf8))) }
 
     /// A quoted-string (RFC 3261 §25.1): backslash and quote escaped.
     static func quoted(_ s: String) -> String {
