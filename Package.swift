@@ -130,6 +130,8 @@ let package = Package(
         .target(name: "RoomBase", dependencies: []),
         .target(name: "RoomMedia", dependencies: ["RoomBase"]),
         .target(name: "RoomDSP", dependencies: ["RoomBase"]),
+        // The telephone codecs calls fall back to (G.711, G.722), written here: no C library.
+        .target(name: "RoomTelephony"),
         .target(name: "RoomSettings", dependencies: ["RoomBase"]),
         .target(name: "RoomJSON", dependencies: []),
         // The version line of the programs: release version and the git commit built from.
@@ -195,6 +197,7 @@ let package = Package(
         .testTarget(name: "RoomBaseTests", dependencies: ["RoomBase"]),
         .testTarget(name: "RoomMediaTests", dependencies: ["RoomBase", "RoomMedia"]),
         .testTarget(name: "RoomDSPTests", dependencies: ["RoomBase", "RoomDSP"]),
+        .testTarget(name: "RoomTelephonyTests", dependencies: ["RoomTelephony"]),
         .testTarget(name: "RoomSettingsTests", dependencies: ["RoomBase", "RoomSettings"]),
         // Reads Sources/ and the built roomctl; depends on no module of ours on purpose.
         .testTarget(name: "ArchitectureTests"),

@@ -21,6 +21,7 @@ enum AllowedImports {
         "RoomBase": ["Synchronization"],
         "RoomMedia": ["RoomBase"],
         "RoomDSP": ["RoomBase", "Synchronization"],
+        "RoomTelephony": [],
         "RoomSettings": ["RoomBase"],
         "RoomJSON": ["FoundationEssentials"],
         "RoomModel": [],
