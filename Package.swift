@@ -147,7 +147,7 @@ let package = Package(
         .target(name: "RoomALSA", dependencies: ["CAlsa", "RoomSystem"]),
         .target(name: "RoomOpus", dependencies: ["COpus", "RoomSystem"]),
         .target(name: "RoomCaptureChain", dependencies: ["CCaptureChain", "RoomBase", "RoomDSP"]),
-        .target(name: "RoomAudio", dependencies: ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem"]),
+        .target(name: "RoomAudio", dependencies: ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTelephony"]),
         // Hashes, HMAC, random keys and locked secrets over libcrypto: roomd's one crypto library.
         .target(name: "RoomCrypto", dependencies: ["CLibcrypto", "RoomMedia", "RoomSystem"]),
         // Signalling messages, framing and tokens, shared by roomd and roomserver.
@@ -222,7 +222,7 @@ let package = Package(
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
         .testTarget(name: "RoomSIPTests", dependencies: ["RoomSIP", "RoomSystem", "RoomTestSupport"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
-        .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomJSON", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTestSupport"]),
+        .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomJSON", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTelephony", "RoomTestSupport"]),
     ],
     swiftLanguageModes: [.v6],
     cLanguageStandard: .gnu11,

@@ -50,6 +50,8 @@ public final class AudioEngine: @unchecked Sendable {
     public let incomingMedia = SPSCRing<MediaPacket>(capacity: 256)
     /// Received frames of the room listened to (`MediaLeg.listen`), drained with `incomingMedia`.
     public let listenMedia = SPSCRing<MediaPacket>(capacity: 256)
+    /// A call's audio: its frames in and out, its codec and whether it is bridged into the room.
+    public let call = CallLeg()
     /// Streams whose senders left (`MediaLeg.key`: leg and SSRC; event loop → audio thread),
     /// drained every period after the packets: their jitter-buffer slots are freed and their
     /// statistics rows go. Push with `releaseStream(ssrc:leg:)` from the thread that feeds the
@@ -107,7 +109,7 @@ public final class AudioEngine: @unchecked Sendable {
         do {
             loop = try AudioLoop(configuration: configuration, farEnd: farEndPending, farEndFeed: farEndFeed, stats: stats, events: events,
                                  processedAudio: processedAudio, control: control, mixer: mixer,
-                                 outgoing: outgoingMedia, incoming: incomingMedia, listening: listenMedia, releases: streamReleases,
+                                 outgoing: outgoingMedia, incoming: incomingMedia, listening: listenMedia, call: call, releases: streamReleases,
                                  outgoingSignal: outgoingSignal,
                                  streamGains: streamGains, streamStatistics: streamStatistics, selfTest: selfTest,
                                  lossFeedback: lossFeedback)
@@ -183,6 +185,15 @@ public final class EngineControl: Sendable {
     public func setTransmitting(_ on: Bool) { transmitting.store(on, ordering: .relaxed) }
 
     public var isTransmitting: Bool { transmitting.load(ordering: .relaxed) }
+
+    /// The appliance's mic is muted: nobody is sent it. Without a call that is the same as not
+    /// transmitting; with a caller bridged into the room the room still takes the caller's
+    /// audio from the appliance (transmitting, mic muted), and the caller still hears the room.
+    let micMuted = Atomic<Bool>(false)
+
+    public func setMicMuted(_ on: Bool) { micMuted.store(on, ordering: .relaxed) }
+
+    public var isMicMuted: Bool { micMuted.load(ordering: .relaxed) }
 }
 
 /// The speaker mixer's stream slots.

@@ -63,7 +63,34 @@ extension AudioLoop {
         }
         if testing { selfTest.record(cleanedPeriod: cleaned) }
         // During a self-test nothing is sent: the room must not hear the sweep's residue.
-        encodeCleaned(voice: voice, send: !testing)
+        let (roomSource, roomVoice) = roomUplink(voice: voice, testing: testing)
+        if let codec = callCodec { sendToCaller(codec, testing: testing) }
+        encodeCleaned(roomSource, voice: roomVoice, send: !testing)
+    }
+
+    /// What the room is sent this block: the cleaned mic, or, while a caller is bridged in, the
+    /// mic (unless muted) plus the caller — then the voice gate opens for the caller's speech too.
+    private func roomUplink(voice: Bool, testing: Bool) -> (UnsafePointer<Float>, Bool) {
+        guard callBridged else { return (UnsafePointer(cleaned), voice) }
+        let mic = !control.isMicMuted && !testing
+        var callerEnergy: Float = 0
+        for i in 0..<block {
+            roomSend[i] = (mic ? cleaned[i] : 0) + callMix[i]
+            callerEnergy += callMix[i] * callMix[i]
+        }
+        return (UnsafePointer(roomSend), (mic && voice) || callerEnergy / Float(block) > Self.callerSpeechPower)
+    }
+
+    /// Mean power of the caller's audio above which the room's voice gate treats it as speech:
+    /// −50 dBFS, well under speech and above a line's idle noise.
+    static let callerSpeechPower: Float = 1e-5
+
+    /// The caller's mix-minus for this block: the mic (unless muted, or during a self-test)
+    /// plus the room's streams, into the call's encoder.
+    private func sendToCaller(_ codec: AudioCodec, testing: Bool) {
+        let mic = !control.isMicMuted && !testing
+        for i in 0..<block { callSend[i] = (mic ? cleaned[i] : 0) + roomMix[i] }
+        callUplink.take(callSend, count: block, codec: codec)
     }
 
     /// Whether every microphone's block holds one value throughout (an unplugged array reads
@@ -115,11 +142,11 @@ extension AudioLoop {
     /// Accumulates the cleaned channel into Opus frames; each finished frame goes through the
     /// voice-activity gate and Opus DTX, then to the network ring (or, in loopback mode, through
     /// a simulated lossy network straight back to our own receive side).
-    private func encodeCleaned(voice: Bool, send allowed: Bool) {
+    private func encodeCleaned(_ source: UnsafePointer<Float>, voice: Bool, send allowed: Bool) {
         var offset = 0
         while offset < block {
             let n = min(block - offset, frameSamples - encodeFill)
-            (encodeFrame + encodeFill).update(from: cleaned + offset, count: n)
+            (encodeFrame + encodeFill).update(from: source + offset, count: n)
             encodeFill += n
             offset += n
             guard encodeFill == frameSamples else { continue }

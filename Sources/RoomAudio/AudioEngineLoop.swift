@@ -108,6 +108,7 @@ extension AudioLoop {
     /// block belongs to a self-test. A self-test owns the speaker: the test signal replaces the
     /// room (and is the AEC's reference, so the echo figure is the canceller's real work).
     private func prepareNextBlock() {
+        (callCodec, callBridged) = callUplink.follow()
         followProfile()
         followLossReports()
         blockTesting = selfTest.active()

@@ -38,6 +38,7 @@ extension AudioLoop {
         let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         while let received = incoming.pop() { remotes.insert(received) }
         while let received = listening.pop() { remotes.insert(received, leg: .listen) }
+        while let received = call.incoming.pop() { remotes.insert(received, leg: .call) }
         // After the packets: those that came before the release are filed, then freed with it.
         while let departed = releases.pop() {
             let (leg, ssrc) = MediaLeg.split(departed)
@@ -45,10 +46,27 @@ extension AudioLoop {
         }
         remotes.render(into: slotAudio + MixerSlot.firstRemote * period, pointers: slotPointers + MixerSlot.firstRemote, now: now,
                        publishing: streamStatistics)
+        if callCodec != nil { splitLegs(at: blockPhase * period) }
         applyStreamGains()
         mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
                   into: UnsafeMutableBufferPointer(start: speaker, count: period))
         countSilentRemoteAudio()
+    }
+
+    /// This period's room and call streams summed apart, before any volume, into the block's
+    /// `roomMix` and `callMix` at `offset`: the mix-minus the caller and the room are sent.
+    private func splitLegs(at offset: Int) {
+        let room = roomMix + offset, caller = callMix + offset
+        room.update(repeating: 0, count: period)
+        caller.update(repeating: 0, count: period)
+        for i in 0..<MixerSlot.remoteCount {
+            guard let slot = slotPointers[MixerSlot.firstRemote + i] else { continue }
+            switch remotes.leg(ofSlot: i) {
+            case .room: for j in 0..<period { room[j] += slot[j] }
+            case .call: for j in 0..<period { caller[j] += slot[j] }
+            case .listen: continue
+            }
+        }
     }
 
     /// Counts the periods remote streams played in, and those in which all they decoded was

@@ -55,6 +55,18 @@ final class AudioLoop: @unchecked Sendable {
     let selfTest: SelfTestCapture
     let incoming: SPSCRing<MediaPacket>
     let listening: SPSCRing<MediaPacket>
+    let call: CallLeg
+    let callUplink: CallUplink
+    /// The block's raw mix of the room's streams and of the call's (before volumes): what the
+    /// caller and, while bridged, the room are sent beside the mic (`CallLeg`).
+    let roomMix: UnsafeMutablePointer<Float>
+    let callMix: UnsafeMutablePointer<Float>
+    /// The caller's mix-minus for the block, and the room's while the caller is bridged.
+    let callSend: UnsafeMutablePointer<Float>
+    let roomSend: UnsafeMutablePointer<Float>
+    /// The call as the audio thread acts on it this block (`CallUplink.follow`).
+    var callCodec: AudioCodec?
+    var callBridged = false
     let releases: SPSCRing<UInt64>
     /// The frame being built for sending; its header fields advance frame by frame.
     var packet = MediaPacket()
@@ -131,7 +143,8 @@ final class AudioLoop: @unchecked Sendable {
     init(configuration c: EngineConfiguration, farEnd farEndSamples: [Int16], farEndFeed: SPSCRing<Int16>?,
          stats: EngineStats, events: SPSCRing<EngineEvent>,
          processedAudio: SPSCRing<Int16>?, control: EngineControl, mixer: StreamMixer,
-         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, listening: SPSCRing<MediaPacket>, releases: SPSCRing<UInt64>,
+         outgoing: SPSCRing<MediaPacket>, incoming: SPSCRing<MediaPacket>, listening: SPSCRing<MediaPacket>, call: CallLeg,
+         releases: SPSCRing<UInt64>,
          outgoingSignal: EventSignal?,
          streamGains: StreamGains, streamStatistics: StreamStatistics, selfTest: SelfTestCapture,
          lossFeedback: LossFeedback) throws {
@@ -172,6 +185,8 @@ final class AudioLoop: @unchecked Sendable {
         self.outgoing = outgoing
         self.incoming = incoming
         self.listening = listening
+        self.call = call
+        callUplink = try CallUplink(leg: call, rate: c.rate)
         self.releases = releases
         self.outgoingSignal = outgoingSignal
         self.streamGains = streamGains
@@ -217,6 +232,11 @@ final class AudioLoop: @unchecked Sendable {
         speakerInterleaved.initialize(repeating: 0, count: period * c.playbackChannels)
         recordBlock.initialize(repeating: 0, count: block)
         encodeFrame.initialize(repeating: 0, count: frameSamples)
+        roomMix = .allocate(capacity: 4 * block)
+        roomMix.initialize(repeating: 0, count: 4 * block)
+        callMix = roomMix + block
+        callSend = roomMix + 2 * block
+        roomSend = roomMix + 3 * block
 
         let blockSeconds = Double(EngineConfiguration.blockMilliseconds) / 1000
         inputMeter = LevelMeter(periodSeconds: blockSeconds)
@@ -232,6 +252,7 @@ final class AudioLoop: @unchecked Sendable {
         speakerPointers.deallocate(); speakerInterleaved.deallocate(); recordBlock.deallocate()
         encodeFrame.deallocate(); farEnd.deallocate(); farEndPeriod.deallocate()
         slotAudio.deallocate(); slotPointers.deallocate(); gainSSRCs.deallocate()
+        roomMix.deallocate()   // with callMix, callSend and roomSend
     }
 
     /// A measurement override from the environment (ROOMD_ECHO_CANCELLER, ROOMD_NOISE_SUPPRESSOR):

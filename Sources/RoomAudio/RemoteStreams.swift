@@ -16,6 +16,8 @@ final class RemoteStreams {
         var ssrc: UInt32 = 0
         /// Which conversation it belongs to (`MediaLeg`): two rooms may hand out the same SSRC.
         var leg: MediaLeg = .room
+        /// What its packets carry: Opus, or in a call a telephone codec (`TelephoneStreamDecoder`).
+        var codec: AudioCodec = .opus
         var inUse = false
         var lastArrival: Int64 = 0
         var decodedRead = 0
@@ -43,12 +45,14 @@ final class RemoteStreams {
     private var streams: [Stream]          // fixed size, mutated in place (no reallocation)
     private let buffers: [JitterBuffer]
     private let decoders: [OpusDecoderBox]
+    private let telephoneDecoders: [TelephoneStreamDecoder]
     /// The same objects, unretained, for the per-packet and per-period calls: reading a class
     /// reference out of an array costs a retain/release pair (measured: one per received packet
     /// in release), and the audio thread should not touch reference counts. The arrays above
     /// keep them alive for as long as this object.
     private let bufferRefs: UnsafeMutablePointer<Unmanaged<JitterBuffer>>
     private let decoderRefs: UnsafeMutablePointer<Unmanaged<OpusDecoderBox>>
+    private let telephoneRefs: UnsafeMutablePointer<Unmanaged<TelephoneStreamDecoder>>
     private let decoded: UnsafeMutablePointer<Float>   // count × decodeCapacity
     /// A slot unused this long may be taken by a new SSRC.
     private let idleSamples: Int64 = 48_000 * 2
@@ -88,11 +92,14 @@ final class RemoteStreams {
         var made: [OpusDecoderBox] = []
         for _ in 0..<count { made.append(try OpusDecoderBox(rate: rate)) }
         decoders = made
+        telephoneDecoders = (0..<count).map { _ in TelephoneStreamDecoder(rate: rate) }
         bufferRefs = .allocate(capacity: count)
         decoderRefs = .allocate(capacity: count)
+        telephoneRefs = .allocate(capacity: count)
         for i in 0..<count {
             (bufferRefs + i).initialize(to: Unmanaged.passUnretained(buffers[i]))
             (decoderRefs + i).initialize(to: Unmanaged.passUnretained(made[i]))
+            (telephoneRefs + i).initialize(to: Unmanaged.passUnretained(telephoneDecoders[i]))
         }
         decoded = .allocate(capacity: count * decodeCapacity)
         decoded.initialize(repeating: 0, count: count * decodeCapacity)
@@ -103,7 +110,7 @@ final class RemoteStreams {
     }
 
     deinit {
-        decoded.deallocate(); bufferRefs.deallocate(); decoderRefs.deallocate()
+        decoded.deallocate(); bufferRefs.deallocate(); decoderRefs.deallocate(); telephoneRefs.deallocate()
         releasedSSRCs.deallocate(); releasedAt.deallocate()
     }
 
@@ -113,14 +120,24 @@ final class RemoteStreams {
     @inline(__always)
     private func decoder<R>(_ i: Int, _ body: (OpusDecoderBox) -> R) -> R { decoderRefs[i]._withUnsafeGuaranteedRef(body) }
 
+    @inline(__always)
+    private func telephone<R>(_ i: Int, _ body: (TelephoneStreamDecoder) -> R) -> R { telephoneRefs[i]._withUnsafeGuaranteedRef(body) }
+
     /// Files a received packet with its stream; a stream that is new takes a slot.
     func insert(_ packet: MediaPacket, leg: MediaLeg = .room) {
         guard let index = slot(for: packet.ssrc, leg: leg, at: packet.arrivalSamples) else { return }
         streams[index].lastArrival = packet.arrivalSamples
+        if packet.codec != streams[index].codec {
+            // A call renegotiated its codec: the old decoder's state means nothing to the new one.
+            streams[index].codec = packet.codec
+            _ = decoder(index) { $0.reset() }
+            telephone(index) { $0.reset() }
+        }
         _ = packet.withPayload { payload in
-            // The packet's own duration (TOC byte and frame count), at the RTP clock; negative
-            // for a malformed packet, which the buffer then sizes from the timestamps.
-            let duration = opusPacketSamples(payload, sampleRate: Self.clock)
+            // The packet's own duration (TOC byte and frame count; a telephone codec's from its
+            // length), at the RTP clock; negative for a malformed packet, which the buffer then
+            // sizes from the timestamps.
+            let duration = packet.codec.mediaTicks(payloadBytes: payload.count) ?? opusPacketSamples(payload, sampleRate: Self.clock)
             return buffer(index) {
                 $0.insert(sequenceNumber: packet.sequenceNumber, timestamp: packet.timestamp,
                           arrivalSamples: packet.arrivalSamples, payload: payload, durationSamples: duration)
@@ -150,6 +167,7 @@ final class RemoteStreams {
         // kept, they showed under the newcomer's SSRC and counted twice in the totals).
         buffer(chosen) { $0.reset(); $0.resetStatistics() }
         _ = decoder(chosen) { $0.reset() }
+        telephone(chosen) { $0.reset() }
         streams[chosen] = Stream(ssrc: ssrc, leg: leg, inUse: true, lastArrival: now)
         return chosen
     }
@@ -224,6 +242,10 @@ final class RemoteStreams {
         let wanted = min(max(1, decision.samples * rate / Self.clock), decodeCapacity)
         let capacity = decodeCapacity
         var produced = 0
+        if streams[i].codec != .opus {
+            decodeTelephone(i, decision, into: out, wanted: wanted)
+            return
+        }
         switch decision {
         case .decode(let p):
             produced = decoder(i) { $0.decode(p.payload.baseAddress!.assumingMemoryBound(to: UInt8.self), length: p.payload.count, into: out, frames: capacity) }
@@ -252,6 +274,25 @@ final class RemoteStreams {
         if produced <= 0 || produced > capacity {
             out.update(repeating: 0, count: wanted)
             produced = wanted
+        }
+        streams[i].decodedRead = 0
+        streams[i].decodedAvailable = produced
+        streams[i].concealedEnd = 0
+    }
+
+    /// `decodeNext` for a call's G.711 or G.722 stream: no FEC, its own concealment.
+    private func decodeTelephone(_ i: Int, _ decision: PlayoutDecision, into out: UnsafeMutablePointer<Float>, wanted: Int) {
+        var produced = -1
+        if case .decode(let p) = decision {
+            produced = telephone(i) { $0.decode(p.payload, codec: streams[i].codec, into: out, capacity: decodeCapacity) }
+        }
+        if produced <= 0 {
+            if case .silence = decision {
+                out.update(repeating: 0, count: wanted)
+                produced = wanted
+            } else {
+                produced = telephone(i) { $0.conceal(into: out, frames: wanted) }
+            }
         }
         streams[i].decodedRead = 0
         streams[i].decodedAvailable = produced

@@ -1,11 +1,12 @@
 import Synchronization
 
 /// The conversations the speaker plays at once, each with its own streams: the room the
-/// appliance is in, and a second room it listens to (`roomctl listen`, audience only). Streams
-/// are told apart by leg and SSRC, since each room hands out its own SSRCs.
+/// appliance is in, a second room it listens to (`roomctl listen`, audience only), and a call
+/// (`CallLeg`). Streams are told apart by leg and SSRC, since each hands out its own SSRCs.
 public enum MediaLeg: UInt8, Sendable, CaseIterable {
     case room = 0
     case listen = 1
+    case call = 2
 
     /// One number for a (leg, SSRC) pair, for tables keyed by both.
     @inline(__always)

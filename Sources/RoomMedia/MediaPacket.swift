@@ -9,13 +9,16 @@ public struct MediaPacket: BitwiseCopyable, Sendable {
     /// Sender's synchronization source (RTP SSRC).
     public var ssrc: UInt32 = 0
     public var sequenceNumber: UInt16 = 0
-    /// RTP timestamp, 48 kHz clock (RFC 7587), whatever the board rate.
+    /// RTP timestamp, 48 kHz clock (RFC 7587), whatever the board rate; a call's frames to
+    /// send carry their codec's RTP clock (`CallLeg`).
     public var timestamp: UInt32 = 0
     /// Receive side: arrival time on the 48 kHz clock the jitter buffer runs on.
     public var arrivalSamples: Int64 = 0
     /// RFC 6464 audio level: 0 is the loudest (0 dBov), 127 the quietest.
     public var audioLevel: UInt8 = 127
     public var voiceActivity = false
+    /// What the payload is: Opus in rooms, any of `AudioCodec` in a call.
+    public var codec = AudioCodec.opus
     public var length: UInt16 = 0
     public var payload = InlineArray<400, UInt8>(repeating: 0)
 

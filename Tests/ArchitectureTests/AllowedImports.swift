@@ -45,7 +45,7 @@ enum AllowedImports {
         "RoomCaptureChain": ["CCaptureChain", "RoomBase", "RoomDSP"],
         // Features.
         "RoomAudio": ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings",
-                      "RoomSystem", "Synchronization"],
+                      "RoomSystem", "RoomTelephony", "Synchronization"],
         "RoomClient": ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
         "RoomControl": ["RoomBase", "RoomJSON", "RoomModel", "RoomSettings", "RoomSystem"],
         "RoomServerKit": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol",

@@ -96,7 +96,7 @@ final class CallQualityWarningTests: ProcessTestCase {
             }
         }
         func control(_ path: String, _ line: String) {
-            FileManager.default.createFile(atPath: path + ".tmp", contents: Data((line + "\n").utf8))
+            _ = FileManager.default.createFile(atPath: path + ".tmp", contents: Data((line + "\n").utf8))
             _ = rename(path + ".tmp", path)
         }
 
