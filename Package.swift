@@ -156,6 +156,8 @@ let package = Package(
         .target(name: "RoomMediaCrypto", dependencies: ["CSRTP", "CSRTPOpenSSLCipher", "RoomMedia"]),
         // The room service: signalling, rooms, selective forwarding (used by roomserver and tests).
         .target(name: "RoomServerKit", dependencies: ["RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
+        // A SIP call's RTP: SDES-keyed SRTP, the agreed codec's payload type, RFC 4733 DTMF.
+        .target(name: "RoomCallMedia", dependencies: ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomSystem"]),
         // The local control API (newline-delimited JSON on a Unix socket): server side for roomd,
         // client side for roomctl. Must not depend on the audio libraries.
         .target(name: "RoomControl", dependencies: ["RoomBase", "RoomJSON", "RoomModel", "RoomSettings", "RoomSystem"]),
@@ -198,6 +200,7 @@ let package = Package(
         .testTarget(name: "RoomMediaTests", dependencies: ["RoomBase", "RoomMedia"]),
         .testTarget(name: "RoomDSPTests", dependencies: ["RoomBase", "RoomDSP"]),
         .testTarget(name: "RoomTelephonyTests", dependencies: ["RoomTelephony"]),
+        .testTarget(name: "RoomCallMediaTests", dependencies: ["RoomBase", "RoomCallMedia", "RoomMedia", "RoomMediaCrypto", "RoomSystem"]),
         .testTarget(name: "RoomSettingsTests", dependencies: ["RoomBase", "RoomSettings"]),
         // Reads Sources/ and the built roomctl; depends on no module of ours on purpose.
         .testTarget(name: "ArchitectureTests"),

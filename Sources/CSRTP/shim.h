@@ -25,6 +25,27 @@ static inline srtp_err_status_t roomd_srtp_create_gcm128(srtp_t *session, const 
     return srtp_create(session, &policy);
 }
 
+/// The same for SDES-keyed SIP calls (RFC 4568), whose peers mostly offer AES_CM_128 with
+/// HMAC-SHA1: `key` = 16 bytes of master key and 14 of salt; `tag80` nonzero for the 80-bit tag
+/// (AES_CM_128_HMAC_SHA1_80), zero for the 32-bit one (…_32, RTP only; RTCP keeps 80 bits as
+/// RFC 4568 §6.2.1 says).
+static inline srtp_err_status_t roomd_srtp_create_aes_cm128(srtp_t *session, const unsigned char *key, int tag80,
+                                                            int outbound, unsigned long window) {
+    srtp_policy_t policy;
+    memset(&policy, 0, sizeof policy);
+    if (tag80)
+        srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp);
+    else
+        srtp_crypto_policy_set_aes_cm_128_hmac_sha1_32(&policy.rtp);
+    srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp);
+    policy.ssrc.type = outbound ? ssrc_any_outbound : ssrc_any_inbound;
+    policy.key = (unsigned char *)key;
+    policy.window_size = window;
+    policy.allow_repeat_tx = 0;
+    policy.next = NULL;
+    return srtp_create(session, &policy);
+}
+
 /// srtp_remove_stream takes the SSRC in network byte order.
 static inline srtp_err_status_t roomd_srtp_remove_ssrc(srtp_t session, unsigned int ssrc) {
     return srtp_remove_stream(session, htonl(ssrc));

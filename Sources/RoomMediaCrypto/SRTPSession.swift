@@ -42,6 +42,7 @@ public final class SRTPSession {
     }
 
     public let direction: Direction
+    public let profile: SRTPProfile
     public private(set) var statistics = Statistics()
     private var session: srtp_t?
 
@@ -59,10 +60,33 @@ public final class SRTPSession {
     /// a forwarded stream can arrive reordered after a burst; the window is cheap (a bitmap).
     public static let replayWindow = 1024
 
+    /// One direction of a SIP call's SRTP, keyed by SDES (`a=crypto`, RFC 4568) with one of the
+    /// suites calls use; `keyAndSalt` is the inline key's bytes (`SRTPProfile.keyAndSaltLength`).
+    public init(profile: SRTPProfile, keyAndSalt: [UInt8], direction: Direction) throws(SRTPError) {
+        guard keyAndSalt.count == profile.keyAndSaltLength else {
+            throw SRTPError(status: srtp_err_status_bad_param, during: "\(profile.sdesName) key of \(keyAndSalt.count) bytes (wants \(profile.keyAndSaltLength))")
+        }
+        try SRTPLibrary.ready()
+        self.direction = direction
+        self.profile = profile
+        var created: srtp_t?
+        let protect: Int32 = direction == .protect ? 1 : 0
+        let status = keyAndSalt.withUnsafeBufferPointer { k in
+            switch profile {
+            case .aeadAES128GCM: roomd_srtp_create_gcm128(&created, k.baseAddress, protect, UInt(Self.replayWindow))
+            case .aesCM128HMACSHA1_80: roomd_srtp_create_aes_cm128(&created, k.baseAddress, 1, protect, UInt(Self.replayWindow))
+            case .aesCM128HMACSHA1_32: roomd_srtp_create_aes_cm128(&created, k.baseAddress, 0, protect, UInt(Self.replayWindow))
+            }
+        }
+        guard status == srtp_err_status_ok, let created else { throw SRTPError(status: status, during: "srtp_create") }
+        session = created
+    }
+
     /// - Parameter key: the master key and salt, `SRTPMasterKey.size` bytes.
     public init(key: SRTPMasterKey, direction: Direction) throws(SRTPError) {
         try SRTPLibrary.ready()
         self.direction = direction
+        profile = .aeadAES128GCM
         var created: srtp_t?
         let status = key.bytes.withUnsafeBufferPointer { k in
             roomd_srtp_create_gcm128(&created, k.baseAddress, direction == .protect ? 1 : 0, UInt(Self.replayWindow))
@@ -98,7 +122,7 @@ public final class SRTPSession {
     /// Verifies and decrypts the SRTP packet in `buffer[0..<length]` in place. A refused packet
     /// is counted under its reason; its bytes are then undefined.
     public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) -> Outcome {
-        switch transform(buffer, length: length, .unprotect, minimum: 12 + Self.overhead, room: 0, srtp_unprotect) {
+        switch transform(buffer, length: length, .unprotect, minimum: 12 + profile.rtpOverhead, room: 0, srtp_unprotect) {
         case .done(let n):
             statistics.unprotected += 1
             return .rtp(length: n)

@@ -38,6 +38,7 @@ enum AllowedImports {
         "RoomCrypto": ["CLibcrypto", "RoomMedia", "RoomSystem"],                    // random SRTP keys; locked pages
         "RoomMediaCrypto": ["CSRTP", "CSRTPOpenSSLCipher", "RoomMedia"],
         "RoomICE": ["RoomCrypto"],
+        "RoomCallMedia": ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomSystem"],
         "RoomGPIO": ["CGpiod", "RoomSettings", "RoomSystem"],
         "RoomALSA": ["CAlsa", "RoomSystem"],
         "RoomOpus": ["COpus", "RoomSystem"],
