@@ -51,6 +51,12 @@ extension AudioLoop {
         mixer.mix(streams: UnsafeBufferPointer(start: slotPointers, count: MixerSlot.count),
                   into: UnsafeMutableBufferPointer(start: speaker, count: period))
         countSilentRemoteAudio()
+        let ring = call.ringAmplitude
+        if ring > 0 {
+            if !ringing { ringTone.restart() }
+            ringTone.add(into: speaker, count: period, amplitude: ring)
+        }
+        ringing = ring > 0
     }
 
     /// This period's room and call streams summed apart, before any volume, into the block's

@@ -67,6 +67,8 @@ final class AudioLoop: @unchecked Sendable {
     /// The call as the audio thread acts on it this block (`CallUplink.follow`).
     var callCodec: AudioCodec?
     var callBridged = false
+    var ringTone: RingTone
+    var ringing = false
     let releases: SPSCRing<UInt64>
     /// The frame being built for sending; its header fields advance frame by frame.
     var packet = MediaPacket()
@@ -187,6 +189,7 @@ final class AudioLoop: @unchecked Sendable {
         self.listening = listening
         self.call = call
         callUplink = try CallUplink(leg: call, rate: c.rate)
+        ringTone = RingTone(rate: c.rate)
         self.releases = releases
         self.outgoingSignal = outgoingSignal
         self.streamGains = streamGains

@@ -31,8 +31,22 @@ public final class CallLeg: @unchecked Sendable {
     /// change: bits 0-7 the codec's raw value + 1 (0: no call), bit 8 bridged, bits 16-47 a
     /// count of calls started (a new call restarts the encoder even with the same codec).
     private let word = Atomic<UInt64>(0)
+    /// The ring's peak amplitude (Float bits; 0: not ringing).
+    private let ring = Atomic<UInt32>(0)
 
     public init() {}
+
+    /// Rings the speaker (`RingTone`) at `dBFS` peak, or stops with nil. The ring is part of what
+    /// the speaker plays, so the canceller takes it out of what the mic sends.
+    public func setRinging(dBFS: Double?) {
+        let amplitude = dBFS.map { linear(fromDB: Float(min(0, $0))) } ?? 0
+        ring.store(amplitude.bitPattern, ordering: .relaxed)
+    }
+
+    public var isRinging: Bool { ring.load(ordering: .relaxed) != 0 }
+
+    @inline(__always)
+    var ringAmplitude: Float { Float(bitPattern: ring.load(ordering: .relaxed)) }
 
     /// The frame duration sent to the caller: SIP's customary 20 ms (a G.711 gateway may not
     /// take anything else; RFC 3551's default `ptime`).

@@ -182,3 +182,30 @@ final class CallLegTests: XCTestCase {
         XCTAssertFalse(leg.isBridged)
     }
 }
+
+final class RingToneTests: XCTestCase {
+    /// The ring's cadence and level: 0.4 s on, 0.2 s off, 0.4 s on, 2 s off, peaking at the
+    /// amplitude asked for, restarting from its first ring.
+    func testCadenceAndLevel() {
+        var ring = RingTone(rate: 48_000)
+        var out = [Float](repeating: 0, count: 48_000 * 3)
+        out.withUnsafeMutableBufferPointer { b in
+            for p in 0..<(b.count / 480) { ring.add(into: b.baseAddress! + p * 480, count: 480, amplitude: 0.5) }
+        }
+        func rms(_ from: Double, _ to: Double) -> Double {
+            let s = out[Int(from * 48_000)..<Int(to * 48_000)]
+            return (s.reduce(0) { $0 + Double($1 * $1) } / Double(s.count)).squareRoot()
+        }
+        XCTAssertGreaterThan(rms(0.05, 0.35), 0.2)
+        XCTAssertEqual(rms(0.41, 0.59), 0)
+        XCTAssertGreaterThan(rms(0.65, 0.95), 0.2)
+        XCTAssertEqual(rms(1.01, 2.99), 0)
+        XCTAssertLessThanOrEqual(out.map { abs($0) }.max()!, 0.5 + 1e-3)
+        XCTAssertGreaterThan(out.map { abs($0) }.max()!, 0.49)
+        XCTAssertGreaterThan(CallLegTests.tonePower(out[2400..<19_200], frequency: 440, rate: 48_000), 0.02)
+        XCTAssertGreaterThan(CallLegTests.tonePower(out[2400..<19_200], frequency: 480, rate: 48_000), 0.02)
+        // No click: neighbouring samples never jump by more than the two tones' slope allows.
+        let steepest = zip(out.dropFirst(), out).map { abs($0 - $1) }.max()!
+        XCTAssertLessThan(steepest, Float(0.25 * 2 * Double.pi * 480 / 48_000 * 2))
+    }
+}
