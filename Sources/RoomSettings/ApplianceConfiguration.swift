@@ -54,6 +54,8 @@ public struct ApplianceConfiguration: Sendable, Equatable {
     public var logLevel: String?
     /// Where roomd keeps settings changed at run time; "none" keeps them in memory only.
     public var stateDirectory: String?
+    /// The SIP account (`[sip]`), nil without one.
+    public var sip: SIPSettings?
 
     public init() {}
 
@@ -72,6 +74,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         ("control", ["socket", "group"]),
         ("log", ["level"]),
         ("state", ["directory"]),
+        ("sip", SIPSettings.keys),
     ]
 
     /// Parses and validates the whole file; the first problem is thrown as `file:line: key: …`.
@@ -168,6 +171,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if let dir = try values.string("state.directory") {
             c.stateDirectory = dir == "none" ? "none" : try path("state.directory")
         }
+        c.sip = try SIPSettings.parse(values, path: path)
         return c
     }
 
@@ -222,6 +226,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if controlGroup != old.controlGroup { keys.append("control.group") }
         if logLevel != old.logLevel { keys.append("log.level") }
         if stateDirectory != old.stateDirectory { keys.append("state.directory") }
+        if sip != old.sip { keys.append("sip") }
         return keys
     }
 }
