@@ -90,8 +90,8 @@ public enum CallAudioNegotiation {
             security = .plain
         case (let proto, .required(let key)), (let proto, .preferred(let key)):
             let crypto = try cryptoLines(m)
-            if let line = crypto.first(where: { $0.tag == 1 && $0.suite == .aesCM128HMACSHA1_80 }) {
-                security = .sdes(suite: line.suite, localKey: key, remoteKey: line.key)
+            if let line = crypto.first(where: { $0.tag == 1 && $0.suite == .aesCM128HMACSHA1_80 }), let suite = line.suite {
+                security = .sdes(suite: suite, localKey: key, remoteKey: line.key)
             } else if proto == "RTP/AVP" && crypto.isEmpty {
                 security = .plain
             } else {
