@@ -148,7 +148,10 @@ extension SIPUserAgent {
     }
 
     private func schedule2xxRetransmission(_ call: SIPCall, to destination: SocketAddress) {
-        call.retransmitTimer = loop.schedule(after: .milliseconds(call.retransmitInterval)) { [weak self, weak call] in
+        // The next resend, or timer H if that comes first.
+        let now = monotonicNanoseconds()
+        let remainingMs = call.retransmitDeadline > now ? Int((call.retransmitDeadline - now + 999_999) / 1_000_000) : 0
+        call.retransmitTimer = loop.schedule(after: .milliseconds(min(call.retransmitInterval, remainingMs))) { [weak self, weak call] in
             guard let self, let call, let pending = call.unacknowledged2xx else { return }
             call.retransmitTimer = nil
             if monotonicNanoseconds() >= call.retransmitDeadline {
