@@ -65,5 +65,35 @@ static inline long cosip_next_timeout_ms(osip_t *osip)
 	return (long)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
 }
 
+
+/// The `tag` parameter of a From or To header, or NULL (no header, no tag).
+static inline const char *cosip_tag(osip_from_t *h)
+{
+	osip_generic_param_t *p = NULL;
+	return h && osip_from_get_tag(h, &p) >= 0 && p ? p->gvalue : NULL;
+}
+
+/// The `branch` parameter of the top Via, or NULL.
+static inline const char *cosip_top_via_branch(osip_message_t *m)
+{
+	osip_via_t *via = NULL;
+	osip_generic_param_t *p = NULL;
+	if (osip_message_get_via(m, 0, &via) < 0 || !via)
+		return NULL;
+	return osip_via_param_get_byname(via, "branch", &p) >= 0 && p ? p->gvalue : NULL;
+}
+
+/// The first body's bytes and length, or NULL.
+static inline const char *cosip_body(osip_message_t *m, size_t *length)
+{
+	osip_body_t *b = NULL;
+	if (osip_message_get_body(m, 0, &b) < 0 || !b || !b->body)
+		return NULL;
+	*length = b->length;
+	return b->body;
+}
+
+static inline bool cosip_is_request(const osip_message_t *m) { return MSG_IS_REQUEST(m); }
+
 static inline bool cosip_is_response(const osip_message_t *m) { return MSG_IS_RESPONSE(m); }
 #endif

@@ -1,11 +1,12 @@
 import COSIP
+import RoomSDP
 import RoomSystem
 
 /// roomd's SIP user agent on libosip2 (docs/calls.md). osip parses and runs the transactions;
 /// this class owns everything osip leaves to its user: the UDP socket (on roomd's EventLoop,
 /// no thread of its own), osip's timers (one loop timer re-armed from
 /// `osip_timers_gettimeout` after every step), the requests' text, the digest answers, and the
-/// registration's refresh. So far it registers; calls come next (issue 29).
+/// registration's refresh, and the calls (SIPCall, its dialog and offer/answer through RoomSDP).
 ///
 /// Confined to the loop's thread, like everything the loop drives.
 public final class SIPUserAgent {
@@ -16,18 +17,29 @@ public final class SIPUserAgent {
     /// How long after a retryable failure (no answer, 5xx) the agent registers again.
     public var retryInterval: Duration = .seconds(60)
 
+    /// Called on the loop thread when an INVITE starts a new call; the call rings (180 is sent)
+    /// until the application answers or declines it. Without a handler calls are refused (480).
+    public var onIncomingCall: ((SIPCall) -> Void)?
+    /// The calls alive: at most one confirmed and one ringing (a further INVITE gets 486).
+    public internal(set) var calls: [SIPCall] = []
+    /// How long a 2xx to an INVITE is resent without an ACK before the call is given up
+    /// (timer H, 64·T1 = 32 s); tests shorten it.
+    public var ackTimeout: Duration = .seconds(32)
+
     /// Counters for tests and status: REGISTERs sent (retransmissions not counted), 2xx
-    /// answers to them, datagrams dropped unread (not from the registrar, truncated,
-    /// unparseable, or requests the agent does not serve yet).
+    /// answers to them, datagrams dropped unread (over their source's budget, truncated,
+    /// unparseable, responses to nothing of ours), INVITEs refused because the agent was busy.
     public private(set) var registersSent = 0
     public private(set) var registrationsAccepted = 0
-    public private(set) var datagramsDropped = 0
+    public internal(set) var datagramsDropped = 0
+    public internal(set) var datagramsOverBudget = 0
+    public internal(set) var callsRefusedBusy = 0
 
     public var localAddress: SocketAddress { socket.localAddress }
 
-    private let loop: EventLoop
-    private let socket: UDPSocket
-    fileprivate var osip: UnsafeMutablePointer<osip_t>?
+    let loop: EventLoop
+    let socket: UDPSocket
+    var osip: UnsafeMutablePointer<osip_t>?
     private let receiveBuffer: UnsafeMutableRawBufferPointer
     private var osipTimer: EventLoop.TimerID?
     private var refreshTimer: EventLoop.TimerID?
@@ -36,6 +48,12 @@ public final class SIPUserAgent {
     fileprivate var finished: [UnsafeMutablePointer<osip_transaction_t>] = []
     /// Transactions alive, freed at `close()`.
     private var live: Set<UnsafeMutablePointer<osip_transaction_t>> = []
+    /// Where each transaction's messages go: a server transaction answers the datagram's
+    /// source (RFC 3581 rport: NAT and proxies answer there), a client one its next hop.
+    var destinations: [UnsafeMutablePointer<osip_transaction_t>: SocketAddress] = [:]
+    /// The call each call transaction belongs to.
+    var transactionCalls: [UnsafeMutablePointer<osip_transaction_t>: SIPCall] = [:]
+    var budget = SIPSourceBudget()
     private var stepping = false
     private var stepAgain = false
     private var closeRequested = false
@@ -89,6 +107,10 @@ public final class SIPUserAgent {
         if stepping { closeRequested = true; return }
         if let t = osipTimer { loop.cancel(t); osipTimer = nil }
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
+        for call in calls { if let t = call.retransmitTimer { loop.cancel(t) } }
+        calls.removeAll()
+        transactionCalls.removeAll()
+        destinations.removeAll()
         socket.close()
         guard let osip else { return }
         for tr in live {
@@ -125,7 +147,7 @@ public final class SIPUserAgent {
         onRegistrationChange?(state)
     }
 
-    private var contactURI: String {
+    var contactURI: String {
         "sip:\(account.user)@\(Self.hostPort(socket.localAddress))"
     }
 
@@ -145,7 +167,7 @@ public final class SIPUserAgent {
             + "User-Agent: roomd\r\n"
             + extra
             + "Content-Length: 0\r\n\r\n"
-        guard let tr = startTransaction(text) else {
+        guard let tr = startTransaction(text, type: NICT, to: account.registrar) else {
             fail(SIPRegistrationFailure(statusCode: nil, reason: "could not build a REGISTER for \(account.addressOfRecord)", willRetry: false))
             return
         }
@@ -155,7 +177,7 @@ public final class SIPUserAgent {
         step()
     }
 
-    fileprivate func registerAnswered(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ response: UnsafeMutablePointer<osip_message_t>) {
+    func registerAnswered(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ response: UnsafeMutablePointer<osip_message_t>) {
         guard tr == pendingRegister else { return }
         pendingGotFinal = true
         let code = Int(response.pointee.status_code)
@@ -215,7 +237,7 @@ public final class SIPUserAgent {
         }
     }
 
-    fileprivate func registerEndedWithoutAnswer(_ tr: UnsafeMutablePointer<osip_transaction_t>) {
+    func registerEndedWithoutAnswer(_ tr: UnsafeMutablePointer<osip_transaction_t>) {
         guard tr == pendingRegister else { return }
         pendingRegister = nil
         if pendingGotFinal { return }
@@ -281,37 +303,76 @@ public final class SIPUserAgent {
 
     // MARK: osip
 
-    private func startTransaction(_ text: String) -> UnsafeMutablePointer<osip_transaction_t>? {
-        guard let osip else { return nil }
-        var message: UnsafeMutablePointer<osip_message_t>?
-        guard osip_message_init(&message) == OSIP_SUCCESS, let message else { return nil }
-        let parsed = text.withCString { osip_message_parse(message, $0, text.utf8.count) }
+    /// Starts a client transaction (NICT, or ICT for an INVITE) sending `text` to `destination`.
+    func startTransaction(_ text: String, type: osip_fsm_type_t, to destination: SocketAddress) -> UnsafeMutablePointer<osip_transaction_t>? {
+        guard let osip, let message = Self.parse(text) else { return nil }
         var tr: UnsafeMutablePointer<osip_transaction_t>?
-        guard parsed == OSIP_SUCCESS, osip_transaction_init(&tr, NICT, osip, message) == OSIP_SUCCESS, let tr else {
+        guard osip_transaction_init(&tr, type, osip, message) == OSIP_SUCCESS, let tr else {
             osip_message_free(message)
             return nil
         }
-        osip_transaction_set_your_instance(tr, Unmanaged.passUnretained(self).toOpaque())
-        live.insert(tr)
+        adopt(tr, destination: destination)
         osip_transaction_add_event(tr, osip_new_outgoing_sipmessage(message))
         return tr
+    }
+
+    /// Gives a server transaction osip made for a request its answer `text` (osip sends it and
+    /// resends it on retransmitted requests).
+    func respond(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ text: String) {
+        guard let message = Self.parse(text) else {
+            Log.warning("sip: could not build the response \(text.prefix(40))")
+            return
+        }
+        osip_transaction_add_event(tr, osip_new_outgoing_sipmessage(message))
+    }
+
+    func adopt(_ tr: UnsafeMutablePointer<osip_transaction_t>, destination: SocketAddress) {
+        osip_transaction_set_your_instance(tr, Unmanaged.passUnretained(self).toOpaque())
+        live.insert(tr)
+        destinations[tr] = destination
+    }
+
+    static func parse(_ text: String) -> UnsafeMutablePointer<osip_message_t>? {
+        var message: UnsafeMutablePointer<osip_message_t>?
+        guard osip_message_init(&message) == OSIP_SUCCESS, let message else { return nil }
+        guard text.withCString({ osip_message_parse(message, $0, text.utf8.count) }) == OSIP_SUCCESS else {
+            osip_message_free(message)
+            return nil
+        }
+        return message
+    }
+
+    /// Sends text outside any transaction: an ACK for a 2xx, a 2xx resent until its ACK.
+    func sendRaw(_ text: String, to destination: SocketAddress) {
+        _ = try? socket.send(Array(text.utf8), to: destination)
     }
 
     /// Runs what osip has queued (events, due timers), frees the transactions that ended, and
     /// arms the loop timer for osip's next deadline.
     /// A request started from inside an osip callback (the answer to a challenge) only asks
     /// for another round: osip's execute functions must not be entered again from within.
-    private func step() {
+    func step() {
         guard let osip else { return }
         if stepping { stepAgain = true; return }
         stepping = true
         repeat {
             stepAgain = false
+            osip_ict_execute(osip)
+            osip_ist_execute(osip)
             osip_nict_execute(osip)
+            osip_nist_execute(osip)
+            osip_timers_ict_execute(osip)
+            osip_timers_ist_execute(osip)
             osip_timers_nict_execute(osip)
+            osip_timers_nist_execute(osip)
+            osip_ict_execute(osip)
+            osip_ist_execute(osip)
             osip_nict_execute(osip)
+            osip_nist_execute(osip)
             for tr in finished {
                 live.remove(tr)
+                destinations[tr] = nil
+                transactionCalls[tr] = nil
                 osip_transaction_free2(tr)
             }
             finished.removeAll()
@@ -335,8 +396,13 @@ public final class SIPUserAgent {
             let datagram: UDPSocket.Datagram?
             do { datagram = try socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0 ..< 65_535])) } catch { break }
             guard let datagram else { break }
-            // Only the registrar speaks to the agent yet; anything else is dropped unparsed.
-            guard datagram.source == account.registrar, !datagram.truncated, datagram.count > 0 else {
+            // Anyone may call: each source gets a budget before osip parses anything of it.
+            guard budget.admit(datagram.source, now: monotonicNanoseconds()) else {
+                datagramsOverBudget += 1
+                datagramsDropped += 1
+                continue
+            }
+            guard !datagram.truncated, datagram.count > 0 else {
                 datagramsDropped += 1
                 continue
             }
@@ -346,15 +412,36 @@ public final class SIPUserAgent {
                 datagramsDropped += 1
                 continue
             }
-            // osip reads a status line's code without checking it has three digits
-            // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
-            // 100-699 is dropped here, before any transaction takes it as final.
-            if event.pointee.sip == nil || !cosip_is_response(event.pointee.sip)
-                || !(100 ... 699).contains(event.pointee.sip.pointee.status_code)
-                || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
-                // A request (calls are not served yet) or a response to no transaction of ours.
+            guard let message = event.pointee.sip else {
                 datagramsDropped += 1
                 osip_event_free(event)
+                continue
+            }
+            if cosip_is_response(message) {
+                // osip reads a status line's code without checking it has three digits
+                // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
+                // 100-699 is dropped here, before any transaction takes it as final.
+                guard (100 ... 699).contains(message.pointee.status_code) else {
+                    datagramsDropped += 1
+                    osip_event_free(event)
+                    continue
+                }
+                // Answers come from where our requests went (the registrar, a call's next
+                // hop); a stranger's response is dropped however well it matches.
+                guard destinations.values.contains(datagram.source)
+                    || calls.contains(where: { $0.outgoingDestination == datagram.source || nextHop($0.dialog) == datagram.source }) else {
+                    datagramsDropped += 1
+                    osip_event_free(event)
+                    continue
+                }
+                if osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
+                    // A 2xx resent after osip's INVITE transaction ended is the dialog's to ACK.
+                    if !strayResponse(message, from: datagram.source) { datagramsDropped += 1 }
+                    osip_event_free(event)
+                }
+            } else if !cosip_is_request(message) || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
+                // A new request (or an ACK for a 2xx, which has no transaction): the call layer's.
+                newRequest(event, message, from: datagram.source)
             }
         }
         step()
@@ -363,31 +450,33 @@ public final class SIPUserAgent {
     private static func installCallbacks(_ osip: UnsafeMutablePointer<osip_t>) {
         osip_set_cb_send_message(osip) { tr, message, _, _, _ in
             guard let tr, let message, let ua = agentOf(tr) else { return -1 }
-            return ua.send(message) ? 0 : -1
+            return ua.send(tr, message) ? 0 : -1
         }
-        let final: osip_message_cb_t = { _, tr, message in
+        let onMessage: osip_message_cb_t = { type, tr, message in
             guard let tr, let message, let ua = agentOf(tr) else { return }
-            ua.registerAnswered(tr, message)
+            ua.transactionEvent(osip_message_callback_type_t(rawValue: UInt32(type)), tr, message)
         }
-        for type in [OSIP_NICT_STATUS_2XX_RECEIVED, OSIP_NICT_STATUS_3XX_RECEIVED, OSIP_NICT_STATUS_4XX_RECEIVED,
-                     OSIP_NICT_STATUS_5XX_RECEIVED, OSIP_NICT_STATUS_6XX_RECEIVED] {
-            osip_set_message_callback(osip, Int32(type.rawValue), final)
+        for type in OSIP_ICT_STATUS_1XX_RECEIVED.rawValue ..< OSIP_MESSAGE_CALLBACK_COUNT.rawValue {
+            osip_set_message_callback(osip, Int32(type), onMessage)
         }
-        osip_set_kill_transaction_callback(osip, Int32(OSIP_NICT_KILL_TRANSACTION.rawValue)) { _, tr in
-            guard let tr, let ua = agentOf(tr) else { return }
-            ua.finished.append(tr)
-            if let osip = ua.osip { osip_remove_transaction(osip, tr) }
-            ua.registerEndedWithoutAnswer(tr)
+        for type in [OSIP_ICT_KILL_TRANSACTION, OSIP_IST_KILL_TRANSACTION, OSIP_NICT_KILL_TRANSACTION, OSIP_NIST_KILL_TRANSACTION] {
+            osip_set_kill_transaction_callback(osip, Int32(type.rawValue)) { _, tr in
+                guard let tr, let ua = agentOf(tr) else { return }
+                ua.finished.append(tr)
+                if let osip = ua.osip { osip_remove_transaction(osip, tr) }
+                ua.registerEndedWithoutAnswer(tr)
+                ua.transactionEnded(tr)
+            }
         }
     }
 
-    /// Sends what a transaction asks for (first send and retransmissions) to the registrar.
-    fileprivate func send(_ message: UnsafeMutablePointer<osip_message_t>) -> Bool {
+    /// Sends what a transaction asks for (first send and retransmissions) where it goes.
+    fileprivate func send(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ message: UnsafeMutablePointer<osip_message_t>) -> Bool {
         var text: UnsafeMutablePointer<CChar>?
         var length = 0
         guard osip_message_to_str(message, &text, &length) == OSIP_SUCCESS, let text else { return false }
         defer { cosip_free(text) }
-        let sent = (try? socket.send(UnsafeRawBufferPointer(start: text, count: length), to: account.registrar)) ?? false
+        let sent = (try? socket.send(UnsafeRawBufferPointer(start: text, count: length), to: destinations[tr] ?? account.registrar)) ?? false
         return sent
     }
 

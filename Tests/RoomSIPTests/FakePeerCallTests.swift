@@ -1,0 +1,211 @@
+import Foundation
+import RoomSDP
+import RoomSystem
+import XCTest
+@testable import RoomSIP
+
+/// A SIP peer of the test's own on the agent's loop, for what real peers do not do on demand:
+/// retransmit an INVITE, never ACK, CANCEL at a chosen moment, flood.
+final class FakePeer {
+    let socket: UDPSocket
+    var received: [String] = []
+
+    init(loop: EventLoop) throws {
+        socket = try UDPSocket(bindingTo: .ipv4Loopback(port: 0))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65_536, alignment: 8)
+        try socket.onReadable(loop: loop) { [unowned self] s in
+            while let d = (try? s.receive(into: buffer)) ?? nil {
+                received.append(String(decoding: UnsafeRawBufferPointer(rebasing: buffer[0 ..< d.count]), as: UTF8.self))
+            }
+        }
+    }
+
+    var port: UInt16 { socket.localAddress.port! }
+
+    func send(_ text: String, to address: SocketAddress) {
+        _ = try? socket.send(Array(text.utf8), to: address)
+    }
+
+    /// Messages received whose first line starts with `prefix` ("SIP/2.0 200", "BYE").
+    func count(_ prefix: String) -> Int { received.filter { $0.hasPrefix(prefix) }.count }
+
+    static let offer = """
+        v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+        m=audio 7078 RTP/AVP 0 8 101\r\na=rtpmap:101 telephone-event/8000\r\na=sendrecv\r\n
+        """
+
+    func invite(callID: String, branch: String = "z9hG4bKinv1", cseq: Int = 1, body: String = FakePeer.offer) -> String {
+        "INVITE sip:room@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:\(port);branch=\(branch)\r\nMax-Forwards: 70\r\n"
+            + "From: \"Fake Peer\" <sip:fake@127.0.0.1>;tag=peer1\r\nTo: <sip:room@127.0.0.1>\r\nCall-ID: \(callID)\r\n"
+            + "CSeq: \(cseq) INVITE\r\nContact: <sip:fake@127.0.0.1:\(port)>\r\nContent-Type: application/sdp\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+    }
+
+    func request(_ method: String, callID: String, branch: String, cseq: Int, toTag: String?) -> String {
+        "\(method) sip:room@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:\(port);branch=\(branch)\r\nMax-Forwards: 70\r\n"
+            + "From: \"Fake Peer\" <sip:fake@127.0.0.1>;tag=peer1\r\nTo: <sip:room@127.0.0.1>\(toTag.map { ";tag=\($0)" } ?? "")\r\n"
+            + "Call-ID: \(callID)\r\nCSeq: \(cseq) \(method)\r\nContent-Length: 0\r\n\r\n"
+    }
+}
+
+final class FakePeerCallTests: XCTestCase {
+    let plain = CallLocalMedia(address: "127.0.0.1", port: 40_000, security: .plain)
+
+    func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !done() {
+            if Date() >= deadline { return false }
+            try loop.runOnce(timeout: .milliseconds(20))
+        }
+        return true
+    }
+
+    /// An agent not registered anywhere (its registrar is a closed port): calls come straight to it.
+    func agent(_ loop: EventLoop) throws -> SIPUserAgent {
+        let account = try SIPAccount(registrar: .ipv4Loopback(port: 9), domain: "127.0.0.1", user: "room", password: "x")
+        return try SIPUserAgent(loop: loop, account: account, localAddress: .ipv4Loopback(port: 0))
+    }
+
+    func toTag(in response: String) -> String? {
+        guard let line = response.components(separatedBy: "\r\n").first(where: { $0.hasPrefix("To:") }),
+              let r = line.range(of: ";tag=") else { return nil }
+        return String(line[r.upperBound...])
+    }
+
+    /// A retransmitted INVITE gets the ringing again, the 200 is resent until timer H (shortened
+    /// to 1.8 s here) without an ACK, then the call ends `timeout` with a BYE.
+    func testRetransmittedInviteAnd2xxUntilTimerH() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        ua.ackTimeout = .milliseconds(1_800)
+        let peer = try FakePeer(loop: loop)
+        var incoming: SIPCall?
+        var events: [SIPCallEvent] = []
+        ua.onIncomingCall = { call in incoming = call; call.onEvent = { events.append($0) } }
+        let invite = peer.invite(callID: "retx@peer")
+        peer.send(invite, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 180") == 1 })
+        XCTAssertEqual(peer.count("SIP/2.0 100"), 1)
+        XCTAssertEqual(incoming?.remoteURI, "sip:fake@127.0.0.1")
+        XCTAssertEqual(incoming?.remoteDisplayName, "Fake Peer")
+        peer.send(invite, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 180") == 2 }, "osip's IST answers the retransmission")
+        XCTAssertEqual(ua.calls.count, 1, "no second call for the same INVITE")
+
+        try incoming?.answer(localMedia: plain)
+        XCTAssertTrue(try run(loop, seconds: 4) { events.contains(.ended(.timeout)) }, "\(events)")
+        XCTAssertGreaterThanOrEqual(peer.count("SIP/2.0 200"), 3, "the 200 resent at 0.5, 1.5 s (T1 doubling)")
+        XCTAssertTrue(peer.received.last(where: { $0.hasPrefix("SIP/2.0 200") })?.contains("m=audio 40000 RTP/AVP 0 101") == true)
+        XCTAssertTrue(try run(loop, seconds: 2) { peer.count("BYE ") == 1 }, "timer H ends the dialog with a BYE")
+        XCTAssertTrue(ua.calls.isEmpty)
+    }
+
+    /// The ACK stops the 200's retransmission and confirms the call; the INVITE arriving again
+    /// after its transaction ended gets the same 200; the peer's BYE is answered 200 and ends it.
+    func testAckConfirmsAndByeEnds() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        var events: [SIPCallEvent] = []
+        ua.onIncomingCall = { call in
+            call.onEvent = { events.append($0) }
+            try? call.answer(localMedia: self.plain)
+        }
+        let invite = peer.invite(callID: "ack@peer")
+        peer.send(invite, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 200") == 1 })
+        let tag = try XCTUnwrap(toTag(in: peer.received.first { $0.hasPrefix("SIP/2.0 200") }!))
+        peer.send(invite, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 200") >= 2 })
+        peer.send(peer.request("ACK", callID: "ack@peer", branch: "z9hG4bKack1", cseq: 1, toTag: tag), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { events.count == 1 }, "\(peer.received)")
+        guard case .confirmed(let agreement) = events.first else { return XCTFail("\(events)") }
+        XCTAssertEqual(agreement.codec, .pcmu)
+        XCTAssertEqual(agreement.remote.port, 7078)
+        let before = peer.count("SIP/2.0 200")
+        _ = try run(loop, seconds: 1.2) { false }
+        XCTAssertEqual(peer.count("SIP/2.0 200"), before, "no retransmission after the ACK")
+
+        peer.send(peer.request("OPTIONS", callID: "opt@peer", branch: "z9hG4bKopt", cseq: 1, toTag: nil), to: ua.localAddress)
+        peer.send(peer.request("BYE", callID: "ack@peer", branch: "z9hG4bKbye", cseq: 2, toTag: tag), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) {
+            peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 2 BYE") }
+                && peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 1 OPTIONS") }
+        })
+        XCTAssertEqual(events.count, 2)
+        XCTAssertEqual(events.last, .ended(.remoteHungUp))
+        // A BYE for a dialog that is gone: 481.
+        peer.send(peer.request("BYE", callID: "ack@peer", branch: "z9hG4bKbye2", cseq: 3, toTag: tag), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 481") == 1 })
+    }
+
+    /// CANCEL while ringing: 200 for the CANCEL, 487 for the INVITE, the call ends cancelled
+    /// and answering it afterwards is refused. A second INVITE while one rings: 486.
+    func testCancelWhileRingingAndBusy() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        var calls: [SIPCall] = []
+        var events: [SIPCallEvent] = []
+        ua.onIncomingCall = { call in calls.append(call); call.onEvent = { events.append($0) } }
+        peer.send(peer.invite(callID: "cancel@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { calls.count == 1 })
+        peer.send(peer.invite(callID: "second@peer", branch: "z9hG4bKinv2"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 486") == 1 })
+        XCTAssertEqual(ua.callsRefusedBusy, 1)
+        peer.send(peer.request("CANCEL", callID: "cancel@peer", branch: "z9hG4bKinv1", cseq: 1, toTag: nil), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) {
+            peer.count("SIP/2.0 487") == 1 && peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 1 CANCEL") }
+        })
+        XCTAssertEqual(events, [.ended(.cancelled)])
+        XCTAssertThrowsError(try calls[0].answer(localMedia: plain))
+        XCTAssertTrue(ua.calls.isEmpty)
+    }
+
+    /// An offer the local policy cannot answer (plain RTP, SRTP required): 488 with the reason.
+    func testUnanswerableOfferIs488() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        var thrown: Error?
+        ua.onIncomingCall = { call in
+            let key = SDESKey(inline: String(repeating: "A", count: 40))!
+            do { try call.answer(localMedia: CallLocalMedia(address: "127.0.0.1", port: 4000, security: .required(key))) } catch { thrown = error }
+        }
+        peer.send(peer.invite(callID: "488@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 488") == 1 })
+        XCTAssertTrue("\(thrown.map { "\($0)" } ?? "")".contains("requires SRTP"))
+        XCTAssertTrue(peer.received.first { $0.hasPrefix("SIP/2.0 488") }!.contains("Warning: 305 roomd"))
+        // Garbage SDP: 488 before the application hears of it.
+        peer.send(peer.invite(callID: "bad@peer", branch: "z9hG4bKbad", body: "v=0\r\nnonsense\r\n"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 488") == 2 })
+    }
+
+    /// A flood from one source is cut at its budget; another source is still answered.
+    func testFloodFromOneSourceHitsItsBudget() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let flooder = try FakePeer(loop: loop)
+        let other = try FakePeer(loop: loop)
+        // In rounds, so that the kernel's receive buffer does not drop them before the agent does.
+        for round in 0 ..< 6 {
+            for i in 0 ..< 50 {
+                flooder.send(flooder.request("OPTIONS", callID: "flood\(round)-\(i)@peer", branch: "z9hG4bKf\(round)x\(i)", cseq: 1, toTag: nil),
+                             to: ua.localAddress)
+            }
+            _ = try run(loop, seconds: 0.05) { false }
+        }
+        _ = try run(loop, seconds: 0.2) { false }
+        other.send(other.request("OPTIONS", callID: "other@peer", branch: "z9hG4bKo", cseq: 1, toTag: nil), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { other.count("SIP/2.0 200") == 1 })
+        XCTAssertGreaterThan(ua.datagramsOverBudget, 200, "most of the 300 dropped unparsed")
+        XCTAssertEqual(ua.datagramsOverBudget, ua.datagramsDropped)
+        XCTAssertLessThan(flooder.count("SIP/2.0 200"), 80, "40 at once, then 20 a second")
+        XCTAssertGreaterThanOrEqual(flooder.count("SIP/2.0 200"), 40, "the burst is served")
+    }
+}
