@@ -184,7 +184,7 @@ let package = Package(
         .target(name: "RoomJanusBackend", dependencies: ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS", "RoomWebRTC"]),
         // The appliance: settings, the room link, the control bridge, buttons and LEDs, health,
         // status, self-test, and the daemon's start-up order; roomd only parses and runs it.
-        .target(name: "RoomAppliance", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSettings", "RoomSystem", "RoomTLS"]),
+        .target(name: "RoomAppliance", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCallMedia", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomCrypto", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSIP", "RoomSettings", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomd", dependencies: ["RoomAppliance", "RoomSystem"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
         .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),

@@ -63,7 +63,7 @@ public struct SIPSettings: Sendable, Equatable {
 
     /// Characters a SIP user part or domain may hold here: what RFC 3261's `user` and `host`
     /// allow, less the escapes and separators a header would misread.
-    static func isSIPToken(_ s: String) -> Bool {
+    public static func isSIPToken(_ s: String) -> Bool {
         !s.isEmpty && s.utf8.count <= 128 && s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.!~*'()&=+$,;?/%".contains($0)) }
     }
 

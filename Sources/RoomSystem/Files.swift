@@ -124,6 +124,14 @@ public enum Files {
         return st.st_gid
     }
 
+    /// The permission bits of `path` (stat, following links; 0o7777 at most), nil when it cannot
+    /// be looked at: a secret's file is refused when its group or others may read it.
+    public static func permissions(of path: String) -> FileMode? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return st.st_mode & 0o7777
+    }
+
     /// Gives an existing file to `group` (owner unchanged).
     public static func changeGroup(_ path: String, to group: GroupID) throws(SystemError) {
         if chown(path, uid_t.max, group) != 0 { throw .errno("chown \(path) to group \(group)") }

@@ -56,9 +56,9 @@ enum AllowedImports {
         "RoomJanusBackend": ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS",
                              "RoomWebRTC"],
         // The appliance (RoomALSA for the ALSA environment at start-up).
-        "RoomAppliance": ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCaptureChain", "RoomClient",
-                          "RoomControl", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomModel", "RoomProtocol",
-                          "RoomSettings", "RoomSystem", "RoomTLS"],
+        "RoomAppliance": ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCallMedia", "RoomCaptureChain", "RoomClient",
+                          "RoomControl", "RoomCrypto", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomMediaCrypto",
+                          "RoomModel", "RoomProtocol", "RoomSDP", "RoomSIP", "RoomSettings", "RoomSystem", "RoomTLS"],
         // Executables: they parse and run.
         "roomd": ["Glibc", "RoomAppliance", "RoomSystem"],
         // roomctl: no audio, no room service (its link set is checked too).
