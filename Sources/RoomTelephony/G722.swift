@@ -8,25 +8,40 @@
 /// Bit-exact with libspandsp, the far end's coder in our tests: Tests/Fixtures/g722 holds its
 /// output, made by scripts/g722-oracle.
 ///
-/// Real-time safe: `encode` and `decode` allocate and lock nothing; the filter histories are
-/// allocated once in `init`.
+/// Real-time safe: `encode` and `decode` allocate, lock and retain nothing; the filter
+/// histories are allocated once, when a coder is made.
 
 /// Each byte carries one pair of 16 kHz samples: the lower band's 6-bit code (bits 0-5, the
 /// 0-4 kHz half) and the higher band's 2-bit code (bits 6-7, 4-8 kHz).
 private let lowCodeBits = 6
 
-public final class G722Encoder {
-    /// The last 24 input samples, newest first from `newest`, written twice (at i and i + 24)
-    /// so the filter reads them as one contiguous run without wrapping.
-    private let history: UnsafeMutablePointer<Int32>
-    private var newest = 0
-    private var lowBand = G722SubBand(initialScale: 32)
-    private var highBand = G722SubBand(initialScale: 8)
+/// What an encoder and a decoder both carry from one call to the next: the two bands' ADPCM
+/// state and where the newest entry of their filter's delay line is. The delay line itself
+/// lives in a buffer allocated once per coder (`makeHistory`), so that the per-sample loop
+/// works on plain memory.
+struct G722StreamState {
+    var low = G722SubBand(initialScale: 32)
+    var high = G722SubBand(initialScale: 8)
+    var newest = 0
 
-    public init() {
-        history = .allocate(capacity: 48)
-        history.initialize(repeating: 0, count: 48)
+    /// Both filters' delay lines hold 24 values (the encoder's last 24 inputs; the decoder's
+    /// last 12 band sums and 12 differences), each written twice so that the newest 24 are
+    /// always one contiguous run.
+    static let historyLength = 48
+
+    static func makeHistory() -> UnsafeMutablePointer<Int32> {
+        let history = UnsafeMutablePointer<Int32>.allocate(capacity: historyLength)
+        history.initialize(repeating: 0, count: historyLength)
+        return history
     }
+}
+
+public final class G722Encoder {
+    /// The last 24 input samples, newest first from `state.newest`, and again 24 later.
+    private let history = G722StreamState.makeHistory()
+    private var state = G722StreamState()
+
+    public init() {}
 
     deinit {
         history.deallocate()
@@ -34,10 +49,8 @@ public final class G722Encoder {
 
     /// Forgets the coder's state (a new stream).
     public func reset() {
-        history.update(repeating: 0, count: 48)
-        newest = 0
-        lowBand = G722SubBand(initialScale: 32)
-        highBand = G722SubBand(initialScale: 8)
+        history.update(repeating: 0, count: G722StreamState.historyLength)
+        state = G722StreamState()
     }
 
     /// Encodes `count` 16 kHz samples (an even number) into `count / 2` bytes; returns the
@@ -45,9 +58,9 @@ public final class G722Encoder {
     /// so callers keep to whole pairs (10 ms = 160 samples).
     public func encode(_ samples: UnsafePointer<Int16>, count: Int, into bytes: UnsafeMutablePointer<UInt8>) -> Int {
         let pairs = count / 2
-        var low = lowBand
-        var high = highBand
-        var newest = self.newest
+        var low = state.low
+        var high = state.high
+        var newest = state.newest
         for pair in 0..<pairs {
             newest = push(Int32(samples[2 * pair]), at: newest)
             newest = push(Int32(samples[2 * pair + 1]), at: newest)
@@ -66,9 +79,7 @@ public final class G722Encoder {
             let highCode = Self.encodeHigh((evenSum &- oddSum) >> 14, &high)
             bytes[pair] = UInt8(truncatingIfNeeded: highCode << lowCodeBits | lowCode)
         }
-        lowBand = low
-        highBand = high
-        self.newest = newest
+        state = G722StreamState(low: low, high: high, newest: newest)
         return pairs
     }
 
@@ -93,11 +104,7 @@ public final class G722Encoder {
             interval += 1
         }
         let code = error < 0 ? G722Tables.lowNegativeCodes[interval] : G722Tables.lowPositiveCodes[interval]
-        let code4 = Int(code >> 2)
-        let difference = (band.scale &* G722Tables.lowAdaptationLevels[code4]) >> 15
-        band.adaptScale(step: G722Tables.lowScaleSteps[Int(G722Tables.lowMagnitudeClass[code4])],
-                        limit: 18_432, exponentBase: 8)
-        band.adapt(difference: difference)
+        band.adaptLow(toCode: code)
         return code
     }
 
@@ -108,21 +115,16 @@ public final class G722Encoder {
         let magnitude = error >= 0 ? error : ~error
         let outer = magnitude >= (G722Tables.highDecisionLevel &* band.scale) >> 12 ? 1 : 0
         let code = error < 0 ? G722Tables.highNegativeCodes[outer] : G722Tables.highPositiveCodes[outer]
-        let difference = (band.scale &* G722Tables.highOutputLevels[Int(code)]) >> 15
-        band.adaptScale(step: G722Tables.highScaleSteps[Int(code)], limit: 22_528, exponentBase: 10)
-        band.adapt(difference: difference)
+        band.adaptHigh(toCode: code)
         return code
     }
 }
 
 public final class G722Decoder {
     /// The last 12 sums and differences of the two bands' outputs, newest first from
-    /// `newest`, each written twice (at i and i + 12) so the filter reads them without
-    /// wrapping: sums at 0..<24, differences at 24..<48.
-    private let history: UnsafeMutablePointer<Int32>
-    private var newest = 0
-    private var lowBand = G722SubBand(initialScale: 32)
-    private var highBand = G722SubBand(initialScale: 8)
+    /// `state.newest` and again 12 later: sums at 0..<24, differences at 24..<48.
+    private let history = G722StreamState.makeHistory()
+    private var state = G722StreamState()
 
     /// How an output sample beyond 16 bits (a far end sending clipped, full-scale sound) is
     /// stored. roomd saturates it, as current spandsp does; Debian's libspandsp 0.0.6, the
@@ -130,10 +132,7 @@ public final class G722Decoder {
     /// click of the opposite sign. The bit-exact test switches this on to compare every sample.
     var wrapsOverloadedOutput = false
 
-    public init() {
-        history = .allocate(capacity: 48)
-        history.initialize(repeating: 0, count: 48)
-    }
+    public init() {}
 
     deinit {
         history.deallocate()
@@ -141,17 +140,15 @@ public final class G722Decoder {
 
     /// Forgets the decoder's state (a new stream).
     public func reset() {
-        history.update(repeating: 0, count: 48)
-        newest = 0
-        lowBand = G722SubBand(initialScale: 32)
-        highBand = G722SubBand(initialScale: 8)
+        history.update(repeating: 0, count: G722StreamState.historyLength)
+        state = G722StreamState()
     }
 
     /// Decodes `count` bytes into `2 * count` 16 kHz samples; returns the number of samples.
     public func decode(_ bytes: UnsafePointer<UInt8>, count: Int, into samples: UnsafeMutablePointer<Int16>) -> Int {
-        var low = lowBand
-        var high = highBand
-        var newest = self.newest
+        var low = state.low
+        var high = state.high
+        var newest = state.newest
         let wraps = wrapsOverloadedOutput
         for index in 0..<count {
             let byte = Int32(bytes[index])
@@ -179,9 +176,7 @@ public final class G722Decoder {
             samples[2 * index] = Self.sample(first >> 11, wraps: wraps)
             samples[2 * index + 1] = Self.sample(second >> 11, wraps: wraps)
         }
-        lowBand = low
-        highBand = high
-        self.newest = newest
+        state = G722StreamState(low: low, high: high, newest: newest)
         return 2 * count
     }
 
@@ -190,26 +185,20 @@ public final class G722Decoder {
         wraps ? Int16(truncatingIfNeeded: value) : Int16(saturated16(value))
     }
 
-    /// The lower band: the full 6-bit code gives the output; its top 4 bits adapt the band,
-    /// exactly as in the encoder, which is what keeps the two in step.
+    /// The lower band: the full 6-bit code gives the output (limited to the 15 bits the
+    /// bands work in); only its top 4 bits adapt the band, as in the encoder.
     @inline(__always)
     private static func decodeLow(_ code: Int32, _ band: inout G722SubBand) -> Int32 {
         let quantized = (band.scale &* G722Tables.lowOutputLevels[Int(code)]) >> 15
         let output = min(max(band.estimate &+ quantized, -16_384), 16_383)
-        let code4 = Int(code >> 2)
-        let difference = (band.scale &* G722Tables.lowAdaptationLevels[code4]) >> 15
-        band.adaptScale(step: G722Tables.lowScaleSteps[Int(G722Tables.lowMagnitudeClass[code4])],
-                        limit: 18_432, exponentBase: 8)
-        band.adapt(difference: difference)
+        band.adaptLow(toCode: code)
         return output
     }
 
     @inline(__always)
     private static func decodeHigh(_ code: Int32, _ band: inout G722SubBand) -> Int32 {
-        let difference = (band.scale &* G722Tables.highOutputLevels[Int(code)]) >> 15
-        let output = min(max(band.estimate &+ difference, -16_384), 16_383)
-        band.adaptScale(step: G722Tables.highScaleSteps[Int(code)], limit: 22_528, exponentBase: 10)
-        band.adapt(difference: difference)
-        return output
+        let estimate = band.estimate
+        let difference = band.adaptHigh(toCode: code)
+        return min(max(estimate &+ difference, -16_384), 16_383)
     }
 }

@@ -34,6 +34,28 @@ struct G722SubBand {
         scale = initialScale
     }
 
+    /// Adapts the lower band to the 6-bit code just sent or received. Only the code's top
+    /// 4 bits count, so that the 48 and 56 kbit/s modes, which take the low bits for data,
+    /// keep both ends in step; an encoder and a decoder that both call this stay identical.
+    @inline(__always)
+    mutating func adaptLow(toCode code: Int32) {
+        let code4 = Int(code >> 2)
+        let difference = (scale &* G722Tables.lowAdaptationLevels[code4]) >> 15
+        adaptScale(step: G722Tables.lowScaleSteps[Int(G722Tables.lowMagnitudeClass[code4])],
+                   limit: 18_432, exponentBase: 8)
+        adapt(difference: difference)
+    }
+
+    /// Adapts the higher band to its 2-bit code; returns the quantized difference, which is
+    /// also the decoder's output less the estimate.
+    @inline(__always) @discardableResult
+    mutating func adaptHigh(toCode code: Int32) -> Int32 {
+        let difference = (scale &* G722Tables.highOutputLevels[Int(code)]) >> 15
+        adaptScale(step: G722Tables.highScaleSteps[Int(code)], limit: 22_528, exponentBase: 10)
+        adapt(difference: difference)
+        return difference
+    }
+
     /// Moves the log scale factor by `step` (after a leak of 1/128 toward zero, which lets it
     /// recover from a burst), clamps it to `limit`, and recomputes the linear scale factor:
     /// a mantissa from the table for the fraction, shifted by the integer part. `exponentBase`

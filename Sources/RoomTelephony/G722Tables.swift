@@ -43,8 +43,7 @@ enum G722Tables {
     ]
 
     /// The lower band's inverse quantizer for the code's top 4 bits (QL4): the difference
-    /// both ends adapt their predictors with. Using only 4 bits is what lets the 48 and 56
-    /// kbit/s modes (which drop the low bits for data) stay in step with the encoder.
+    /// both ends adapt their predictors with (`G722SubBand.adaptLow`).
     static let lowAdaptationLevels: [Int32] = [
         0, -20456, -12896, -8968, -6288, -4240, -2584, -1200,
         20456, 12896, 8968, 6288, 4240, 2584, 1200, 0,
