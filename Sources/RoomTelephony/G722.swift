@@ -99,9 +99,18 @@ public final class G722Encoder {
         // The standard compares the one's complement of a negative error (−error − 1), so
         // an error of −1 lands in the same interval as 0.
         let magnitude = error >= 0 ? error : ~error
+        // The first interval whose upper level is above the magnitude (30 when none is),
+        // found by halving: the levels only grow, so this is the standard's linear search's
+        // answer in five comparisons instead of up to 29.
         var interval = 1
-        while interval < 30 && magnitude >= (G722Tables.lowDecisionLevels[interval] &* band.scale) >> 12 {
-            interval += 1
+        var above = 30
+        while interval < above {
+            let middle = (interval + above) / 2
+            if magnitude >= (G722Tables.lowDecisionLevels[middle] &* band.scale) >> 12 {
+                interval = middle + 1
+            } else {
+                above = middle
+            }
         }
         let code = error < 0 ? G722Tables.lowNegativeCodes[interval] : G722Tables.lowPositiveCodes[interval]
         band.adaptLow(toCode: code)
