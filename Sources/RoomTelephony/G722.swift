@@ -5,37 +5,12 @@
 ///
 /// Written from the standard's algorithm rather than linked from libspandsp, whose Debian
 /// package would bring its fax stack's image libraries into roomd (docs/calls.md, "G.722").
-/// Bit-exact with libspandsp, the far end's coder in our tests: Tests/Fixtures/g722 holds its
-/// output, made by scripts/g722-oracle.
+/// Bit-exact with libspandsp, the far end's coder in our tests (Tests/Fixtures/g722 holds its
+/// output, made by scripts/g722-oracle), except that the decoder saturates an overloaded
+/// output sample where Debian's libspandsp 0.0.6 wraps it.
 ///
 /// Real-time safe: `encode` and `decode` allocate, lock and retain nothing; the filter
 /// histories are allocated once, when a coder is made.
-
-/// Each byte carries one pair of 16 kHz samples: the lower band's 6-bit code (bits 0-5, the
-/// 0-4 kHz half) and the higher band's 2-bit code (bits 6-7, 4-8 kHz).
-private let lowCodeBits = 6
-
-/// What an encoder and a decoder both carry from one call to the next: the two bands' ADPCM
-/// state and where the newest entry of their filter's delay line is. The delay line itself
-/// lives in a buffer allocated once per coder (`makeHistory`), so that the per-sample loop
-/// works on plain memory.
-struct G722StreamState {
-    var low = G722SubBand(initialScale: 32)
-    var high = G722SubBand(initialScale: 8)
-    var newest = 0
-
-    /// Both filters' delay lines hold 24 values (the encoder's last 24 inputs; the decoder's
-    /// last 12 band sums and 12 differences), each written twice so that the newest 24 are
-    /// always one contiguous run.
-    static let historyLength = 48
-
-    static func makeHistory() -> UnsafeMutablePointer<Int32> {
-        let history = UnsafeMutablePointer<Int32>.allocate(capacity: historyLength)
-        history.initialize(repeating: 0, count: historyLength)
-        return history
-    }
-}
-
 public final class G722Encoder {
     /// The last 24 input samples, newest first from `state.newest`, and again 24 later.
     private let history = G722StreamState.makeHistory()
@@ -129,6 +104,9 @@ public final class G722Encoder {
     }
 }
 
+/// The receiving half: the far end's bytes back to 16 kHz samples. It rebuilds the encoder's
+/// band state from the codes alone, so a lost or corrupted byte disturbs the sound only until
+/// the predictors' leakage brings the two back together.
 public final class G722Decoder {
     /// The last 12 sums and differences of the two bands' outputs, newest first from
     /// `state.newest` and again 12 later: sums at 0..<24, differences at 24..<48.
@@ -211,3 +189,7 @@ public final class G722Decoder {
         return min(max(estimate &+ difference, -16_384), 16_383)
     }
 }
+
+/// Each byte carries one pair of 16 kHz samples: the lower band's 6-bit code (bits 0-5, the
+/// 0-4 kHz half) and the higher band's 2-bit code (bits 6-7, 4-8 kHz).
+private let lowCodeBits = 6

@@ -127,3 +127,24 @@ struct G722SubBand {
 func saturated16(_ value: Int32) -> Int32 {
     min(max(value, -32_768), 32_767)
 }
+
+/// What an encoder and a decoder both carry from one call to the next: the two bands' ADPCM
+/// state and where the newest entry of their filter's delay line is. The delay line itself
+/// lives in a buffer allocated once per coder (`makeHistory`), so that the per-sample loop
+/// works on plain memory.
+struct G722StreamState {
+    var low = G722SubBand(initialScale: 32)
+    var high = G722SubBand(initialScale: 8)
+    var newest = 0
+
+    /// Both filters' delay lines hold 24 values (the encoder's last 24 inputs; the decoder's
+    /// last 12 band sums and 12 differences), each written twice so that the newest 24 are
+    /// always one contiguous run.
+    static let historyLength = 48
+
+    static func makeHistory() -> UnsafeMutablePointer<Int32> {
+        let history = UnsafeMutablePointer<Int32>.allocate(capacity: historyLength)
+        history.initialize(repeating: 0, count: historyLength)
+        return history
+    }
+}
