@@ -78,7 +78,7 @@ final class CallLegTests: XCTestCase {
     /// G.711 frames of a call play at their level and pitch through a stream slot (20 ms
     /// frames, 10 ms periods at 48 kHz), and a lost frame is filled rather than left a hole.
     func testTelephoneFramesPlayAtTheirLevelAndLossIsFilled() throws {
-        for codec in [AudioCodec.pcmu, .pcma] {
+        for codec in [AudioCodec.pcmu, .pcma, .g722] {
             let streams = try RemoteStreams(count: 2, rate: 48_000, periodFrames: 480, frameMilliseconds: 20, minimumDelayMs: 0)
             let stats = StreamStatistics(slots: 2)
             let tone = (0..<57_600).map { 0.3 * Float(sin(2 * Double.pi * 1000 * Double($0) / 48_000)) }
@@ -121,7 +121,7 @@ final class CallLegTests: XCTestCase {
         let leg = CallLeg()
         let uplink = try CallUplink(leg: leg, rate: 48_000)
         let tone = (0..<48_000).map { 0.3 * Float(sin(2 * Double.pi * 800 * Double($0) / 48_000)) }
-        for codec in [AudioCodec.pcmu, .pcma, .opus] {
+        for codec in [AudioCodec.pcmu, .pcma, .g722, .opus] {
             leg.start(codec: codec)
             let (now, bridged) = uplink.follow()
             XCTAssertEqual(now, codec)
@@ -158,7 +158,16 @@ final class CallLegTests: XCTestCase {
                 }
                 let level = Self.tonePower(decoded[4800...], frequency: 800, rate: 48_000)
                 XCTAssertEqual(Self.dB(level / 0.045), 0, accuracy: 1.5, "opus level")
-            case .g722: break
+            case .g722:
+                XCTAssertTrue(frames.allSatisfy { $0.length == 160 }, "320 samples at 16 kHz in 160 bytes")
+                let decoder = G722Decoder()
+                var pcm = [Int16](repeating: 0, count: 320)
+                for f in frames {
+                    let n = f.withPayload { p in decoder.decode(p.baseAddress!.assumingMemoryBound(to: UInt8.self), count: p.count, into: &pcm) }
+                    decoded += pcm[0..<n].map(SampleConversion.float(fromInt16:))
+                }
+                let level = Self.tonePower(decoded[1600...], frequency: 800, rate: 16_000)
+                XCTAssertEqual(Self.dB(level / 0.045), 0, accuracy: 0.6, "g722 level")
             }
         }
         leg.end()
