@@ -14,12 +14,12 @@ _roomctl() {
         cword=$COMP_CWORD
     fi
 
-    local subcommands="status join leave listen unlisten mute unmute toggle-mute raise-hand lower-hand step-down
+    local subcommands="status join leave listen unlisten call answer decline hangup hold resume dtmf bridge unbridge mute unmute toggle-mute raise-hand lower-hand step-down
         accept-invite decline-invite approve deny invite demote mute-participant kick participants
         volume send-message set-attribute profile stats selftest log-level reload version events wait help"
     local events="connection joined participant_joined participant_left participant_updated stage mute
         invited stage_request active_speakers message attribute token_will_expire removed request_failed
-        media_path device talker quality listen config levels"
+        media_path device talker quality listen call dtmf config levels"
 
     case "$prev" in
         --socket)

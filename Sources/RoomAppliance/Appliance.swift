@@ -23,8 +23,12 @@ final class Appliance {
     let selfTest: SelfTestRunner
     /// The call-quality warnings (ticked once a second by the daemon).
     let quality: QualityMonitor
+    /// SIP calls (roomd.conf `[sip]`).
+    let calls: CallLink
 
-    init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink, selfTestArray: SelfTestArrayGeometry? = nil) {
+    init(loop: EventLoop, engine: AudioEngine, settings: SettingsStore, room: RoomLink, calls: CallLink,
+         selfTestArray: SelfTestArrayGeometry? = nil) {
+        self.calls = calls
         selfTest = SelfTestRunner(engine: engine, loop: loop, array: selfTestArray)
         quality = QualityMonitor(engine: engine, room: room)
         self.loop = loop
@@ -54,6 +58,37 @@ final class Appliance {
         Log.level = level
         settings.update { $0.logLevel = name }
         return true
+    }
+
+    /// The appliance's mute as people see it (the mute LED): the mic's, or the room's.
+    var isMuted: Bool { engine.control.isMicMuted || (session?.isEffectivelyMuted ?? false) }
+
+    /// Mutes or unmutes the appliance. In a room without a bridged caller that is the room's
+    /// self mute (others see it; the mic follows). With a caller bridged in, or with a call and
+    /// no room, it is the mic's alone: the room keeps hearing the caller, the caller the room.
+    /// `done` gets the room's refusal, if any.
+    func setMuted(_ on: Bool, done: @escaping (Result<Void, RoomRequestError>) -> Void) {
+        if calls.bridged || session == nil {
+            engine.control.setMicMuted(on)
+            Log.notice("mic \(on ? "muted" : "unmuted")\(calls.bridged ? " (a caller is bridged into the room)" : "")")
+            panel?.refresh()
+            return done(.success(()))
+        }
+        session?.setMute(on, completion: done)
+        room.followSending()
+    }
+
+    /// Puts the SIP caller into the room or takes them out, carrying the mute over: a muted
+    /// appliance that bridges a caller unmutes in the room (the caller must be heard) and keeps
+    /// its mic muted; taking the caller out mutes it in the room again.
+    func bridge(_ on: Bool) throws(CallLink.Refusal) {
+        let micMuted = isMuted
+        try calls.bridge(on)
+        if on, session?.isSelfMuted == true { session?.setMute(false) }
+        if !on, micMuted { session?.setMute(true) }
+        engine.control.setMicMuted(micMuted)
+        room.followSending()
+        panel?.refresh()
     }
 
     /// Self mute is recorded whenever it may have changed (button, roomctl, a rejoin), so
@@ -319,6 +354,11 @@ final class Appliance {
         }
         // Only a change of the settings' own token is refreshed, and only in the settings' room.
         let tokenChanged = token != nil && settingsToken != nil && token != settingsToken
+        // A new SIP account is checked (its password file, its registrar) before anything changes.
+        let sipChanged = next.sip != settings.file.sip
+        if sipChanged, let sip = next.sip {
+            do throws(CallLink.Refusal) { _ = try CallLink.account(sip) } catch { return .failure(.system("\(error)")) }
+        }
 
         let changedFileKeys = settings.commit(next)
         let now = settings.effective
@@ -388,6 +428,15 @@ final class Appliance {
         if now.opusFrameMilliseconds != before.opusFrameMilliseconds { report.restartNeeded.append("audio.opus_frame_ms") }
         if now.aecSuppression != before.aecSuppression { report.restartNeeded.append("audio.aec_suppression") }
         if changedFileKeys.contains("state.directory") { report.restartNeeded.append("state.directory") }
+        if sipChanged {
+            do throws(CallLink.Refusal) {
+                try calls.configure(settings.file.sip)
+                report.applied.append("sip")
+            } catch {
+                Log.error("\(error)")
+                report.restartNeeded.append("sip")
+            }
+        }
         let handled = Set(report.applied + report.rejoined + report.restartNeeded)
         report.unchangedInEffect = changedFileKeys.filter { !handled.contains($0) }
         return .success(report)

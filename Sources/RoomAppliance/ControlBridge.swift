@@ -8,6 +8,7 @@ import RoomMedia
 import RoomModel
 import RoomProtocol
 import RoomSettings
+import RoomSIP
 import RoomSystem
 
 /// Maps the control API (docs/control-api.md) onto the room session and the engine, and room
@@ -44,6 +45,11 @@ final class ControlBridge {
     // MARK: requests
 
     private func handle(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
+        if [.mute, .unmute, .toggleMute].contains(command), appliance.calls.bridged || (session == nil && appliance.calls.hasCall) {
+            // The mic alone: a caller is bridged into the room, or a call runs without a room.
+            appliance.setMuted(command == .mute || (command == .toggleMute && !appliance.isMuted)) { _ in }
+            return reply(.ok)
+        }
         switch command {
         case .status: reply(.success(status()))
         case .version: reply(.success(["version": .string(roomdVersion)]))
@@ -71,6 +77,9 @@ final class ControlBridge {
             reply(.ok)
         case .selfTest:
             appliance.selfTest.start(reply: reply)
+        case .call, .answer, .decline, .hangUp, .hold, .resume, .dtmf, .bridge:
+            reply(callCommand(command))
+
         case .reload:
             switch appliance.reloadAndLog(origin: "roomctl reload") {
             case .success(let r):
@@ -198,6 +207,61 @@ final class ControlBridge {
         engine.streamGains.set(ssrc: ssrc, linear: linear(fromDB: dB))
     }
 
+    /// A call command carried out by the appliance's `CallLink`; refusals are `call_error`.
+    private func callCommand(_ command: ControlCommand) -> ControlResult {
+        let calls = appliance.calls
+        do throws(CallLink.Refusal) {
+            switch command {
+            case .call(let target): try calls.dial(target)
+            case .answer: try calls.answer()
+            case .decline: try calls.decline()
+            case .hangUp: try calls.hangUp()
+            case .hold: try calls.hold(true)
+            case .resume: try calls.hold(false)
+            case .dtmf(let digits): try calls.sendDigits(digits)
+            case .bridge(let on):
+                try appliance.bridge(on)
+            default: break
+            }
+            return .ok
+        } catch {
+            return .failure(ControlError(.callError, error.description))
+        }
+    }
+
+    /// The call's state as `status` and the `call` event give it.
+    static func callFields(_ calls: CallLink) -> [String: JSONValue] {
+        var o: [String: JSONValue] = ["state": .string(calls.phaseName)]
+        switch calls.phase {
+        case .idle:
+            if let end = calls.lastEnd { o["reason"] = .string(end) }
+        case .ringing(let from, let name):
+            o["peer"] = .string(from)
+            if let name { o["name"] = .string(name) }
+        case .dialing(let to):
+            o["peer"] = .string(to)
+        case .active(let peer):
+            o["peer"] = .string(peer)
+            o["bridged"] = .bool(calls.bridged)
+            o["held"] = .bool(calls.held)
+            if let a = calls.agreement {
+                o["codec"] = .string(a.codec.rawValue)
+                o["srtp"] = .bool(a.security != .plain)
+                o["held_by_far_end"] = .bool(a.isHeldByRemote)
+            }
+        }
+        return o
+    }
+
+    /// The call's changes → `call` events.
+    func forwardCall(_ calls: CallLink) {
+        server?.broadcast(event: "call", Self.callFields(calls))
+    }
+
+    func forwardDigit(_ digit: Character) {
+        server?.broadcast(event: "dtmf", ["digit": .string(String(digit))])
+    }
+
     // MARK: state
 
     private func status() -> [String: JSONValue] {
@@ -222,6 +286,12 @@ final class ControlBridge {
         if let l = appliance.listening {
             o["listening"] = .object(["room": .string(l.room), "backend": .string(l.link.session?.backendName ?? "none"), "gain_db": .double(l.gainDB),
                                       "connection": .string(l.link.session?.connectionState.name ?? "idle")])
+        }
+        // The SIP account and the call, when an account is configured.
+        if appliance.calls.isConfigured {
+            var call = Self.callFields(appliance.calls)
+            call["registration"] = .string(Self.registrationName(appliance.calls.registration))
+            o["call"] = .object(call)
         }
         // The call-quality warnings raised now (empty: none; docs/control-api.md, "Call quality").
         o["quality_warnings"] = .array(appliance.quality.active.map { .string($0.rawValue) })
@@ -407,6 +477,18 @@ final class ControlBridge {
         case .deviceRestored: server.broadcast(event: "device", ["kind": .string("restored")])
         case .talkerChanged(let tenths): server.broadcast(event: "talker", ["azimuth_deg": .double(Double(tenths) / 10)])
         default: break
+        }
+    }
+}
+
+extension ControlBridge {
+    /// A registration as status gives it: registered, registering, unregistered, or failed: why.
+    static func registrationName(_ state: SIPRegistrationState) -> String {
+        switch state {
+        case .unregistered: "unregistered"
+        case .registering: "registering"
+        case .registered: "registered"
+        case .failed(let why): "failed: \(why)"
         }
     }
 }

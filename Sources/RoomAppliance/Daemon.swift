@@ -66,16 +66,32 @@ public struct Daemon {
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
         let room: RoomLink
         do { room = try RoomLink(loop: loop, engine: engine, enabled: !options.loopback, plainMedia: options.plainMedia) } catch { throw .os("\(error)") }
-        let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room,
+        // The call link owns the eventfd the engine wakes for a caller's frames: before the engine too.
+        let calls: CallLink
+        do { calls = try CallLink(loop: loop, engine: engine) } catch { throw .os("\(error)") }
+        let appliance = Appliance(loop: loop, engine: engine, settings: settings, room: room, calls: calls,
                                   selfTestArray: board.hasArray ? SelfTestArrayGeometry(micPositions: board.micPositions, speaker: board.speakerPosition) : nil)
         reload = { [unowned appliance] in _ = appliance.reloadAndLog(origin: "SIGHUP") }
         try attachControlAndPanel(appliance, board: board, boardFile: boardFile, settings: initial)
+        calls.onChange = { [unowned appliance] calls in
+            appliance.control?.forwardCall(calls)
+            appliance.panel?.refresh()
+        }
+        calls.onDigit = { [unowned appliance] digit in appliance.control?.forwardDigit(digit) }
+        room.callerBridged = { [unowned calls] in calls.bridged }
         defer {
             appliance.control?.close()
             appliance.panel?.close()
             appliance.ring?.close()
+            calls.close()
         }
         do { try engine.start() } catch { throw .device("\(boardFile): \(error)") }
+        if let sip = settings.file.sip {
+            do throws(CallLink.Refusal) { try calls.configure(sip) } catch {
+                engine.stop()
+                throw .config("\(error)")
+            }
+        }
         if !initial.servers.isEmpty {
             // The benches turn this into e2e.join_ms (join request to first remote audio played).
             if options.json { printLine("{\"event\":\"room_session_start\",\"monotonic_ns\":\(monotonicNanoseconds())}") }
@@ -177,6 +193,9 @@ public struct Daemon {
         do {
             appliance.panel = try Panel(board: board.gpio, loop: appliance.loop, room: appliance.room)
             appliance.panel?.isLinked = { [unowned appliance] in appliance.listening != nil }
+            appliance.panel?.calls = appliance.calls
+            appliance.panel?.isMuted = { [unowned appliance] in appliance.isMuted }
+            appliance.panel?.setMuted = { [unowned appliance] on in appliance.setMuted(on) { _ in } }
             appliance.panel?.afterAction = { [unowned appliance] in appliance.noteMuteState() }
         } catch {
             Log.warning("\(boardFile): gpio: \(error); running without buttons and LEDs")

@@ -11,7 +11,9 @@ import RoomSystem
 ///
 /// Mapping (docs/gpio.md): mute — short: toggle self mute; hand — short: raise the hand, lower
 /// it again, accept an invitation, or step down when on stage; hand — long: leave the room, or
-/// join it again when it was left.
+/// join it again when it was left. While a SIP call rings: hand — short: answer; a long press
+/// of either button: decline. While a call is up (or dialing): a long press of either button
+/// hangs up (the room is left with a long press only when there is no call).
 final class Panel {
     /// Kept alive for as long as its lines: the simulated backend's outputs refer back to it.
     private let backend: GPIOBackend
@@ -24,6 +26,11 @@ final class Panel {
     var afterAction: (() -> Void)?
     /// Whether a second room is listened to (the stage LED winks).
     var isLinked: () -> Bool = { false }
+    /// SIP calls: the buttons answer, decline and hang up; the LEDs flash while one rings.
+    var calls: CallLink?
+    /// The appliance's mute (`Appliance.isMuted` / `setMuted`): the mute button and LED.
+    var isMuted: () -> Bool = { false }
+    var setMuted: (Bool) -> Void = { _ in }
 
     /// nil when the board has no GPIO lines. Throws when the lines cannot be opened.
     init?(board: BoardGPIO, loop: EventLoop, room: RoomLink) throws(SystemError) {
@@ -44,6 +51,18 @@ final class Panel {
     }
 
     private func pressed(_ event: Buttons.Event) {
+        if let calls, calls.hasCall, callButton(event, calls) {
+            refresh()
+            afterAction?()
+            return
+        }
+        if event == .shortPress(.mute), calls?.bridged == true || (session == nil && calls?.hasCall == true) {
+            // The mic alone: a caller is bridged into the room, or a call runs without a room.
+            setMuted(!isMuted())
+            refresh()
+            afterAction?()
+            return
+        }
         guard let session else {
             Log.info("button \(event): no room (no server configured)")
             return
@@ -79,9 +98,35 @@ final class Panel {
         afterAction?()
     }
 
+    /// What a button does to a call that rings or is up; false when the press is the room's.
+    private func callButton(_ event: Buttons.Event, _ calls: CallLink) -> Bool {
+        do throws(CallLink.Refusal) {
+            switch (calls.phase, event) {
+            case (.ringing, .shortPress(.hand)):
+                Log.notice("hand button: answer the call")
+                try calls.answer()
+            case (.ringing, .longPress):
+                Log.notice("button held: decline the call")
+                try calls.decline()
+            case (.dialing, .longPress), (.active, .longPress):
+                Log.notice("button held: hang up")
+                try calls.hangUp()
+            default:
+                return false
+            }
+        } catch {
+            Log.warning("button: \(error)")
+        }
+        return true
+    }
+
+    private var ringing: Bool { if case .ringing = calls?.phase { true } else { false } }
+
     /// LEDs from the session's state (or "connected, idle" without a room).
     func refresh() {
-        guard let session else { return leds.apply(muted: false, handRaised: false, onStage: false, connection: .idle, linked: isLinked()) }
+        guard let session else {
+            return leds.apply(muted: isMuted(), handRaised: false, onStage: false, connection: .idle, linked: isLinked(), ringing: ringing)
+        }
         let me = session.localParticipant
         let connection: ConnectionIndicator
         switch session.connectionState {
@@ -93,8 +138,8 @@ final class Panel {
         // Out of the room the stage LEDs show nothing: the last stage the server told us
         // (still in the session's model) is no longer true.
         let present = connection == .connected
-        leds.apply(muted: session.isEffectivelyMuted,
+        leds.apply(muted: isMuted(),
                    handRaised: present && (me?.stage == .handRaised || me?.stage == .invited),
-                   onStage: present && me?.stage == .onStage, connection: connection, linked: isLinked())
+                   onStage: present && me?.stage == .onStage, connection: connection, linked: isLinked(), ringing: ringing)
     }
 }

@@ -86,6 +86,8 @@ final class RoomLink {
     }
 
     private var sendingCheck: EventLoop.TimerID?
+    /// Whether a SIP caller is bridged into the room (`CallLink.bridged`).
+    var callerBridged: () -> Bool = { false }
 
     /// Tells the engine whether the room takes our audio now, so that it encodes only then
     /// (docs/audio-engine.md, "The encoder idles while not sending"). Call after anything that
@@ -94,6 +96,9 @@ final class RoomLink {
     @discardableResult
     func followSending() -> Bool {
         guard leg == .room else { return false }
+        // The mic's mute follows the room's, except while a caller is bridged in: then the
+        // appliance's mute is the mic's alone and the room keeps hearing the caller (`Appliance.setMuted`).
+        if let session, !callerBridged() { engine.control.setMicMuted(session.isEffectivelyMuted) }
         let sending = session?.isSendingMedia ?? false
         guard sending != engine.control.isTransmitting else { return false }
         engine.control.setTransmitting(sending)

@@ -113,6 +113,20 @@ public enum ControlCommands {
             ControlArgument("pin", .string(maxLength: 256), help: "the Janus room's PIN, if it has one"),
         ], access: .control, summary: "listen to a second room beside this one (audience: it hears nothing from here)"),
         plain("unlisten", .control, "stop listening to the second room"),
+        ControlCommandSpec(name: "call", arguments: [
+            ControlArgument("target", .string(maxLength: 256), required: true, positional: true,
+                            help: "a sip: URI, or a user or number at the account's registrar"),
+        ], access: .control, summary: "place a SIP call (roomd.conf [sip])"),
+        plain("answer", .control, "answer the call that rings"),
+        plain("decline", .control, "decline the call that rings"),
+        plain("hangup", .control, "end the call (or stop dialing)"),
+        plain("hold", .control, "put the call on hold"),
+        plain("resume", .control, "take the call off hold"),
+        ControlCommandSpec(name: "dtmf", arguments: [
+            ControlArgument("digits", .string(maxLength: 64), required: true, positional: true, help: "0-9, *, #, A-D"),
+        ], access: .control, summary: "send DTMF digits in the call (RFC 4733)"),
+        plain("bridge", .control, "put the caller into the room: the room hears the caller, the caller the room"),
+        plain("unbridge", .control, "take the caller out of the room again"),
         plain("mute", .control, "mute this appliance"),
         plain("unmute", .control, "unmute this appliance"),
         plain("toggle_mute", .control, "toggle mute (what the mute button does)"),
@@ -177,6 +191,11 @@ public enum ControlCommand: Sendable, Equatable {
     /// Listen to a second room (`MediaLeg.listen`) at `gainDB`.
     case listen(room: String, server: String?, token: String?, gainDB: Double, backend: RoomBackendKind, pin: String?)
     case unlisten
+    /// A SIP call (`[sip]`): place, answer, decline, end, hold, DTMF, bridge into the room.
+    case call(target: String)
+    case answer, decline, hangUp, hold, resume
+    case dtmf(String)
+    case bridge(Bool)
     case mute, unmute, toggleMute
     case raiseHand, lowerHand, stepDown, acceptInvite, declineInvite
     case moderate(ModeratorAction, participant: UInt32, reason: String?)
@@ -313,6 +332,15 @@ public struct ControlRequest: Sendable, Equatable {
             return .listen(room: text("room") ?? "", server: text("server"), token: text("token"), gainDB: a["gain"]?.doubleValue ?? 0,
                            backend: RoomBackendKind(rawValue: text("backend") ?? "") ?? .roomserver, pin: text("pin"))
         case "unlisten": return .unlisten
+        case "call": return .call(target: text("target") ?? "")
+        case "answer": return .answer
+        case "decline": return .decline
+        case "hangup": return .hangUp
+        case "hold": return .hold
+        case "resume": return .resume
+        case "dtmf": return .dtmf(text("digits") ?? "")
+        case "bridge": return .bridge(true)
+        case "unbridge": return .bridge(false)
         case "mute": return .mute
         case "unmute": return .unmute
         case "toggle_mute": return .toggleMute

@@ -31,6 +31,9 @@ public enum ControlErrorCode: String, Sendable, CaseIterable, Equatable {
     case timeout = "timeout"
     /// The audio device is not running, so the command cannot be carried out (`selftest`).
     case deviceError = "device_error"
+    /// A call command that cannot be carried out now: no SIP account, no call that rings or is
+    /// up, a digit that is not DTMF, a far end without telephone-event. The message says which.
+    case callError = "call_error"
     /// Something went wrong inside roomd.
     case `internal` = "internal"
 }
@@ -196,6 +199,8 @@ public enum ControlEventName {
         "talker",              // {azimuth_deg}: the array found a talker in a new direction
         "quality",             // {warning, raised, value?}: a call-quality warning raised or cleared
         "listen",              // {room, state, reason?}: the connection to the room listened to
+        "call",                // {state, peer?, name?, codec?, held?, bridged?, reason?}: a SIP call rang, started, changed or ended
+        "dtmf",                // {digit}: the far end of the call sent a DTMF digit
         "config",              // {what, by}: configuration changed (profile, volume, log level, reload)
         "levels",              // {mic_dbfs, speaker_dbfs, ...}: only with "levels": true
     ]

@@ -17,7 +17,9 @@ public enum ConnectionIndicator: String, Sendable, Equatable {
 /// - connecting: hand and stage LEDs blink together (on/off every `blinkInterval`, 500 ms);
 /// - failed: hand and stage LEDs blink alternately, twice as fast (250 ms);
 /// - linked to a second room (`roomctl listen`), while connected: the stage LED winks — flips
-///   for one quarter of `blinkInterval` every four intervals (2 s) — over what it shows.
+///   for one quarter of `blinkInterval` every four intervals (2 s) — over what it shows;
+/// - a call rings: hand and stage LEDs flash together, four times as fast as connecting
+///   (125 ms), over everything but the mute LED — what people look for when a phone rings.
 public final class LEDController {
     public struct State: Equatable, Sendable {
         public var muted = false
@@ -26,10 +28,13 @@ public final class LEDController {
         public var connection = ConnectionIndicator.connected
         /// Listening to a second room.
         public var linked = false
+        /// A SIP call rings here.
+        public var ringing = false
         public init(muted: Bool = false, handRaised: Bool = false, onStage: Bool = false,
-                    connection: ConnectionIndicator = .connected, linked: Bool = false) {
+                    connection: ConnectionIndicator = .connected, linked: Bool = false, ringing: Bool = false) {
             self.muted = muted; self.handRaised = handRaised; self.onStage = onStage; self.connection = connection
             self.linked = linked
+            self.ringing = ringing
         }
     }
 
@@ -60,8 +65,9 @@ public final class LEDController {
         blinkTimer = nil
     }
 
-    public func apply(muted: Bool, handRaised: Bool, onStage: Bool, connection: ConnectionIndicator, linked: Bool = false) {
-        apply(State(muted: muted, handRaised: handRaised, onStage: onStage, connection: connection, linked: linked))
+    public func apply(muted: Bool, handRaised: Bool, onStage: Bool, connection: ConnectionIndicator, linked: Bool = false,
+                      ringing: Bool = false) {
+        apply(State(muted: muted, handRaised: handRaised, onStage: onStage, connection: connection, linked: linked, ringing: ringing))
     }
 
     /// Whether the stage LED winks now: linked and steadily connected.
@@ -71,16 +77,17 @@ public final class LEDController {
         guard new != state else { return }
         let old = state
         state = new
-        if old?.connection != new.connection || old.map(winking) != winking(new) {
+        if old?.connection != new.connection || old.map(winking) != winking(new) || old?.ringing != new.ringing {
             if let blinkTimer { loop.cancel(blinkTimer) }
             blinkTimer = nil
             blinkPhase = true
             winkTick = 0
-            let interval: Duration? = switch new.connection {
+            let steady: Duration? = switch new.connection {
             case .connected, .idle: winking(new) ? blinkInterval / 4 : nil
             case .connecting: blinkInterval
             case .failed: blinkInterval / 2
             }
+            let interval = new.ringing ? blinkInterval / 4 : steady
             if let interval {
                 blinkTimer = loop.schedule(after: interval, repeating: interval) { [weak self] in
                     guard let self else { return }
@@ -96,6 +103,11 @@ public final class LEDController {
     private func render() {
         guard let s = state else { return }
         write(.mute, s.muted)
+        if s.ringing {
+            write(.hand, blinkPhase)
+            write(.stage, blinkPhase)
+            return
+        }
         switch s.connection {
         case .connected, .idle:
             write(.hand, s.handRaised)

@@ -63,6 +63,15 @@ final class RoomctlRoundTripTests: ProcessTestCase {
         try ctl("a", ["unlisten"])
         XCTAssertNil(try result(try ctl("a", ["status"]))["listening"])
 
+        // Calls without a SIP account: each call command is refused with call_error, nothing changes
+        // (CallLinkProcessTests place real calls).
+        for args in [["call", "sip:200@127.0.0.1:5060"], ["answer"], ["decline"], ["hangup"], ["hold"], ["resume"],
+                     ["dtmf", "12#"], ["bridge"], ["unbridge"]] {
+            let out = try ctl("a", args, expect: 1)
+            XCTAssertTrue(out.contains("call_error"), "\(args): \(out)")
+        }
+        XCTAssertNil(try result(try ctl("a", ["status"]))["call"], "no [sip]: no call in status")
+
         // Messages and attributes.
         try ctl("a", ["send-message", "--to", "\(b)", "hello B"])
         try ctl("a", ["send-message", "hello room"])
