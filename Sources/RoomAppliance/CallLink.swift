@@ -311,7 +311,7 @@ final class CallLink {
             self?.onDigit?(digit)
         }
         agreement = a
-        held = !a.localDirection.sends
+        held = !a.localDirection.receives
         engine.call.start(codec: parameters.codec)
         engine.call.setBridged(bridged)
         phase = .active(peer: call?.remoteURI ?? "")
@@ -328,7 +328,7 @@ final class CallLink {
         }
         if parameters.codec != agreement.flatMap({ Self.codec($0.codec) }) { engine.call.start(codec: parameters.codec) }
         agreement = a
-        held = !a.localDirection.sends
+        held = !a.localDirection.receives
         Log.notice("call: \(held ? "on hold" : a.isHeldByRemote ? "held by the far end" : "resumed")")
         onChange?(self)
     }
@@ -408,7 +408,8 @@ final class CallLink {
         }
         return CallMediaParameters(remote: remote, codec: codec(a.codec), payloadType: a.payloadType,
                                    telephoneEventPayloadType: a.telephoneEvent?.payloadType, srtp: keys,
-                                   sends: a.localDirection.sends && a.remoteDirection.receives,
+                                   // Holding the far end (our sendonly), nothing of the room is sent either.
+                                   sends: a.localDirection == .sendrecv && a.remoteDirection.receives,
                                    receives: a.localDirection.receives && a.remoteDirection.sends)
     }
 }
