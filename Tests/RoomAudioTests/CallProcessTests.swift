@@ -1,4 +1,5 @@
 import Foundation
+import RoomDSP
 import RoomTestSupport
 import XCTest
 
@@ -18,12 +19,15 @@ final class CallProcessTests: ProcessTestCase {
         // the same voice and level, another envelope, so each is told from the other).
         let near = try SpeechMatch.sentence(dir + "/near.wav", leadIn: 4)
         let farSpeech = Array(try SpeechMatch.sentence(dir + "/far-forward.wav", leadIn: 0).reversed())
-        SimCard.writeWAV(dir + "/far.wav", [Float](repeating: 0, count: 48_000) + farSpeech)
+        // baresip's file source must match the codec's format: Opus is 48 kHz stereo.
+        // baresip ends the call when its file ends: silence after the speech, past the call's end.
+        let farFile = [Float](repeating: 0, count: 48_000) + farSpeech + [Float](repeating: 0, count: 48_000 * 20)
+        SimCard.writeWAV(dir + "/far.wav", farFile.flatMap { [$0, $0] }, channels: 2)
 
         let kamailio = try Kamailio()
         defer { kamailio.stop() }
         let far = try Baresip(account: "<sip:far@127.0.0.1:\(kamailio.port);transport=udp>;auth_pass=far-secret;regint=60",
-                              source: "aufile," + dir + "/far.wav")
+                              source: "aufile," + dir + "/far.wav", recordCalls: true)
         defer { far.stop() }
 
         try "room-secret\n".write(toFile: dir + "/sip.password", atomically: true, encoding: .utf8)
@@ -39,7 +43,7 @@ final class CallProcessTests: ProcessTestCase {
 
             """.write(toFile: dir + "/roomd.conf", atomically: true, encoding: .utf8)
         try "input = \(dir)/near.wav\noutput = \(dir)/speaker.wav\n".write(toFile: dir + "/room.conf", atomically: true, encoding: .utf8)
-        try launch(roomd, ["--config", dir + "/roomd.conf", "--board", SimCard.repoRoot + "/board/sim", "--duration", "40",
+        let daemon = try launch(roomd, ["--config", dir + "/roomd.conf", "--board", SimCard.repoRoot + "/board/sim", "--duration", "40",
                            "--stats-interval", "0", "--control-socket", dir + "/r.sock", "--state-dir", dir + "/state"],
                    env: ["ROOMSIM_CONFIG": dir + "/room.conf", "ROOMD_SIM_GPIO_DIR": gpio], log: dir + "/roomd.log")
         waitForSocket(dir + "/r.sock")
@@ -88,8 +92,9 @@ final class CallProcessTests: ProcessTestCase {
         XCTAssertEqual(try status()["codec"] as? String, "opus")
         XCTAssertEqual(leds(), "mute=0 hand=0 stage=0", "the LEDs stop flashing")
 
-        // Speech both ways for 9 s, then DTMF, then a long press on the hand button hangs up.
-        Thread.sleep(forTimeInterval: 9)
+        // Speech both ways (the far end's sentence starts 1 s into the call, the appliance's 4 s
+        // after roomd started), then DTMF, then a long press on the hand button hangs up.
+        Thread.sleep(forTimeInterval: 10.5)
         XCTAssertEqual(try runSeparated(roomctl, ["--socket", dir + "/r.sock", "dtmf", "12#"]).status, 0)
         try until(3, "baresip received the digits") { far.receivedDigits == "12#" }
         try press("hand", seconds: 1.8)
@@ -97,11 +102,15 @@ final class CallProcessTests: ProcessTestCase {
         try until(5, "baresip sees the call closed") { !far.events("CALL_CLOSED").isEmpty }
         XCTAssertEqual(try status()["reason"] as? String, "hung up by us")
 
-        // What each side heard: the other's talker, at a speech level.
+        // What each side heard: the other's talker, at a speech level (the files are complete
+        // once each program closed them).
         far.stop()
-        let heardByFar = try SimCard.readWAV(far.recording).samples.map { Float($0) / 32768 }
-        let heardByRoom = try SimCard.readWAV(dir + "/speaker.wav").samples.map { Float($0) / 32768 }
-        let atFar = try XCTUnwrap(SpeechMatch.locate(near, in: resampled(heardByFar, from: far.recordingRate)), "the far end recorded nothing")
+        daemon.terminate()
+        daemon.waitUntilExit()
+        let heardByFar = try mono48k(try SimCard.readWAV(try XCTUnwrap(far.recording, "baresip recorded nothing: \(far.log())")))
+        let heardByRoom = try mono48k(try SimCard.readWAV(dir + "/speaker.wav"))
+        let nearSpeech = Array(near.dropFirst(4 * 48_000))   // without its lead-in (before the call)
+        let atFar = try XCTUnwrap(SpeechMatch.locate(nearSpeech, in: heardByFar), "the far end's recording is shorter than the talker")
         let atRoom = try XCTUnwrap(SpeechMatch.locate(farSpeech, in: heardByRoom), "the speaker recorded nothing")
         print("call: the far end heard the appliance's talker with envelope correlation \(atFar.correlation) (\(atFar.levelChangeDB) dB); the appliance's speaker the far end's with \(atRoom.correlation) (\(atRoom.levelChangeDB) dB)")
         XCTAssertGreaterThan(atFar.correlation, 0.8, "the far end hears the appliance's talker")
@@ -112,10 +121,13 @@ final class CallProcessTests: ProcessTestCase {
         String(((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").suffix(3000))
     }
 
-    /// `x` at 48 kHz (the far end records at its codec's rate or 48 kHz).
-    private func resampled(_ x: [Float], from rate: Int) -> [Float] {
-        guard rate != 48_000, rate > 0, 48_000 % rate == 0 else { return x }
-        let k = 48_000 / rate
-        return x.flatMap { [Float](repeating: $0, count: k) }
+    /// A recording as mono 48 kHz (baresip writes what its decoder makes: Opus in stereo at
+    /// 48 kHz, G.722 at 16 kHz); channel 0, held for lower rates (envelopes only need that).
+    private func mono48k(_ w: WAVAudio) throws -> [Float] {
+        let channels = max(1, w.channels)
+        let first = stride(from: 0, to: w.samples.count, by: channels).map { Float(w.samples[$0]) / 32768 }
+        guard w.sampleRate != 48_000 else { return first }
+        guard w.sampleRate > 0, 48_000 % w.sampleRate == 0 else { throw XCTSkip("recording at \(w.sampleRate) Hz") }
+        return first.flatMap { [Float](repeating: $0, count: 48_000 / w.sampleRate) }
     }
 }

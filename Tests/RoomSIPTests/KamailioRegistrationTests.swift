@@ -8,54 +8,6 @@ enum SocketAddressForTests {
     static func loopback(_ port: Int) throws -> SocketAddress { try SocketAddress(ip: "127.0.0.1", port: UInt16(port)) }
 }
 
-/// A kamailio started from the repo's test configuration (board/sip-test/kamailio.cfg: users
-/// and passwords in the file, no database) on a free loopback UDP port; stopped by its PID.
-final class Kamailio {
-    static let executable = "/usr/sbin/kamailio"
-    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
-
-    let process = Process()
-    let port: Int
-    let directory: String
-
-    init() throws {
-        port = try freeLoopbackPort()
-        directory = TestScratch.directory("roomsip-kamailio") + "/\(port)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = ["-f", packageRoot + "/board/sip-test/kamailio.cfg", "-DD", "-E", "-n", "1", "-m", "16", "-M", "8",
-                             "-Y", directory, "-l", "udp:127.0.0.1:\(port)"]
-        _ = FileManager.default.createFile(atPath: directory + "/kamailio.log", contents: nil)
-        let log = FileHandle(forWritingAtPath: directory + "/kamailio.log")
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        // Listening once the port shows in /proc/net/udp (bound by kamailio's main process). Read
-        // to the end: String(contentsOfFile:) stopped after the first chunk of this size-0 file.
-        let needle = String(format: ":%04X ", port)
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if let data = FileHandle(forReadingAtPath: "/proc/net/udp")?.readDataToEndOfFile(),
-               case let table = String(decoding: data, as: UTF8.self), table.split(separator: "\n").contains(where: { $0.contains("0100007F" + needle) }) { return }
-            if !process.isRunning { break }
-            usleep(20_000)
-        }
-        stop()
-        throw NSError(domain: "kamailio", code: 1, userInfo: [NSLocalizedDescriptionKey: "kamailio did not start: " + self.log()])
-    }
-
-    func log() -> String {
-        String(((try? String(contentsOfFile: directory + "/kamailio.log", encoding: .utf8)) ?? "").suffix(2000))
-    }
-
-    func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
-    }
-}
-
 /// Registration against a real registrar with digest authentication (issue 29): the right
 /// password registers and is refreshed before it expires, a wrong one fails clearly after one
 /// answered challenge, and unregistering takes the binding off.
