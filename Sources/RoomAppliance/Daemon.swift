@@ -43,8 +43,8 @@ public struct Daemon {
             throw StartFailure(2, LogLevelNames.refusal("log.level", initial.logLevel))
         }
         Log.level = level
-        if !initial.servers.isEmpty && options.loopback {
-            throw StartFailure(2, "--loopback: the configuration joins a room (room.server); loopback and a room exclude each other")
+        if initial.placesRoom && options.loopback {
+            throw StartFailure(2, "--loopback: the configuration joins a room (room.server or room.placement_key); loopback and a room exclude each other")
         }
 
         var reload: (() -> Void)?
@@ -76,7 +76,7 @@ public struct Daemon {
             appliance.ring?.close()
         }
         do { try engine.start() } catch { throw .device("\(boardFile): \(error)") }
-        if !initial.servers.isEmpty {
+        if initial.placesRoom {
             // The benches turn this into e2e.join_ms (join request to first remote audio played).
             if options.json { printLine("{\"event\":\"room_session_start\",\"monotonic_ns\":\(monotonicNanoseconds())}") }
             do {
@@ -87,7 +87,7 @@ public struct Daemon {
             }
             appliance.listenAgain()
         }
-        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: !initial.servers.isEmpty)
+        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: initial.placesRoom)
     }
 
     /// The event loop and the signals. Before any thread starts, so every thread inherits the

@@ -54,7 +54,7 @@ public struct TokenPlacement: Sendable, Hashable, CustomStringConvertible {
 
     /// At most 40 characters of a claim in an error: a token's text does not belong whole in
     /// the journal, and 40 is enough to recognise it.
-    static func quoted(_ text: String) -> String {
+    public static func quoted(_ text: String) -> String {
         text.count <= 40 ? text : String(text.prefix(40)) + "…"
     }
 }
@@ -98,6 +98,11 @@ public struct PlacementVerifier: Sendable {
         self.key = key
         self.leeway = leeway
         self.clock = clock
+    }
+
+    /// With the service's public key as the key file holds it (PEM, `room.placement_key`).
+    public init(publicKeyPEM: String) throws(KeyFileError) {
+        self.init(key: try Ed25519PublicKey(pem: publicKeyPEM))
     }
 
     /// The token's checked placement, or nil when it has no placement claims (an old token:
