@@ -126,11 +126,11 @@ final class Appliance {
             guard let placed = try placeSettingsRoom(e, token: token, role: roomRole) else {
                 throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
             }
+            if let placement = placed.placement { Log.notice("room: placed by the token: \(placement)") }
             try room.connect(placed.target, muted: session?.isSelfMuted ?? e.muted)
             inSettingsRoom = token == nil
             settingsToken = inSettingsRoom ? placed.token : nil
             placement = placed.placement
-            if let where_ = placed.placement { Log.notice("room: placed by the token: \(where_)") }
             return
         }
         guard !requested.isEmpty else {
@@ -381,12 +381,12 @@ final class Appliance {
                         "room.plaintext_signalling", "room.backend", "room.janus_room", "room.janus_pin", "room.janus_secret", "room.stun_server", "room.display_name"]
         if roomChanged || moved, let placed {
             do {
+                if moved, let next = placed.placement {
+                    Log.notice("room: moved by the token: \(next) (was \(placement.map(\.description) ?? "room.server"))")
+                }
                 try room.connect(placed.target, muted: session?.isSelfMuted ?? now.muted)
                 inSettingsRoom = true
                 settingsToken = placed.token
-                if moved && placed.placement != nil {
-                    Log.notice("room: moved by the token: \(placed.placement.map(\.description) ?? "") (was \(placement.map(\.description) ?? "room.server"))")
-                }
                 placement = placed.placement
                 report.rejoined += (roomKeys + ["room.placement_key"]).filter { changedFileKeys.contains($0) }
                 if moved && !report.rejoined.contains("room.token") { report.rejoined.append("room.token") }
