@@ -36,12 +36,6 @@ public struct RoomServerPublicKey: Sendable, Equatable {
     public var keyID: String
     public var appID: String
     public var key: Ed25519PublicKey
-
-    public init(keyID: String, appID: String, key: Ed25519PublicKey) {
-        self.keyID = keyID
-        self.appID = appID
-        self.key = key
-    }
 }
 
 /// One row of `[placement]`: the instance a room lives on, which `mint-token` writes into the

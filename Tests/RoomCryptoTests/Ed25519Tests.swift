@@ -5,17 +5,6 @@ import XCTest
 /// makes with openssl: what placement in the token rests on.
 final class Ed25519Tests: XCTestCase {
     private func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
-    private func bytes(_ hex: String) -> [UInt8] {
-        var out: [UInt8] = []
-        var i = hex.startIndex
-        while i < hex.endIndex {
-            let j = hex.index(i, offsetBy: 2)
-            out.append(UInt8(hex[i ..< j], radix: 16)!)
-            i = j
-        }
-        return out
-    }
-
     /// RFC 8032 §7.1 TEST 1's secret key as `openssl genpkey` writes it (PKCS #8), and its public
     /// key as `openssl pkey -pubout` does.
     static let privatePEM = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ1hsZ3v/VpguoRK9JLsLMREScVpezJpGXA7rAMcrn9g\n-----END PRIVATE KEY-----\n"
@@ -43,7 +32,11 @@ final class Ed25519Tests: XCTestCase {
         badSignature[10] ^= 0x40
         XCTAssertFalse(key.publicKey.verify(signature: badSignature, message: message))
         XCTAssertFalse(key.publicKey.verify(signature: Array(signature.dropLast()), message: message))
-        let other = try Ed25519PublicKey(raw: bytes("3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c"))
+        // RFC 8032 §7.1 TEST 2's public key: another signer.
+        let other = try Ed25519PublicKey(raw: [
+            0x3d, 0x40, 0x17, 0xc3, 0xe8, 0x43, 0x89, 0x5a, 0x92, 0xb7, 0x0a, 0xa7, 0x4d, 0x1b, 0x7e, 0xbc,
+            0x9c, 0x98, 0x2c, 0xcf, 0x2e, 0xc4, 0x96, 0x8c, 0xc0, 0xcd, 0x55, 0xf1, 0x2a, 0xf4, 0x66, 0x0c,
+        ])
         XCTAssertFalse(other.verify(signature: signature, message: message))
     }
 
