@@ -197,6 +197,7 @@ public enum ControlEventName {
         "quality",             // {warning, raised, value?}: a call-quality warning raised or cleared
         "listen",              // {room, state, reason?}: the connection to the room listened to
         "config",              // {what, by}: configuration changed (profile, volume, log level, reload)
+        "room_refused",        // {reason}: the configured room refused at a join or reload (e.g. a placement that does not verify)
         "levels",              // {mic_dbfs, speaker_dbfs, ...}: only with "levels": true
     ]
 }

@@ -108,6 +108,9 @@ final class TokenPlacementProcessTests: ProcessTestCase {
         }
         let t = dir + "/t.sock", l = dir + "/l.sock", j = dir + "/j.sock"
         for s in [t, l, j] { waitForSocket(s) }
+        // Subscribed long before the tampered token arrives: the refusal is an event too.
+        let refusedEvent = try launch(roomctl, ["--socket", t, "--json", "events", "--event", "room_refused", "--count", "1", "--timeout", "40"],
+                                      log: dir + "/t-events.log")
         func log(_ name: String) -> String { ((try? String(contentsOfFile: dir + "/\(name).log", encoding: .utf8)) ?? "").suffix(1500).description }
 
         // Placed by their tokens: T and L on roomserver 1, J on Janus 1's room 1234.
@@ -138,6 +141,9 @@ final class TokenPlacementProcessTests: ProcessTestCase {
         XCTAssertTrue(connectedWithMedia(t), "\(controlStatus(t))")
         XCTAssertTrue(log("t").contains("placement signature does not verify"), log("t"))
         XCTAssertGreaterThan(speaker(l), -45, "L still hears T")
+        XCTAssertTrue(within(3) { !refusedEvent.isRunning }, "no room_refused event")
+        let event = (try? String(contentsOfFile: dir + "/t-events.log", encoding: .utf8)) ?? ""
+        XCTAssertTrue(event.contains("room_refused") && event.contains("placement signature does not verify"), event)
 
         // Roomserver 1 dies. The service places the room on roomserver 2 and issues new tokens;
         // each appliance reloads (its token file rewritten, as a token refresh does) and moves.
