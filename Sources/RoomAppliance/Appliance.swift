@@ -352,6 +352,8 @@ final class Appliance {
         // A new token that places the room on another instance (or no longer places it) moves
         // the settings' room there: leave, then join the new place.
         let moved = inSettingsRoom && placed.map { $0.placement != placement } ?? false
+        // No room yet because the start's token was refused: the first good one joins.
+        let firstJoin = session == nil && placed != nil
 
         let changedFileKeys = settings.commit(next)
         let now = settings.effective
@@ -379,9 +381,11 @@ final class Appliance {
         }
         let roomKeys = ["room.server", "room.role", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
                         "room.plaintext_signalling", "room.backend", "room.janus_room", "room.janus_pin", "room.janus_secret", "room.stun_server", "room.display_name"]
-        if roomChanged || moved, let placed {
+        if roomChanged || moved || firstJoin, let placed {
             do {
-                if moved, let next = placed.placement {
+                if firstJoin, let next = placed.placement {
+                    Log.notice("room: placed by the token: \(next)")
+                } else if moved, let next = placed.placement {
                     Log.notice("room: moved by the token: \(next) (was \(placement.map(\.description) ?? "room.server"))")
                 }
                 try room.connect(placed.target, muted: session?.isSelfMuted ?? now.muted)
@@ -389,7 +393,7 @@ final class Appliance {
                 settingsToken = placed.token
                 placement = placed.placement
                 report.rejoined += (roomKeys + ["room.placement_key"]).filter { changedFileKeys.contains($0) }
-                if moved && !report.rejoined.contains("room.token") { report.rejoined.append("room.token") }
+                if (moved || firstJoin) && !report.rejoined.contains("room.token") { report.rejoined.append("room.token") }
             } catch {
                 Log.error("room: \(error)")
             }

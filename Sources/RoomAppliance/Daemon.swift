@@ -82,8 +82,15 @@ public struct Daemon {
             do {
                 try appliance.join()
             } catch {
-                engine.stop()
-                throw .config("room: \(error)")
+                // A token whose placement is refused (tampered, expired during an outage) must
+                // not keep the appliance down and mute about why: it runs without a room,
+                // `roomctl status` says why (`room_refused`), and a reload with a good token joins.
+                if initial.placementKey != nil, appliance.roomRefusal != nil {
+                    Log.error("room: \(error); no room until a token that verifies is reloaded")
+                } else {
+                    engine.stop()
+                    throw .config("room: \(error)")
+                }
             }
             appliance.listenAgain()
         }

@@ -82,8 +82,19 @@ final class TokenPlacementProcessTests: ProcessTestCase {
         }
         try place(standup: rs1.tcp, audioBridge: (1234, j1))
         try mint("standup", "talker", into: dir + "/t.token")
-        try mint("standup", "listener", into: dir + "/l.token")
+        try mint("standup", "listener", into: dir + "/l.good-token")
         try mint("1234", "janus-board", into: dir + "/j.token")
+        /// `file`'s token with its server claim changed to roomserver 2 and its signature kept.
+        func tamper(_ file: String) throws -> String {
+            let good = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let parts = good.split(separator: ".").map(String.init)
+            let payload = String(decoding: try XCTUnwrap(Data(base64URL: parts[1])), as: UTF8.self)
+            let forged = payload.replacingOccurrences(of: "127.0.0.1:\(rs1.tcp)", with: "127.0.0.1:\(rs2.tcp)")
+            XCTAssertNotEqual(forged, payload)
+            return [parts[0], Data(forged.utf8).base64URL, parts[2]].joined(separator: ".")
+        }
+        // L starts with a tampered token: it must come up without a room and say why.
+        try tamper(dir + "/l.good-token").write(toFile: dir + "/l.token", atomically: true, encoding: .utf8)
         // Without --signing-key a placed room's token is refused: it could not be checked.
         let unsigned = try runSeparated(server, ["mint-token", "--config", dir + "/service.conf", "--key", "dev", "--room", "standup", "--user", "x"])
         XCTAssertEqual(unsigned.status, 2)
@@ -113,6 +124,17 @@ final class TokenPlacementProcessTests: ProcessTestCase {
                                       log: dir + "/t-events.log")
         func log(_ name: String) -> String { ((try? String(contentsOfFile: dir + "/\(name).log", encoding: .utf8)) ?? "").suffix(1500).description }
 
+        // L, started with the tampered token, runs without a room and shows the refusal; its
+        // good token and a reload join it.
+        XCTAssertTrue(within(10) { (controlStatus(l)["room_refused"] as? String ?? "").contains("placement signature does not verify") },
+                      "L: \(controlStatus(l))\n\(log("l"))")
+        XCTAssertEqual(controlStatus(l)["connection"] as? String, "idle")
+        XCTAssertNil(controlStatus(l)["placement"])
+        try FileManager.default.removeItem(atPath: dir + "/l.token")
+        try FileManager.default.copyItem(atPath: dir + "/l.good-token", toPath: dir + "/l.token")
+        let joined = try runSeparated(roomctl, ["--socket", l, "reload"])
+        XCTAssertEqual(joined.status, 0, joined.stdout + joined.stderr)
+
         // Placed by their tokens: T and L on roomserver 1, J on Janus 1's room 1234.
         XCTAssertTrue(within(15) { [t, l, j].allSatisfy(connectedWithMedia) },
                       "T: \(controlStatus(t))\nL: \(controlStatus(l))\nJ: \(controlStatus(j))\n\(log("t"))\n\(log("j"))")
@@ -126,12 +148,7 @@ final class TokenPlacementProcessTests: ProcessTestCase {
 
         // A tampered token: the server claim changed to roomserver 2, the signature kept. The
         // reload is refused with the reason, and T stays where it was, still heard by L.
-        let good = try String(contentsOfFile: dir + "/t.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let parts = good.split(separator: ".").map(String.init)
-        let payload = String(decoding: try XCTUnwrap(Data(base64URL: parts[1])), as: UTF8.self)
-        let forged = payload.replacingOccurrences(of: "127.0.0.1:\(rs1.tcp)", with: "127.0.0.1:\(rs2.tcp)")
-        XCTAssertNotEqual(forged, payload)
-        try [parts[0], Data(forged.utf8).base64URL, parts[2]].joined(separator: ".").write(toFile: dir + "/t.token", atomically: true, encoding: .utf8)
+        try tamper(dir + "/t.token").write(toFile: dir + "/t.token", atomically: true, encoding: .utf8)
         let refused = try runSeparated(roomctl, ["--socket", t, "reload"])
         XCTAssertNotEqual(refused.status, 0)
         XCTAssertTrue((refused.stdout + refused.stderr).contains("token: placement signature does not verify"), refused.stdout + refused.stderr)
