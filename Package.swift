@@ -187,7 +187,7 @@ let package = Package(
         .target(name: "RoomAppliance", dependencies: ["RoomALSA", "RoomAudio", "RoomBase", "RoomBuildInfo", "RoomCallMedia", "RoomCaptureChain", "RoomClient", "RoomControl", "RoomCrypto", "RoomDSP", "RoomGPIO", "RoomJSON", "RoomJanusBackend", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSIP", "RoomSettings", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomd", dependencies: ["RoomAppliance", "RoomSystem"],
                           exclude: ["link-order.txt", "rodata.ld"], linkerSettings: roomdReleaseLink),
-        .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
+        .executableTarget(name: "roomserver", dependencies: ["RoomBase", "RoomBuildInfo", "RoomCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"]),
         .executableTarget(name: "roomctl", dependencies: ["RoomBuildInfo", "RoomControl", "RoomSystem"]),
         // Micro-benchmarks behind scripts/bench (APM, Opus); the engine benches run roomd itself.
         .executableTarget(name: "roombench", dependencies: ["CLinux", "RoomAudio", "RoomCaptureChain", "RoomMedia", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"], path: "Sources/Tools/roombench"),

@@ -5,6 +5,7 @@ import RoomControl
 import RoomDSP
 import RoomJanusBackend
 import RoomModel
+import RoomProtocol
 import RoomSettings
 import RoomSystem
 
@@ -105,6 +106,29 @@ final class Appliance {
     /// settings' room; nil while a `roomctl join` with its own server or token is in use (a
     /// reload must not send the file's token to another server).
     private var settingsToken: String?
+    /// Where the token placed the room in use (nil: the configuration or a `roomctl join`
+    /// placed it): a reload whose token places it elsewhere moves the appliance.
+    private(set) var placement: TokenPlacement?
+    /// Whether the room in use is the settings' (not a `roomctl join` with its own server or
+    /// token): only then may a new token in the settings move it.
+    private var inSettingsRoom = false
+    /// Why the settings' room was last refused (a placement that does not verify, an unreadable
+    /// token file), nil once a join or reload got through: `roomctl status` shows it, since the
+    /// appliance stays in the room it was in and nothing else would say why.
+    private(set) var roomRefusal: String?
+
+    /// The settings' room (or their server with a token given), its refusal recorded for status.
+    private func placeSettingsRoom(_ e: EffectiveSettings, token: String? = nil, role: RoomRole) throws(SystemError) -> PlacedRoom? {
+        do {
+            let placed = try RoomPlacer.place(e, token: token, role: role)
+            roomRefusal = nil
+            return placed
+        } catch {
+            roomRefusal = error.description
+            control?.roomRefused(error.description)
+            throw error
+        }
+    }
 
     /// Why a `join` with these overrides is refused, if it is: the configured token (roomserver)
     /// or room PIN and secret (Janus) are the configured server's, and go to no other. A
@@ -128,24 +152,37 @@ final class Appliance {
 
     /// Joins with the effective settings, or with what a `join` request overrides (`addresses`
     /// already parsed by the caller, so a bad one is reported as a bad argument).
+    /// Without a server of its own the join goes where the token places the room (checked
+    /// against `room.placement_key`), else to `room.server`.
     func join(addresses requested: [HostPort]? = nil, token: String? = nil, role: String? = nil) throws(SystemError) {
         let e = settings.effective
-        let addresses: [HostPort]
-        if let requested { addresses = requested } else { addresses = try Self.addresses(e.servers) }
-        guard !addresses.isEmpty else {
+        let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
+        guard let requested else {
+            guard let placed = try placeSettingsRoom(e, token: token, role: roomRole) else {
+                throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
+            }
+            if let placement = placed.placement { Log.notice("room: placed by the token: \(placement)") }
+            try room.connect(placed.target, muted: session?.isSelfMuted ?? e.muted)
+            inSettingsRoom = token == nil
+            settingsToken = inSettingsRoom ? placed.token : nil
+            placement = placed.placement
+            return
+        }
+        guard !requested.isEmpty else {
             throw SystemError("no room server: give one (roomctl join --server host:port) or set room.server in the configuration file")
         }
-        let roomRole = RoomRole(rawValue: role ?? e.role) ?? .streamer
+        inSettingsRoom = false
+        placement = nil
         if e.backend == .janus {
-            try room.connect(try Self.janusTarget(e, addresses: addresses, role: roomRole), muted: session?.isSelfMuted ?? e.muted)
+            try room.connect(try Self.janusTarget(e, addresses: requested, role: roomRole), muted: session?.isSelfMuted ?? e.muted)
             settingsToken = nil
             return
         }
         let joinToken: String
         if let token { joinToken = token } else { joinToken = try Self.readToken(e) }
-        try room.connect(.roomserver(servers: addresses, tls: e.signalling.tlsSettings, token: joinToken, role: roomRole),
+        try room.connect(.roomserver(servers: requested, tls: e.signalling.tlsSettings, token: joinToken, role: roomRole),
                          muted: session?.isSelfMuted ?? e.muted)
-        settingsToken = requested == nil && token == nil ? joinToken : nil
+        settingsToken = nil
     }
 
     // MARK: a second room, listened to
@@ -332,28 +369,26 @@ final class Appliance {
         let roomChanged = after.servers != before.servers || after.role != before.role || after.signalling != before.signalling
             || after.backend != before.backend || after.janusRoom != before.janusRoom || after.janusPin != before.janusPin || after.janusSecret != before.janusSecret || after.stunServer != before.stunServer
             || (after.backend == .janus && after.displayName != before.displayName)
+            || after.placementKey != before.placementKey
         // The token file is compared by content: rotating a token is rewriting that file and
-        // reloading, with the path unchanged.
-        var token: String?
-        var addresses: [HostPort] = []
-        var janus: RoomTarget?
-        if !after.servers.isEmpty && room.isEnabled && after.backend == .janus {
+        // reloading, with the path unchanged. A token that places the room is checked here,
+        // before anything changes: refused, the appliance stays where it is.
+        var placed: PlacedRoom?
+        if room.isEnabled && after.placesRoom {
             do {
-                addresses = try Self.addresses(after.servers)
-                janus = try Self.janusTarget(after, addresses: addresses, role: RoomRole(rawValue: after.role) ?? .streamer)
-            } catch {
-                return .failure(.system("room: \(error)"))
-            }
-        } else if !after.servers.isEmpty && room.isEnabled {
-            do {
-                token = try Self.readToken(after)
-                addresses = try Self.addresses(after.servers)
+                placed = try placeSettingsRoom(after, role: RoomRole(rawValue: after.role) ?? .streamer)
             } catch {
                 return .failure(.system("room: \(error)"))
             }
         }
+        let token = placed?.target.kind == .roomserver ? placed?.token : nil
         // Only a change of the settings' own token is refreshed, and only in the settings' room.
-        let tokenChanged = token != nil && settingsToken != nil && token != settingsToken
+        let tokenChanged = placed?.token != nil && settingsToken != nil && placed?.token != settingsToken
+        // A new token that places the room on another instance (or no longer places it) moves
+        // the settings' room there: leave, then join the new place.
+        let moved = inSettingsRoom && placed.map { $0.placement != placement } ?? false
+        // No room yet because the start's token was refused: the first good one joins.
+        let firstJoin = session == nil && placed != nil
         // A new SIP account is checked (its password file, its registrar) before anything changes.
         let sipChanged = next.sip != settings.file.sip
         if sipChanged, let sip = next.sip {
@@ -386,31 +421,33 @@ final class Appliance {
         }
         let roomKeys = ["room.server", "room.role", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
                         "room.plaintext_signalling", "room.backend", "room.janus_room", "room.janus_pin", "room.janus_secret", "room.stun_server", "room.display_name"]
-        if roomChanged, let janus {
+        if roomChanged || moved || firstJoin, let placed {
             do {
-                try room.connect(janus, muted: session?.isSelfMuted ?? now.muted)
-                settingsToken = nil
-                report.rejoined += roomKeys.filter { changedFileKeys.contains($0) }
-            } catch {
-                Log.error("room: \(error)")
-            }
-        } else if roomChanged, let token, !addresses.isEmpty {
-            do {
-                try room.connect(.roomserver(servers: addresses, tls: now.signalling.tlsSettings, token: token, role: RoomRole(rawValue: now.role) ?? .streamer),
-                                 muted: session?.isSelfMuted ?? now.muted)
-                settingsToken = token
-                report.rejoined += roomKeys.filter { changedFileKeys.contains($0) }
+                if firstJoin, let next = placed.placement {
+                    Log.notice("room: placed by the token: \(next)")
+                } else if moved, let next = placed.placement {
+                    Log.notice("room: moved by the token: \(next) (was \(placement.map(\.description) ?? "room.server"))")
+                }
+                try room.connect(placed.target, muted: session?.isSelfMuted ?? now.muted)
+                inSettingsRoom = true
+                settingsToken = placed.token
+                placement = placed.placement
+                report.rejoined += (roomKeys + ["room.placement_key"]).filter { changedFileKeys.contains($0) }
+                if (moved || firstJoin) && !report.rejoined.contains("room.token") { report.rejoined.append("room.token") }
             } catch {
                 Log.error("room: \(error)")
             }
         } else if roomChanged && now.servers.isEmpty {
             report.restartNeeded.append("room.server")
-        } else if tokenChanged, let token, let session {
-            // The token is refreshed in place: the call goes on (protocol `refresh_token`).
-            settingsToken = token
-            session.refreshToken(token) { result in
-                if case .failure(let e) = result { Log.warning("reload: token refresh refused: \(e.message)") }
+        } else if tokenChanged, let placed, let session {
+            settingsToken = placed.token
+            if let token {
+                // The token is refreshed in place: the call goes on (protocol `refresh_token`).
+                session.refreshToken(token) { result in
+                    if case .failure(let e) = result { Log.warning("reload: token refresh refused: \(e.message)") }
+                }
             }
+            // A Janus room takes no token: the new one is kept for the next reload to compare.
             report.applied.append("room.token")
         }
         // The token's source moved (`room.token_file` renamed, or the token now written in the

@@ -42,6 +42,12 @@ final class ControlBridge {
         server?.broadcast(event: "config", ["what": .string("reload"), "keys": .array((r.applied + r.rejoined).map(JSONValue.string))])
     }
 
+    /// The settings' room refused (a placement that does not verify, an unreadable token) →
+    /// a `room_refused` event; the appliance stays where it was.
+    func roomRefused(_ reason: String) {
+        server?.broadcast(event: "room_refused", ["reason": .string(reason)])
+    }
+
     // MARK: requests
 
     private func handle(_ command: ControlCommand, reply: @escaping (ControlResult) -> Void) {
@@ -295,6 +301,12 @@ final class ControlBridge {
         }
         // The call-quality warnings raised now (empty: none; docs/control-api.md, "Call quality").
         o["quality_warnings"] = .array(appliance.quality.active.map { .string($0.rawValue) })
+        // Where the token placed the room (docs/scaling.md), and why the settings' room was
+        // last refused, if it was.
+        if let p = appliance.placement {
+            o["placement"] = .object(["backend": .string(p.backend.rawValue), "server": .string(p.server), "room": .string(p.room)])
+        }
+        if let refusal = appliance.roomRefusal { o["room_refused"] = .string(refusal) }
         guard let session else {
             o["connection"] = .string("idle")
             o["joined"] = .bool(false)

@@ -43,8 +43,8 @@ public struct Daemon {
             throw StartFailure(2, LogLevelNames.refusal("log.level", initial.logLevel))
         }
         Log.level = level
-        if !initial.servers.isEmpty && options.loopback {
-            throw StartFailure(2, "--loopback: the configuration joins a room (room.server); loopback and a room exclude each other")
+        if initial.placesRoom && options.loopback {
+            throw StartFailure(2, "--loopback: the configuration joins a room (room.server or room.placement_key); loopback and a room exclude each other")
         }
 
         var reload: (() -> Void)?
@@ -92,18 +92,25 @@ public struct Daemon {
                 throw .config("\(error)")
             }
         }
-        if !initial.servers.isEmpty {
+        if initial.placesRoom {
             // The benches turn this into e2e.join_ms (join request to first remote audio played).
             if options.json { printLine("{\"event\":\"room_session_start\",\"monotonic_ns\":\(monotonicNanoseconds())}") }
             do {
                 try appliance.join()
             } catch {
-                engine.stop()
-                throw .config("room: \(error)")
+                // A token whose placement is refused (tampered, expired during an outage) must
+                // not keep the appliance down and mute about why: it runs without a room,
+                // `roomctl status` says why (`room_refused`), and a reload with a good token joins.
+                if initial.placementKey != nil, appliance.roomRefusal != nil {
+                    Log.error("room: \(error); no room until a token that verifies is reloaded")
+                } else {
+                    engine.stop()
+                    throw .config("room: \(error)")
+                }
             }
             appliance.listenAgain()
         }
-        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: !initial.servers.isEmpty)
+        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: initial.placesRoom)
     }
 
     /// The event loop and the signals. Before any thread starts, so every thread inherits the

@@ -10,6 +10,9 @@ struct EffectiveSettings: Equatable {
     var servers: [String]
     var token: String?
     var tokenFile: String?
+    /// The room service's public key file (`room.placement_key`), file only: it checks whatever
+    /// token is in use, the command line's included.
+    var placementKey: String?
     var role: String
     var backend: RoomBackendKind
     var janusRoom: UInt64?
@@ -28,6 +31,12 @@ struct EffectiveSettings: Equatable {
     var controlGroup: String?
     var logLevel: String
     var muted: Bool
+}
+
+extension EffectiveSettings {
+    /// Whether these settings name a room to join: a server, or a token checked for where it
+    /// places the room.
+    var placesRoom: Bool { !servers.isEmpty || placementKey != nil }
 }
 
 /// room.tls_* and room.plaintext_signalling after layering: TLS unless plain is asked for.
@@ -131,6 +140,7 @@ final class SettingsStore {
             servers: servers,
             token: tokenFromOptions ? o.token : file.token,
             tokenFile: tokenFromOptions ? o.tokenFile : file.tokenFile,
+            placementKey: file.placementKey,
             role: o.role ?? file.role ?? "streamer",
             backend: backend,
             janusRoom: o.servers.isEmpty ? (o.janusRoom ?? file.janusRoom) : o.janusRoom,

@@ -202,6 +202,7 @@ public enum ControlEventName {
         "call",                // {state, peer?, name?, codec?, held?, bridged?, reason?}: a SIP call rang, started, changed or ended
         "dtmf",                // {digit}: the far end of the call sent a DTMF digit
         "config",              // {what, by}: configuration changed (profile, volume, log level, reload)
+        "room_refused",        // {reason}: the configured room refused at a join or reload (e.g. a placement that does not verify)
         "levels",              // {mic_dbfs, speaker_dbfs, ...}: only with "levels": true
     ]
 }

@@ -26,10 +26,19 @@ public struct RoomTokenClaims: Sendable, Hashable, Codable {
     public var exp: Int
     public var nbf: Int
     public var iat: Int
+    /// Placement (docs/scaling.md, "Placement in the token"): which kind of server hosts the
+    /// room (`roomserver` or `janus`) and which instance (`host:port`), both or neither. Kept
+    /// as the token says them: an appliance checks them with `TokenPlacement`, after the
+    /// signature; roomserver, which is the instance already, does not need them.
+    public var backend: String?
+    public var server: String?
 
     public init(
-        app: String, room: String, sub: String, name: String, grants: RoomGrants, exp: Int, nbf: Int, iat: Int
+        app: String, room: String, sub: String, name: String, grants: RoomGrants, exp: Int, nbf: Int, iat: Int,
+        backend: String? = nil, server: String? = nil
     ) {
+        self.backend = backend
+        self.server = server
         self.app = app
         self.room = room
         self.sub = sub
@@ -47,7 +56,7 @@ public struct RoomTokenClaims: Sendable, Hashable, Codable {
         }
     }
 
-    enum CodingKeys: String, CodingKey { case app, room, sub, name, grants, exp, nbf, iat }
+    enum CodingKeys: String, CodingKey { case app, room, sub, name, grants, exp, nbf, iat, backend, server }
     enum GrantKeys: String, CodingKey { case publish, moderate }
 
     public init(from decoder: any Decoder) throws {
@@ -63,6 +72,8 @@ public struct RoomTokenClaims: Sendable, Hashable, Codable {
         exp = try c.int(.exp)
         nbf = try c.int(.nbf)
         iat = try c.int(.iat)
+        backend = try c.decodeIfPresent(String.self, forKey: .backend)
+        server = try c.decodeIfPresent(String.self, forKey: .server)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -77,6 +88,8 @@ public struct RoomTokenClaims: Sendable, Hashable, Codable {
         try c.encode(exp, forKey: .exp)
         try c.encode(nbf, forKey: .nbf)
         try c.encode(iat, forKey: .iat)
+        try c.encodeIfPresent(backend, forKey: .backend)
+        try c.encodeIfPresent(server, forKey: .server)
     }
 }
 
@@ -125,21 +138,29 @@ private struct TokenHeader: Codable {
     var crit: [String]?
 }
 
-/// Mints room tokens: JWS compact serialisation, HS256 (HMAC-SHA256), the key id in `kid`
-/// so a server can hold several keys at once (rotation, several apps).
+/// Mints room tokens: JWS compact serialisation, the key id in `kid` so a server can hold
+/// several keys at once (rotation, several apps). HS256 (HMAC-SHA256) with a shared secret, or
+/// EdDSA (Ed25519, RFC 8037) with the service's private key: the only kind an appliance, which
+/// holds no secret, can check, and so the only kind whose placement claims it follows.
 public enum RoomToken {
     public static let algorithm = "HS256"
+    public static let publicKeyAlgorithm = "EdDSA"
 
     public static func mint(claims: RoomTokenClaims, keyID: String, secret: [UInt8]) -> String {
-        mint(claims: claims, keyID: keyID) { HMAC.sha256(key: secret, message: $0) }
+        mint(claims: claims, keyID: keyID, algorithm: algorithm) { HMAC.sha256(key: secret, message: $0) }
     }
 
     /// With a key held in locked memory (the server's `[keys]`).
     public static func mint(claims: RoomTokenClaims, keyID: String, secret: SecretBytes) -> String {
-        mint(claims: claims, keyID: keyID) { HMAC.sha256(key: secret, message: $0) }
+        mint(claims: claims, keyID: keyID, algorithm: algorithm) { HMAC.sha256(key: secret, message: $0) }
     }
 
-    private static func mint(claims: RoomTokenClaims, keyID: String, sign: ([UInt8]) -> [UInt8]) -> String {
+    /// EdDSA: signed with the service's Ed25519 key, verifiable with its public key alone.
+    public static func mint(claims: RoomTokenClaims, keyID: String, signingKey: Ed25519PrivateKey) -> String {
+        mint(claims: claims, keyID: keyID, algorithm: publicKeyAlgorithm) { signingKey.sign($0) }
+    }
+
+    private static func mint(claims: RoomTokenClaims, keyID: String, algorithm: String, sign: ([UInt8]) -> [UInt8]) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         // Encoding plain strings, bools and integers cannot fail.
@@ -171,6 +192,9 @@ public struct RoomTokenVerifier: Sendable {
     /// Key id → secret, in locked memory that is wiped when the verifier goes (a configuration
     /// reload replaces it).
     public let keys: [String: SecretBytes]
+    /// Key id → Ed25519 public key, for EdDSA tokens. A key id is looked up only in the table of
+    /// the token's algorithm, so a token cannot have an HMAC secret used as anything else.
+    public let publicKeys: [String: Ed25519PublicKey]
     public let leeway: Int
     private let clock: @Sendable () -> Int
 
@@ -187,10 +211,12 @@ public struct RoomTokenVerifier: Sendable {
     }
 
     public init(
-        secretKeys keys: [String: SecretBytes], leeway: Int = RoomTokenVerifier.defaultLeeway,
+        secretKeys keys: [String: SecretBytes], publicKeys: [String: Ed25519PublicKey] = [:],
+        leeway: Int = RoomTokenVerifier.defaultLeeway,
         clock: @escaping @Sendable () -> Int = RoomTokenVerifier.systemClock
     ) {
         self.keys = keys
+        self.publicKeys = publicKeys
         self.leeway = max(0, leeway)
         self.clock = clock
     }
@@ -218,6 +244,16 @@ public struct RoomTokenVerifier: Sendable {
         return try decode(RoomTokenClaims.self, payloadBytes, part: "claims")
     }
 
+    /// The header's `alg` and `kid`, unverified: which check a token asks for and under which
+    /// key id, so an appliance can say why it cannot check one (an HS256 token) before trying.
+    public static func unverifiedHeader(_ token: String) throws(TokenError) -> (alg: String, kid: String?) {
+        guard token.utf8.count <= maxTokenLength else { throw .malformed("longer than \(maxTokenLength) bytes") }
+        guard let first = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first,
+              let bytes = Base64URL.decode(first) else { throw .malformed("header is not base64url") }
+        let header = try decode(TokenHeader.self, bytes, part: "header")
+        return (header.alg, header.kid)
+    }
+
     /// Everything but the room and grant checks: for a `refresh_token`, whose room is then
     /// compared with the session's.
     public func verifySignatureAndTime(_ token: String) throws(TokenError) -> RoomTokenClaims {
@@ -231,20 +267,30 @@ public struct RoomTokenVerifier: Sendable {
         guard let signature = Base64URL.decode(parts[2]) else { throw .malformed("signature is not base64url") }
 
         let header = try Self.decode(TokenHeader.self, headerBytes, part: "header")
-        // Only HS256: "none" and every other algorithm are refused, so a token cannot pick a
-        // weaker check than the one the server intends (RFC 8725 §3.1).
-        guard header.alg == RoomToken.algorithm else { throw .malformed("header alg \"\(header.alg)\" is not HS256") }
+        // Only HS256 and EdDSA: "none" and every other algorithm are refused, so a token cannot
+        // pick a weaker check than the one the server intends (RFC 8725 §3.1).
+        guard header.alg == RoomToken.algorithm || header.alg == RoomToken.publicKeyAlgorithm else {
+            throw .malformed("header alg \"\(header.alg)\" is not HS256 or EdDSA")
+        }
         if let typ = header.typ, typ != "JWT" { throw .malformed("header typ \"\(typ)\" is not JWT") }
         if header.crit != nil { throw .malformed("header has crit extensions") }
         guard let kid = header.kid else { throw .malformed("header has no kid") }
-        guard let secret = keys[kid] else { throw .unknownKey(kid) }
-        guard signature.count == HMAC.sha256Size else {
-            throw .malformed("signature is \(signature.count) bytes, not \(HMAC.sha256Size)")
-        }
 
-        let signingInput = token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
-        let expected = HMAC.sha256(key: secret, message: Array(signingInput))
-        guard ConstantTime.equal(expected, signature) else { throw .badSignature }
+        let signingInput = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+        if header.alg == RoomToken.publicKeyAlgorithm {
+            guard let key = publicKeys[kid] else { throw .unknownKey(kid) }
+            guard signature.count == Ed25519PublicKey.signatureSize else {
+                throw .malformed("signature is \(signature.count) bytes, not \(Ed25519PublicKey.signatureSize)")
+            }
+            guard key.verify(signature: signature, message: signingInput) else { throw .badSignature }
+        } else {
+            guard let secret = keys[kid] else { throw .unknownKey(kid) }
+            guard signature.count == HMAC.sha256Size else {
+                throw .malformed("signature is \(signature.count) bytes, not \(HMAC.sha256Size)")
+            }
+            let expected = HMAC.sha256(key: secret, message: signingInput)
+            guard ConstantTime.equal(expected, signature) else { throw .badSignature }
+        }
 
         let claims = try Self.decode(RoomTokenClaims.self, payloadBytes, part: "claims")
         let now = clock()

@@ -124,8 +124,7 @@ public final class RoomServer {
         self.options = options
         self.loop = loop
         connectionCapacity = configuration.limits.maxConnections
-        verifier = RoomTokenVerifier(
-            secretKeys: configuration.keys.mapValues(\.secret), leeway: configuration.tokenLeeway, clock: options.wallClock)
+        verifier = Self.verifier(configuration, clock: options.wallClock)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         replyBuffer = .allocate(byteCount: 64, alignment: 8)
@@ -315,6 +314,7 @@ public final class RoomServer {
         if new.srtp != old.srtp { report.restartNeeded.append("media.srtp") }
         if new.logLevel != old.logLevel { report.applied.append("server.log_level") }
         if new.keys != old.keys { report.applied.append("keys") }
+        if new.publicKeys != old.publicKeys { report.applied.append("public_keys") }
         if new.tokenLeeway != old.tokenLeeway { report.applied.append("server.token_leeway") }
         if new.room.policy != old.room.policy { report.applied.append("rooms.policy") }
         if new.room.speakerLimit != old.room.speakerLimit { report.applied.append("rooms.speaker_limit") }
@@ -329,10 +329,16 @@ public final class RoomServer {
         kept.media = old.media
         kept.srtp = old.srtp
         configuration = kept
-        if new.keys != old.keys || new.tokenLeeway != old.tokenLeeway {
-            verifier = RoomTokenVerifier(secretKeys: kept.keys.mapValues(\.secret), leeway: kept.tokenLeeway, clock: options.wallClock)
+        if new.keys != old.keys || new.publicKeys != old.publicKeys || new.tokenLeeway != old.tokenLeeway {
+            verifier = Self.verifier(kept, clock: options.wallClock)
         }
         return report
+    }
+
+    /// Tokens signed with `[keys]` (HS256) or `[public_keys]` (EdDSA).
+    static func verifier(_ configuration: RoomServerConfiguration, clock: @escaping @Sendable () -> Int) -> RoomTokenVerifier {
+        RoomTokenVerifier(secretKeys: configuration.keys.mapValues(\.secret), publicKeys: configuration.publicKeys.mapValues(\.key),
+                          leeway: configuration.tokenLeeway, clock: clock)
     }
 
     func nowMs() -> Int64 { Int64(monotonicNanoseconds() / 1_000_000) }

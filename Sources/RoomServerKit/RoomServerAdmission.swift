@@ -223,11 +223,11 @@ extension RoomServer {
 
     /// The key that signed the token must belong to the token's application.
     func checkApp(_ token: String, _ claims: RoomTokenClaims) throws(TokenError) {
-        guard let kid = Self.keyID(of: token), let key = configuration.keys[kid] else {
+        guard let kid = Self.keyID(of: token), let appID = configuration.keys[kid]?.appID ?? configuration.publicKeys[kid]?.appID else {
             throw .malformed("header has no kid")
         }
-        guard key.appID == claims.app else {
-            throw .unknownKey("\(kid) (it signs for application \"\(key.appID)\", not \"\(claims.app)\")")
+        guard appID == claims.app else {
+            throw .unknownKey("\(kid) (it signs for application \"\(appID)\", not \"\(claims.app)\")")
         }
     }
 

@@ -28,6 +28,29 @@ public struct RoomServerKey: Sendable, Equatable {
     public static let minimumSecretBytes = 32
 }
 
+/// One key of `[public_keys]`: an Ed25519 public key that verifies EdDSA tokens for one
+/// application. The private half stays with whoever mints (`mint-token --signing-key`), so a
+/// server that only verifies never holds it, and appliances check placement with the same
+/// public key (docs/security.md, "Placement in the token").
+public struct RoomServerPublicKey: Sendable, Equatable {
+    public var keyID: String
+    public var appID: String
+    public var key: Ed25519PublicKey
+}
+
+/// One row of `[placement]`: the instance a room lives on, which `mint-token` writes into the
+/// room's tokens (docs/scaling.md, "Placement in the token").
+public struct RoomPlacementEntry: Sendable, Equatable {
+    public var backend: TokenPlacement.Backend
+    /// `host:port`: roomserver's signalling, or Janus's WebSocket transport.
+    public var server: String
+
+    public init(backend: TokenPlacement.Backend, server: String) {
+        self.backend = backend
+        self.server = server
+    }
+}
+
 /// `[tls]`: the server's certificate chain (PEM, leaf first) and private key (PEM). Read at
 /// start and on every reload (a renewal replaces the files in place).
 public struct RoomServerTLSFiles: Sendable, Equatable {
@@ -92,6 +115,10 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     public var logLevel: LogLevel
     /// By key id.
     public var keys: [String: RoomServerKey]
+    /// `[public_keys]`, by key id: EdDSA tokens' keys. No id is in both tables.
+    public var publicKeys: [String: RoomServerPublicKey] = [:]
+    /// `[placement]`, by room: where `mint-token` places each room it lists.
+    public var placement: [String: RoomPlacementEntry] = [:]
     /// Settings every room is created with (`[rooms]`).
     public var room: RoomConfig
     /// Most participants in one room (`rooms.max_participants`); joins beyond are refused
@@ -125,6 +152,8 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         ("server", ["listen", "plain_listen", "media", "log_level", "token_leeway"]),
         ("tls", ["cert_file", "key_file"]),
         ("keys", []),
+        ("public_keys", []),
+        ("placement", []),
         ("rooms", ["policy", "speaker_limit", "top_n", "max_participants", "reconnect_grace_ms"]),
         ("media", ["srtp"]),
         ("limits", ["hello_timeout_ms", "max_connections", "max_unjoined_per_address", "media_packets_per_second", "media_bytes_per_second", "app_messages_per_second", "app_message_bytes_per_second", "room_app_messages_per_second", "room_app_message_bytes_per_second"]),
@@ -144,7 +173,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     /// Parses configuration text; `file` names it in errors.
     public static func parse(text: String, file: String) throws(ConfigError) -> RoomServerConfiguration {
         let values = ConfigValues(entries: try INIParser.parse(text: text, file: file), file: file)
-        try values.checkNames(sections: sections, dynamicKey: { $0.section == "keys" })
+        try values.checkNames(sections: sections, dynamicKey: { ["keys", "public_keys", "placement"].contains($0.section) })
 
         func address(_ text: String, key: String) throws(ConfigError) -> SocketAddress {
             let address: SocketAddress
@@ -208,6 +237,19 @@ public struct RoomServerConfiguration: Sendable, Equatable {
             keys[key.keyID] = key
         }
 
+        var publicKeys: [String: RoomServerPublicKey] = [:]
+        for entry in values.entries where entry.section == "public_keys" {
+            if keys[entry.key] != nil {
+                throw ConfigError(file: file, line: entry.line, key: entry.qualifiedKey,
+                                  message: "key id \"\(entry.key)\" is also in [keys]: one id names one key")
+            }
+            publicKeys[entry.key] = try parsePublicKey(entry, file: file, directory: directory)
+        }
+        var placement: [String: RoomPlacementEntry] = [:]
+        for entry in values.entries where entry.section == "placement" {
+            placement[entry.key] = try parsePlacement(entry, file: file)
+        }
+
         var room = RoomConfig()
         room.policy = try values.value("rooms.policy", as: RoomStagePolicy.self) ?? room.policy
         room.speakerLimit = try values.int("rooms.speaker_limit", in: 0 ... 64) ?? room.speakerLimit
@@ -220,6 +262,8 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         var configuration = RoomServerConfiguration(
             listen: listen, media: media, logLevel: logLevel, keys: keys, room: room, maxParticipants: maxParticipants)
         configuration.plainListen = plainListen
+        configuration.publicKeys = publicKeys
+        configuration.placement = placement
         configuration.tls = tls
         configuration.tokenLeeway = try values.int("server.token_leeway", in: 0 ... 300) ?? 30
         var limits = RoomServerLimits()
@@ -272,6 +316,48 @@ public struct RoomServerConfiguration: Sendable, Equatable {
             throw fail("the secret is \(secret.count) bytes; at least \(RoomServerKey.minimumSecretBytes) are required")
         }
         return RoomServerKey(keyID: entry.key, appID: app, secret: secret)
+    }
+
+    /// `kid = APP_ID:FILE`: an Ed25519 public key in PEM (`openssl pkey -in KEY -pubout`),
+    /// relative to the configuration file's directory or absolute.
+    static func parsePublicKey(_ entry: INIEntry, file: String, directory: String) throws(ConfigError) -> RoomServerPublicKey {
+        func fail(_ message: String) -> ConfigError {
+            ConfigError(file: file, line: entry.line, key: entry.qualifiedKey, message: message)
+        }
+        let parts = entry.value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw fail("expected APP_ID:FILE (the application id, then an Ed25519 public key file in PEM)")
+        }
+        let name = String(parts[1])
+        let path = name.hasPrefix("/") ? name : (directory.hasSuffix("/") ? directory : directory + "/") + name
+        let text: String
+        do { text = try Files.readText(path) } catch { throw fail("cannot read \(path): \(error)") }
+        do {
+            return RoomServerPublicKey(keyID: entry.key, appID: String(parts[0]), key: try Ed25519PublicKey(pem: text))
+        } catch {
+            throw fail("\(path): \(error)")
+        }
+    }
+
+    /// `ROOM = BACKEND HOST:PORT`: `roomserver` or `janus`, then the instance. A Janus room is
+    /// its AudioBridge room number, so the row's name must be one.
+    static func parsePlacement(_ entry: INIEntry, file: String) throws(ConfigError) -> RoomPlacementEntry {
+        func fail(_ message: String) -> ConfigError {
+            ConfigError(file: file, line: entry.line, key: entry.qualifiedKey, message: message)
+        }
+        let words = entry.value.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard words.count == 2 else { throw fail("expected \"roomserver HOST:PORT\" or \"janus HOST:PORT\"") }
+        guard let backend = TokenPlacement.Backend(rawValue: String(words[0])) else {
+            throw fail("\"\(words[0])\" is not roomserver or janus")
+        }
+        let server = String(words[1])
+        do { _ = try HostPort(parsing: server) } catch { throw fail("\"\(server)\" is not host:port: \(error)") }
+        if backend == .janus {
+            guard let number = UInt64(entry.key), number > 0 else {
+                throw fail("a janus room is its AudioBridge room number, not \"\(entry.key)\"")
+            }
+        }
+        return RoomPlacementEntry(backend: backend, server: server)
     }
 
     public static func decodeHex(_ text: String) -> [UInt8]? {

@@ -41,6 +41,10 @@ public struct ApplianceConfiguration: Sendable, Equatable {
     public var token: String?
     /// Absolute after parsing. Preferred over `token`: it keeps the token out of a world-readable file.
     public var tokenFile: String?
+    /// `room.placement_key` (absolute after parsing): the room service's Ed25519 public key
+    /// (PEM). With it, a token that names its server (`backend`, `server` claims) places the
+    /// room; without it such a token is refused (docs/scaling.md, "Placement in the token").
+    public var placementKey: String?
     public var role: String?
     public var profile: AudioProfile?
     public var volumeDB: Double?
@@ -69,7 +73,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
     static let schema: [(name: String, keys: [String])] = [
         ("board", ["path"]),
         ("room", ["server", "token", "token_file", "role", "tls_ca_file", "tls_pin", "tls_server_name", "plaintext_signalling",
-                  "backend", "janus_room", "janus_pin", "janus_secret", "stun_server", "display_name"]),
+                  "backend", "janus_room", "janus_pin", "janus_secret", "stun_server", "display_name", "placement_key"]),
         ("audio", ["profile", "volume_db", "aec_suppression", "opus_frame_ms"]),
         ("control", ["socket", "group"]),
         ("log", ["level"]),
@@ -101,6 +105,10 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         c.tokenFile = try path("room.token_file")
         if c.token != nil && c.tokenFile != nil {
             throw values.error("room.token_file", "give room.token or room.token_file, not both")
+        }
+        c.placementKey = try path("room.placement_key")
+        if c.placementKey != nil && c.token == nil && c.tokenFile == nil {
+            throw values.error("room.placement_key", "checks where the token places the room, so it needs room.token_file (or room.token)")
         }
         c.backend = try values.value("room.backend", as: RoomBackendKind.self)
         if let room = try values.string("room.janus_room") {
@@ -207,6 +215,7 @@ public struct ApplianceConfiguration: Sendable, Equatable {
         if servers != old.servers { keys.append("room.server") }
         if token != old.token { keys.append("room.token") }
         if tokenFile != old.tokenFile { keys.append("room.token_file") }
+        if placementKey != old.placementKey { keys.append("room.placement_key") }
         if role != old.role { keys.append("room.role") }
         if tlsCAFile != old.tlsCAFile { keys.append("room.tls_ca_file") }
         if tlsPins != old.tlsPins { keys.append("room.tls_pin") }

@@ -1,6 +1,7 @@
 import Glibc
 import RoomBase
 import RoomBuildInfo
+import RoomCrypto
 import RoomModel
 import RoomProtocol
 import RoomServerKit
@@ -21,7 +22,8 @@ let serverOptions = [
     helpOption,
 ]
 let mintOnlyOptions = [
-    CommandOption("--key", "KID", help: "the signing key's id in the configuration's [keys]"),
+    CommandOption("--key", "KID", help: "the signing key's id in the configuration's [keys] (HS256), or in\n[public_keys] with --signing-key (EdDSA)"),
+    CommandOption("--signing-key", "FILE", help: "sign with this Ed25519 private key (PEM; openssl genpkey -algorithm\ned25519), whose public key is [public_keys] KID: the token then\ncarries the room's [placement] row (backend, server), which\nappliances follow when their room.placement_key verifies it"),
     CommandOption("--room", "ROOM", help: "the room the token admits to"),
     CommandOption("--user", "USER", help: "the participant's user id"),
     CommandOption("--name", "NAME", help: "display name (default: USER)"),
@@ -35,8 +37,8 @@ let mintOptions = [configOption, helpOption] + mintOnlyOptions
 let usage = """
 usage: roomserver --config FILE [--log-level LEVEL]
        roomserver --print-spki-pin CERT.pem
-       roomserver mint-token --config FILE --key KID --room ROOM --user USER [--name NAME]
-                  [--publish] [--moderate] [--ttl SECONDS] [--not-before SECONDS]
+       roomserver mint-token --config FILE --key KID [--signing-key FILE] --room ROOM --user USER
+                  [--name NAME] [--publish] [--moderate] [--ttl SECONDS] [--not-before SECONDS]
 
 Runs the voice-room service (signalling over TLS 1.3, RTP forwarding over UDP) described by
 the configuration file (docs/roomserver.md). SIGINT or SIGTERM closes every room with reason
@@ -47,7 +49,10 @@ new connections; an invalid file changes nothing).
 """ + "\n" + CommandLineParser.help(serverOptions, column: 25) + """
 
 
-mint-token prints a development token signed with key KID of the configuration:
+mint-token prints a token signed with key KID of the configuration. A room listed in the
+configuration's [placement] gets its row as the token's backend and server claims (placement
+in the token, docs/scaling.md); such a token must be signed with --signing-key, since
+appliances hold only the public key:
 
 """ + CommandLineParser.help(mintOnlyOptions, column: 25)
 
@@ -74,7 +79,7 @@ struct Options {
     var configPath: String?
     var logLevel: String?
     var spkiPinOf: String?
-    var keyID: String?, room: String?, user: String?, name: String?
+    var keyID: String?, room: String?, user: String?, name: String?, signingKeyFile: String?
     var publish = false, moderate = false
     var ttl = 3600, notBefore = 0
 
@@ -102,6 +107,7 @@ struct Options {
             case "--log-level": o.logLevel = v
             case "--print-spki-pin": o.spkiPinOf = v
             case "--key": o.keyID = v
+            case "--signing-key": o.signingKeyFile = v
             case "--room": o.room = v
             case "--user": o.user = v
             case "--name": o.name = v
@@ -130,20 +136,47 @@ if let certificate = options.spkiPinOf {
 let configPath = options.configPath
 let configuration = loadConfiguration(configPath)
 
+/// The Ed25519 key of `--signing-key FILE`, checked to be the private half of `[public_keys]`
+/// `keyID`, so every server and appliance holding that public key accepts what it signs.
+func loadSigningKey(_ file: String, keyID: String) -> (Ed25519PrivateKey, appID: String) {
+    guard let entry = configuration.publicKeys[keyID] else {
+        usageError("mint-token: --signing-key needs --key to name its public key in [public_keys] of \(configPath ?? "") (have: \(configuration.publicKeys.keys.sorted().joined(separator: ", ")))")
+    }
+    let key: Ed25519PrivateKey
+    do { key = try Ed25519PrivateKey(pem: try Files.readText(file)) } catch { fail("mint-token: --signing-key \(file): \(error)", status: 66) }
+    guard key.publicKey == entry.key else {
+        usageError("mint-token: --signing-key \(file) is not the private key of [public_keys] \(keyID)")
+    }
+    return (key, entry.appID)
+}
+
 if options.minting {
     guard let keyID = options.keyID else { usageError("mint-token: --key KID is required") }
-    guard let key = configuration.keys[keyID] else {
-        usageError("mint-token: no key \"\(keyID)\" in \(configPath ?? "") (have: \(configuration.keys.keys.sorted().joined(separator: ", ")))")
-    }
     guard let room = options.room, !room.isEmpty else { usageError("mint-token: --room ROOM is required") }
     guard let user = options.user, !user.isEmpty else { usageError("mint-token: --user USER is required") }
     guard options.ttl > 0 else { usageError("mint-token: --ttl must be positive") }
+    let placement = configuration.placement[room]
     let now = RoomTokenVerifier.systemClock()
-    let claims = RoomTokenClaims(
-        app: key.appID, room: room, sub: user, name: options.name ?? user,
-        grants: RoomGrants(publish: options.publish, moderate: options.moderate),
-        exp: now + options.notBefore + options.ttl, nbf: now + options.notBefore, iat: now)
-    printLine(RoomToken.mint(claims: claims, keyID: keyID, secret: key.secret))
+    func claims(app: String) -> RoomTokenClaims {
+        RoomTokenClaims(
+            app: app, room: room, sub: user, name: options.name ?? user,
+            grants: RoomGrants(publish: options.publish, moderate: options.moderate),
+            exp: now + options.notBefore + options.ttl, nbf: now + options.notBefore, iat: now,
+            backend: placement?.backend.rawValue, server: placement?.server)
+    }
+    if let file = options.signingKeyFile {
+        let (signingKey, app) = loadSigningKey(file, keyID: keyID)
+        printLine(RoomToken.mint(claims: claims(app: app), keyID: keyID, signingKey: signingKey))
+        exit(0)
+    }
+    guard let key = configuration.keys[keyID] else {
+        usageError("mint-token: no key \"\(keyID)\" in [keys] of \(configPath ?? "") (have: \(configuration.keys.keys.sorted().joined(separator: ", ")))")
+    }
+    // An HS256 token cannot carry placement: appliances, holding no secret, could not check it.
+    if placement != nil {
+        usageError("mint-token: room \"\(room)\" is in [placement]: its tokens carry where it is, so sign them with --signing-key (EdDSA), which appliances can check")
+    }
+    printLine(RoomToken.mint(claims: claims(app: key.appID), keyID: keyID, secret: key.secret))
     exit(0)
 }
 
@@ -153,7 +186,7 @@ if let logLevelOverride = options.logLevel {
 } else {
     Log.level = configuration.logLevel
 }
-if configuration.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
+if configuration.keys.isEmpty && configuration.publicKeys.isEmpty { Log.warning("roomserver: no [keys] or [public_keys] configured; every token will be refused") }
 // The signing keys and every participant's media keys are in this process's memory.
 if let problem = PrivateMemory.keep() { Log.warning("roomserver: cannot keep keys out of core dumps: \(problem)") }
 
@@ -178,7 +211,7 @@ func reloadConfiguration(_ server: RoomServer, path: String, logLevelOverridden:
     if !report.restartNeeded.isEmpty { parts.append("restart needed for " + report.restartNeeded.joined(separator: ", ")) }
     for refusal in report.refused { Log.error("roomserver: SIGHUP: \(refusal)") }
     Log.notice("roomserver: SIGHUP: configuration \(path) reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
-    if next.keys.isEmpty { Log.warning("roomserver: no [keys] configured; every token will be refused") }
+    if next.keys.isEmpty && next.publicKeys.isEmpty { Log.warning("roomserver: no [keys] or [public_keys] configured; every token will be refused") }
 }
 
 let loop: EventLoop

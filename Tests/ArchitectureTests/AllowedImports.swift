@@ -63,7 +63,7 @@ enum AllowedImports {
         "roomd": ["Glibc", "RoomAppliance", "RoomSystem"],
         // roomctl: no audio, no room service (its link set is checked too).
         "roomctl": ["Glibc", "RoomBuildInfo", "RoomControl", "RoomSystem"],
-        "roomserver": ["Glibc", "RoomBase", "RoomBuildInfo", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"],
+        "roomserver": ["Glibc", "RoomBase", "RoomBuildInfo", "RoomCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem", "RoomTLS"],
         // Tools.
         "roombench": ["CLinux", "Glibc", "RoomAudio", "RoomCaptureChain", "RoomMedia", "RoomMediaCrypto", "RoomOpus", "RoomProtocol", "RoomSystem"],
         "roomload": ["Glibc", "RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomServerKit", "RoomSystem",

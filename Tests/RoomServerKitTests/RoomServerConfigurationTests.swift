@@ -21,6 +21,43 @@ final class RoomServerConfigurationTests: XCTestCase {
         XCTAssertTrue(config.srtp, "the example encrypts media")
     }
 
+    /// `[public_keys]` (EdDSA tokens' keys, files relative to the configuration) and
+    /// `[placement]` (room → instance for mint-token): read, and every wrong row named.
+    func testPublicKeysAndPlacement() throws {
+        let directory = NSTemporaryDirectory() + "roomserver-placement-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let pem = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\n-----END PUBLIC KEY-----\n"
+        try pem.write(toFile: directory + "/service.pub", atomically: true, encoding: .utf8)
+        try "not a key\n".write(toFile: directory + "/notes.txt", atomically: true, encoding: .utf8)
+        let base = "[server]\nplain_listen = 127.0.0.1:7702\n"
+        let config = try RoomServerConfiguration.parse(text: base + """
+            [public_keys]
+            svc = acme:service.pub
+            [placement]
+            standup = roomserver rooms-b.example.org:7700
+            1234 = janus 10.0.0.5:8188
+            """, file: directory + "/t.conf")
+        XCTAssertEqual(config.publicKeys["svc"]?.appID, "acme")
+        XCTAssertEqual(config.publicKeys["svc"]?.key, try Ed25519PublicKey(pem: pem))
+        XCTAssertEqual(config.placement["standup"], RoomPlacementEntry(backend: .roomserver, server: "rooms-b.example.org:7700"))
+        XCTAssertEqual(config.placement["1234"], RoomPlacementEntry(backend: .janus, server: "10.0.0.5:8188"))
+
+        func refused(_ text: String, _ words: String, line: UInt = #line) {
+            XCTAssertThrowsError(try RoomServerConfiguration.parse(text: base + text, file: directory + "/t.conf"), line: line) {
+                XCTAssertTrue("\($0)".contains(words), "\($0)", line: line)
+            }
+        }
+        refused("[public_keys]\nsvc = acme:missing.pub\n", "public_keys.svc: cannot read")
+        refused("[public_keys]\nsvc = service.pub\n", "expected APP_ID:FILE")
+        refused("[public_keys]\nsvc = acme:notes.txt\n", "not a PEM Ed25519 public key")
+        refused("[keys]\nsvc = a:hex:\(String(repeating: "00", count: 32))\n[public_keys]\nsvc = acme:service.pub\n", "also in [keys]")
+        refused("[placement]\nstandup = sfu 10.0.0.2:7700\n", "placement.standup: \"sfu\" is not roomserver or janus")
+        refused("[placement]\nstandup = roomserver\n", "expected \"roomserver HOST:PORT\"")
+        refused("[placement]\nstandup = roomserver 10.0.0.2\n", "is not host:port")
+        refused("[placement]\nstandup = janus 10.0.0.5:8188\n", "AudioBridge room number")
+    }
+
     /// `[media] srtp`: yes by default; `no` only when written; anything else names the key.
     func testMediaEncryptionSwitch() throws {
         // A plain listener only, so no [tls] section is needed for these.

@@ -64,6 +64,7 @@ final class ApplianceConfigurationTests: XCTestCase {
             ("[room]\nserver = 10.0.0.1:99999\ntoken = x\n", 2, "room.server", "host:port"),
             ("[room]\nserver = 10.0.0.1:7700\n", 2, "room.server", "needs room.token_file"),
             ("[room]\ntoken = a\ntoken_file = b\n", 3, "room.token_file", "not both"),
+            ("[room]\nplacement_key = service.pub\n", 2, "room.placement_key", "needs room.token_file"),
             ("[room]\nrole = speaker\n", 2, "room.role", "streamer or audience"),
             ("[log]\nlevel = loud\n", 2, "log.level", "debug"),
             ("[control]\ngroup = room ctl\n", 2, "control.group", "not a group"),
@@ -117,6 +118,18 @@ final class ApplianceConfigurationTests: XCTestCase {
         plain.plaintextSignalling = true
         XCTAssertEqual(plain.changedKeys(from: c), ["room.token_file", "room.tls_ca_file", "room.tls_pin", "room.tls_server_name",
                                                     "room.plaintext_signalling"])
+    }
+
+    /// Placement in the token: the service's public key, relative to the file; a token file and
+    /// no server is a room placed by its token.
+    func testPlacementKey() throws {
+        let c = try ApplianceConfiguration.parse(text: "[room]\ntoken_file = token\nplacement_key = service.pub\n",
+                                                 file: "/etc/roomd/roomd.conf", directory: "/etc/roomd")
+        XCTAssertEqual(c.placementKey, "/etc/roomd/service.pub")
+        XCTAssertEqual(c.servers, [])
+        var without = c
+        without.placementKey = nil
+        XCTAssertEqual(c.changedKeys(from: without), ["room.placement_key"])
     }
 
     /// A Janus room: no token needed, the room number, PIN and secret read as written.

@@ -60,7 +60,8 @@ enum FuzzTarget: String, CaseIterable {
     case control
     /// Signalling: TCP byte stream → frames → messages, both directions.
     case signal
-    /// Join tokens (HS256 JWT): header and claims parsing behind a valid signature, and raw tokens.
+    /// Join tokens (HS256 JWT): header and claims parsing behind a valid signature, the placement
+    /// claims of verified claims, and raw tokens (also as an appliance first reads them).
     case token
     /// RTP datagrams (RFC 3550, RFC 6464 audio level) as roomd and roomserver parse them, and
     /// the media binding datagram.
