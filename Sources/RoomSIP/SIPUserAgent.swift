@@ -25,6 +25,13 @@ public final class SIPUserAgent {
     /// How long a 2xx to an INVITE is resent without an ACK before the call is given up
     /// (timer H, 64·T1 = 32 s); tests shorten it.
     public var ackTimeout: Duration = .seconds(32)
+    /// Each source address's datagram budget: a burst, then a steady rate a second; beyond it
+    /// datagrams are dropped unparsed (`datagramsOverBudget`). A fuzzing harness that is the
+    /// only source widens it.
+    public var sourceBudget: (burst: Double, perSecond: Double) {
+        get { (budget.burst, budget.perSecond) }
+        set { budget.burst = newValue.burst; budget.perSecond = newValue.perSecond }
+    }
 
     /// Counters for tests and status: REGISTERs sent (retransmissions not counted), 2xx
     /// answers to them, datagrams dropped unread (over their source's budget, truncated,

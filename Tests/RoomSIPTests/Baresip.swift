@@ -103,9 +103,27 @@ final class Baresip {
 
     func stop() {
         if control >= 0 { close(control); control = -1 }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
+        // SIGKILL: on SIGTERM baresip first unregisters and may wait for a registrar that the
+        // test already stopped; nothing of its state is needed afterwards.
+        stopProcess(process, signal: SIGKILL)
     }
+}
+
+/// Stops a child by its PID and reaps it with waitpid (at most 5 s). Not Process.waitUntilExit:
+/// with an EventLoop alive in the test process, Foundation did not notice a child's exit and
+/// the wait never returned (seen with baresip in BaresipCallTests' class tearDown).
+func stopProcess(_ process: Process, signal: Int32) {
+    guard process.isRunning else { return }
+    let pid = process.processIdentifier
+    kill(pid, signal)
+    let deadline = Date().addingTimeInterval(5)
+    while Date() < deadline {
+        var status: Int32 = 0
+        let r = waitpid(pid, &status, WNOHANG)
+        if r == pid || r < 0 { return }
+        usleep(10_000)
+    }
+    kill(pid, SIGKILL)
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
 }

@@ -116,6 +116,24 @@ final class BaresipCallTests: XCTestCase {
         SDESKey(inline: Data((0 ..< 30).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString())!
     }
 
+    /// A second of 440 Hz, 16-bit mono WAV at `rate`, in the scratch directory.
+    func toneFile(rate: Int) throws -> String {
+        let path = TestScratch.directory("roomsip-tone") + "/tone-\(rate).wav"
+        if FileManager.default.fileExists(atPath: path) { return path }
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        var samples = [UInt8]()
+        for i in 0 ..< rate * 5 {
+            let v = Int16(8000 * sin(2 * Double.pi * 440 * Double(i) / Double(rate)))
+            samples += [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)]
+        }
+        func le32(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)] }
+        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+        let header = Array("RIFF".utf8) + le32(36 + samples.count) + Array("WAVEfmt ".utf8) + le32(16) + le16(1) + le16(1)
+            + le32(rate) + le32(rate * 2) + le16(2) + le16(16) + Array("data".utf8) + le32(samples.count)
+        try Data(header + samples).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// baresip calls the room; the room answers with each codec in turn; RTP arrives with the
     /// agreed payload type; baresip hangs up and the call ends on our side.
     func testFarEndCallsAndHangsUpInEachCodec() throws {
@@ -126,6 +144,9 @@ final class BaresipCallTests: XCTestCase {
             let established = p.far.events("CALL_ESTABLISHED").count
             let closed = p.far.events("CALL_CLOSED").count
             p.rtp.reset()
+            // ausine plays only at 48 kHz: for G.722 and G.711 baresip reads a tone file at the
+            // codec's rate instead.
+            p.far.command("ausrc", expected == .opus ? "ausine,440" : "aufile," + (try toneFile(rate: expected.sampleRate)))
             p.far.command("dial", "sip:room@\(kamailioURI)")
             XCTAssertTrue(try run(5) { incoming != nil }, "no INVITE reached the room: \(p.kamailio.log())")
             guard let call = incoming else { return }
@@ -143,6 +164,7 @@ final class BaresipCallTests: XCTestCase {
             XCTAssertTrue(try run(5) { p.far.events("CALL_CLOSED").count == closed + 1 })
             XCTAssertTrue(p.ua.calls.isEmpty)
         }
+        p.far.command("ausrc", "ausine,440")
     }
 
     /// The room calls baresip (auto-answer) through kamailio (407 answered once), holds and

@@ -49,10 +49,7 @@ final class Kamailio {
     }
 
     func stop() {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
+        stopProcess(process, signal: SIGTERM)
     }
 }
 
