@@ -419,7 +419,7 @@ public final class SIPUserAgent {
                 datagramsDropped += 1
                 continue
             }
-            guard let message = event.pointee.sip else {
+            guard let message = event.pointee.sip, cosip_is_complete(message) else {
                 datagramsDropped += 1
                 osip_event_free(event)
                 continue

@@ -199,6 +199,25 @@ final class FakePeerCallTests: XCTestCase {
         XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 488") == 2 })
     }
 
+    /// Requests that lack what osip's transaction matching reads (To, here, after an INVITE made
+    /// a server transaction to match against) are dropped, not handed on: osip dereferenced the
+    /// missing To (the sip fuzz target's find, corpus/sip/ack-without-to-found-by-fuzzing).
+    func testRequestWithoutToIsDropped() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        ua.onIncomingCall = { _ in }
+        peer.send(peer.invite(callID: "noto@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 180") == 1 })
+        let ack = peer.request("ACK", callID: "noto@peer", branch: "z9hG4bKinv1", cseq: 1, toTag: "x")
+            .replacingOccurrences(of: "\r\nTo: <sip:room@127.0.0.1>;tag=x", with: "")
+        XCTAssertFalse(ack.contains("To:"))
+        peer.send(ack, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { ua.datagramsDropped == 1 })
+        XCTAssertEqual(ua.calls.count, 1)
+    }
+
     /// A flood from one source is cut at its budget; another source is still answered.
     func testFloodFromOneSourceHitsItsBudget() throws {
         let loop = try EventLoop()
