@@ -41,6 +41,7 @@ extension SIPUserAgent {
         call.outgoingDestination = isRegistered ? account.registrar : target
         calls.append(call)
         sendInvite(call, localMedia: localMedia)
+        startRingTimer(call)
         return call
     }
 
@@ -299,6 +300,7 @@ extension SIPUserAgent {
         calls.append(call)
         respond(tr, response(to: request, code: 100, toTag: nil))
         respond(tr, response(to: request, code: 180, toTag: tag, extra: "Contact: \(contactHeader)\r\n"))
+        startRingTimer(call)
         onIncomingCall?(call)
     }
 
@@ -455,8 +457,26 @@ extension SIPUserAgent {
 
     // MARK: Helpers
 
+    private func startRingTimer(_ call: SIPCall) {
+        call.ringTimer = loop.schedule(after: ringTimeout) { [weak self, weak call] in
+            guard let self, let call else { return }
+            call.ringTimer = nil
+            switch (call.direction, call.state) {
+            case (.incoming, .ringing):
+                if let tr = call.serverInvite { self.respondToInvite(call, tr, code: 480) }
+                self.end(call, .timeout)
+            case (.outgoing, .calling), (.outgoing, .ringing):
+                self.cancelOutgoing(call)
+                self.end(call, .timeout)
+            default:
+                break
+            }
+        }
+    }
+
     func end(_ call: SIPCall, _ reason: SIPCallEndReason) {
         if let t = call.retransmitTimer { loop.cancel(t); call.retransmitTimer = nil }
+        if let t = call.ringTimer { loop.cancel(t); call.ringTimer = nil }
         calls.removeAll { $0 === call }
         call.set(.ended(reason), event: .ended(reason))
     }

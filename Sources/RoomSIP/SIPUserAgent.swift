@@ -25,6 +25,9 @@ public final class SIPUserAgent {
     /// How long a 2xx to an INVITE is resent without an ACK before the call is given up
     /// (timer H, 64·T1 = 32 s); tests shorten it.
     public var ackTimeout: Duration = .seconds(32)
+    /// How long a call may ring, either way, before it ends `.timeout` (480 to a caller, CANCEL
+    /// to a callee): a caller that never cancels would otherwise hold the one ringing slot.
+    public var ringTimeout: Duration = .seconds(120)
     /// Each source address's datagram budget: a burst, then a steady rate a second; beyond it
     /// datagrams are dropped unparsed (`datagramsOverBudget`). A fuzzing harness that is the
     /// only source widens it.
@@ -114,7 +117,10 @@ public final class SIPUserAgent {
         if stepping { closeRequested = true; return }
         if let t = osipTimer { loop.cancel(t); osipTimer = nil }
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
-        for call in calls { if let t = call.retransmitTimer { loop.cancel(t) } }
+        for call in calls {
+            if let t = call.retransmitTimer { loop.cancel(t) }
+            if let t = call.ringTimer { loop.cancel(t) }
+        }
         calls.removeAll()
         transactionCalls.removeAll()
         destinations.removeAll()

@@ -179,6 +179,28 @@ final class FakePeerCallTests: XCTestCase {
         XCTAssertTrue(ua.calls.isEmpty)
     }
 
+    /// A caller that never cancels does not hold the ringing slot: after `ringTimeout` it gets
+    /// 480 and the call ends `timeout`; so does our call that rings too long (CANCEL).
+    func testRingTimeoutBothWays() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        ua.ringTimeout = .milliseconds(300)
+        let peer = try FakePeer(loop: loop)
+        var events: [SIPCallEvent] = []
+        ua.onIncomingCall = { call in call.onEvent = { events.append($0) } }
+        peer.send(peer.invite(callID: "ring@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 480") == 1 })
+        XCTAssertEqual(events, [.ended(.timeout)])
+        XCTAssertTrue(ua.calls.isEmpty)
+
+        var outEvents: [SIPCallEvent] = []
+        let call = try ua.call(uri: "sip:fake@127.0.0.1:\(peer.port)", localMedia: plain)
+        call.onEvent = { outEvents.append($0) }
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("CANCEL ") == 1 })
+        XCTAssertEqual(outEvents, [.ended(.timeout)])
+    }
+
     /// An offer the local policy cannot answer (plain RTP, SRTP required): 488 with the reason.
     func testUnanswerableOfferIs488() throws {
         let loop = try EventLoop()
