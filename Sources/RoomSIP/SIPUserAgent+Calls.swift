@@ -292,7 +292,7 @@ extension SIPUserAgent {
                                localHeader: (request.value("To") ?? "") + ";tag=\(tag)", remoteHeader: from,
                                remoteTarget: contact, routeSet: request.values("Record-Route"),
                                localCSeq: UInt32.random(in: 1 ... 10_000), remoteCSeq: request.cseqNumber)
-        let call = SIPCall(direction: .incoming, remoteURI: uri, remoteDisplayName: name.map(Self.unquoted), state: .ringing,
+        let call = SIPCall(direction: .incoming, remoteURI: uri, remoteDisplayName: name, state: .ringing,
                            remoteOffer: offer, dialog: dialog, agent: self)
         call.serverInvite = tr
         call.inviteBranch = request.topViaBranch

@@ -540,8 +540,9 @@ private func agentOf(_ tr: UnsafeMutablePointer<osip_transaction_t>) -> SIPUserA
     return Unmanaged<SIPUserAgent>.fromOpaque(raw).takeUnretainedValue()
 }
 
-extension String {
-    fileprivate var trimmed: String {
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (SIP's whitespace inside a header value).
+    var trimmed: String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

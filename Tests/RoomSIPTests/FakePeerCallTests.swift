@@ -51,15 +51,6 @@ final class FakePeer {
 final class FakePeerCallTests: XCTestCase {
     let plain = CallLocalMedia(address: "127.0.0.1", port: 40_000, security: .plain)
 
-    func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if Date() >= deadline { return false }
-            try loop.runOnce(timeout: .milliseconds(20))
-        }
-        return true
-    }
-
     /// An agent not registered anywhere (its registrar is a closed port): calls come straight to it.
     func agent(_ loop: EventLoop) throws -> SIPUserAgent {
         let account = try SIPAccount(registrar: .ipv4Loopback(port: 9), domain: "127.0.0.1", user: "room", password: "x")
