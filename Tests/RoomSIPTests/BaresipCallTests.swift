@@ -169,7 +169,8 @@ final class BaresipCallTests: XCTestCase {
     }
 
     /// The room calls baresip (auto-answer) through kamailio (407 answered once), holds and
-    /// resumes with re-INVITEs, then hangs up: baresip's call closes.
+    /// resumes with re-INVITEs, is held and resumed by baresip, then hangs up: baresip's call
+    /// closes.
     func testRoomCallsHoldsResumesAndHangsUp() throws {
         let closed = p.far.events("CALL_CLOSED").count
         var events: [SIPCallEvent] = []
@@ -190,6 +191,16 @@ final class BaresipCallTests: XCTestCase {
         XCTAssertTrue(try run(5) { events.count == 4 }, "\(events)")
         guard case .updated(let resumed) = events.last else { return XCTFail("\(events)") }
         XCTAssertEqual(resumed.remoteDirection, .sendrecv)
+
+        // baresip holds us (its sendonly re-INVITE through kamailio's route) and resumes.
+        p.far.command("hold")
+        XCTAssertTrue(try run(5) { events.count == 5 }, "\(events) \(p.far.log())")
+        guard case .updated(let farHold) = events.last else { return XCTFail("\(events)") }
+        XCTAssertTrue(farHold.isHeldByRemote, "\(farHold.remoteDirection)")
+        p.far.command("resume")
+        XCTAssertTrue(try run(5) { events.count == 6 }, "\(events)")
+        guard case .updated(let farResumed) = events.last else { return XCTFail("\(events)") }
+        XCTAssertFalse(farResumed.isHeldByRemote)
 
         call.hangUp()
         XCTAssertEqual(call.state, .ended(.localHungUp))
