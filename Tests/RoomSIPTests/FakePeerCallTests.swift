@@ -118,6 +118,11 @@ final class FakePeerCallTests: XCTestCase {
         let before = peer.count("SIP/2.0 200")
         _ = try run(loop, seconds: 1.2) { false }
         XCTAssertEqual(peer.count("SIP/2.0 200"), before, "no retransmission after the ACK")
+        // A CANCEL that lost the race with the 200: answered 200, the call stays up.
+        peer.send(peer.request("CANCEL", callID: "ack@peer", branch: "z9hG4bKinv1", cseq: 1, toTag: nil), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 1 CANCEL") } })
+        XCTAssertEqual(peer.count("SIP/2.0 487"), 0)
+        XCTAssertEqual(events.count, 1)
 
         // The peer holds us: its sendonly re-INVITE is answered recvonly, and after the ACK the
         // application hears `updated` with the far end's direction.
