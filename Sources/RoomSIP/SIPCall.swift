@@ -114,7 +114,7 @@ public final class SIPCall {
             throw SIPCallError("hold/resume: another offer/answer is in progress")
         }
         media.direction = direction
-        agent.sendInvite(self, localMedia: media)
+        guard agent.sendInvite(self, localMedia: media) else { throw SIPCallError("hold/resume: could not build the re-INVITE") }
     }
 
     // MARK: State
