@@ -93,6 +93,25 @@ static inline const char *cosip_body(osip_message_t *m, size_t *length)
 	return b->body;
 }
 
+/// Whether a parsed message has what osip's transaction matching dereferences without
+/// checking: a top Via with a host, From and To with a URI, Call-ID, CSeq with number and
+/// method, and for a request its Request-URI. osip_parse accepts a message without To, and
+/// osip_find_transaction_and_add_event then reads through the NULL (the sip fuzz target found
+/// it with an ACK whose To line was damaged).
+static inline bool cosip_is_complete(osip_message_t *m)
+{
+	osip_via_t *via = NULL;
+	if (osip_message_get_via(m, 0, &via) < 0 || !via || !via->host || !via->protocol)
+		return false;
+	if (!m->from || !m->from->url || !m->to || !m->to->url)
+		return false;
+	if (!m->call_id || !m->call_id->number || !m->cseq || !m->cseq->number || !m->cseq->method)
+		return false;
+	if (MSG_IS_REQUEST(m) && (!m->req_uri || !m->sip_method))
+		return false;
+	return true;
+}
+
 static inline bool cosip_is_request(const osip_message_t *m) { return MSG_IS_REQUEST(m); }
 
 static inline bool cosip_is_response(const osip_message_t *m) { return MSG_IS_RESPONSE(m); }

@@ -34,6 +34,8 @@ public final class SIPCall {
     /// 2xx and leaves its retransmission to the dialog (RFC 3261 §13.3.1.4).
     var unacknowledged2xx: (text: String, cseq: UInt32, agreement: Agreement, isInitial: Bool)?
     var retransmitTimer: EventLoop.TimerID?
+    /// Ends a call nobody answers (`SIPUserAgent.ringTimeout`).
+    var ringTimer: EventLoop.TimerID?
     var retransmitInterval = 0
     var retransmitDeadline: UInt64 = 0
     /// The final answer text sent to the INVITE, for a retransmitted INVITE that reaches us
@@ -112,7 +114,7 @@ public final class SIPCall {
             throw SIPCallError("hold/resume: another offer/answer is in progress")
         }
         media.direction = direction
-        agent.sendInvite(self, localMedia: media)
+        guard agent.sendInvite(self, localMedia: media) else { throw SIPCallError("hold/resume: could not build the re-INVITE") }
     }
 
     // MARK: State
@@ -160,7 +162,8 @@ public enum SIPCallEndReason: Sendable, Equatable, CustomStringConvertible {
     case rejected(code: Int)
     /// The caller cancelled before the answer (their CANCEL or our `cancel()`).
     case cancelled
-    /// No answer in time: our INVITE (timer B), or no ACK for our 2xx (timer H).
+    /// No answer in time: our INVITE (timer B, or `ringTimeout` while it rings), a call we
+    /// did not answer within `ringTimeout` (480), or no ACK for our 2xx (timer H).
     case timeout
     case failed(String)
 

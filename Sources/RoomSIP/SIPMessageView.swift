@@ -29,7 +29,7 @@ struct SIPMessageView {
         var headers: [(String, String)] = []
         for line in head.split(separator: "\r\n", omittingEmptySubsequences: true).dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append((String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingLeadingSpace))
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmed))
         }
         self.headers = headers
         var bodyLength = 0
@@ -81,18 +81,7 @@ struct SIPMessageView {
         guard let open = value.firstIndex(of: "<"), let close = value[open...].firstIndex(of: ">") else {
             return (nil, String(value.split(separator: ";", maxSplits: 1).first ?? ""))
         }
-        var name = value[..<open].trimmingCharacters
-        if name.hasPrefix("\"") && name.hasSuffix("\"") && name.count >= 2 { name = String(name.dropFirst().dropLast()) }
-        return (name.isEmpty ? nil : name, String(value[value.index(after: open) ..< close]))
-    }
-}
-
-extension StringProtocol {
-    var trimmingLeadingSpace: String { String(drop { $0 == " " || $0 == "\t" }) }
-    var trimmingCharacters: String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return String(s)
+        let name = value[..<open].trimmed
+        return (name.isEmpty ? nil : SIPUserAgent.unquoted(name), String(value[value.index(after: open) ..< close]))
     }
 }

@@ -39,15 +39,20 @@ extension SIPUserAgent {
         let call = SIPCall(direction: .outgoing, remoteURI: uri, remoteDisplayName: nil, state: .calling,
                            remoteOffer: nil, dialog: dialog, agent: self)
         call.outgoingDestination = isRegistered ? account.registrar : target
+        guard sendInvite(call, localMedia: localMedia) else {
+            throw SIPCallError("call: could not build an INVITE for '\(uri.prefix(80))'")
+        }
         calls.append(call)
-        sendInvite(call, localMedia: localMedia)
+        startRingTimer(call)
         return call
     }
 
     var isRegistered: Bool { if case .registered = registrationState { true } else { false } }
 
     /// Sends an INVITE: the call's first (no remote tag yet) or a re-INVITE inside its dialog.
-    func sendInvite(_ call: SIPCall, localMedia: CallLocalMedia, authorization: (header: String, value: String)? = nil) {
+    /// False when osip would not take it (a URI it cannot parse); the call is left as it was.
+    @discardableResult
+    func sendInvite(_ call: SIPCall, localMedia: CallLocalMedia, authorization: (header: String, value: String)? = nil) -> Bool {
         let offer = CallAudioNegotiation.offer(localMedia, origin: call.nextOrigin())
         call.dialog.localCSeq &+= 1
         var text = call.dialog.request("INVITE", cseq: call.dialog.localCSeq, via: via, contact: contactHeader,
@@ -57,8 +62,8 @@ extension SIPUserAgent {
         }
         guard let destination = call.dialog.remoteTag == nil ? call.outgoingDestination : nextHop(call.dialog),
               let tr = startTransaction(text, type: ICT, to: destination) else {
-            end(call, .failed("could not build an INVITE for \(call.remoteURI)"))
-            return
+            call.dialog.localCSeq &-= 1
+            return false
         }
         transactionCalls[tr] = call
         call.clientInvite = tr
@@ -66,6 +71,7 @@ extension SIPUserAgent {
         call.inviteCSeq = call.dialog.localCSeq
         call.offerSent = localMedia
         step()
+        return true
     }
 
     /// CANCEL for our ringing INVITE (RFC 3261 §9.1: same Request-URI, Call-ID, From, To, CSeq
@@ -291,7 +297,7 @@ extension SIPUserAgent {
                                localHeader: (request.value("To") ?? "") + ";tag=\(tag)", remoteHeader: from,
                                remoteTarget: contact, routeSet: request.values("Record-Route"),
                                localCSeq: UInt32.random(in: 1 ... 10_000), remoteCSeq: request.cseqNumber)
-        let call = SIPCall(direction: .incoming, remoteURI: uri, remoteDisplayName: name.map(Self.unquoted), state: .ringing,
+        let call = SIPCall(direction: .incoming, remoteURI: uri, remoteDisplayName: name, state: .ringing,
                            remoteOffer: offer, dialog: dialog, agent: self)
         call.serverInvite = tr
         call.inviteBranch = request.topViaBranch
@@ -299,6 +305,7 @@ extension SIPUserAgent {
         calls.append(call)
         respond(tr, response(to: request, code: 100, toTag: nil))
         respond(tr, response(to: request, code: 180, toTag: tag, extra: "Contact: \(contactHeader)\r\n"))
+        startRingTimer(call)
         onIncomingCall?(call)
     }
 
@@ -443,7 +450,9 @@ extension SIPUserAgent {
             do throws(SIPDigestError) {
                 let value = try SIPDigest.authorization(challenge: challenge, method: "INVITE", uri: call.dialog.remoteTarget,
                                                         user: account.authUser, password: account.password, cnonce: Self.token(12))
-                sendInvite(call, localMedia: media, authorization: (code == 407 ? "Proxy-Authorization" : "Authorization", value))
+                if !sendInvite(call, localMedia: media, authorization: (code == 407 ? "Proxy-Authorization" : "Authorization", value)) {
+                    end(call, .failed("could not build the INVITE answering the \(code) challenge"))
+                }
             } catch {
                 end(call, .failed(error.description))
             }
@@ -455,8 +464,26 @@ extension SIPUserAgent {
 
     // MARK: Helpers
 
+    private func startRingTimer(_ call: SIPCall) {
+        call.ringTimer = loop.schedule(after: ringTimeout) { [weak self, weak call] in
+            guard let self, let call else { return }
+            call.ringTimer = nil
+            switch (call.direction, call.state) {
+            case (.incoming, .ringing):
+                if let tr = call.serverInvite { self.respondToInvite(call, tr, code: 480) }
+                self.end(call, .timeout)
+            case (.outgoing, .calling), (.outgoing, .ringing):
+                self.cancelOutgoing(call)
+                self.end(call, .timeout)
+            default:
+                break
+            }
+        }
+    }
+
     func end(_ call: SIPCall, _ reason: SIPCallEndReason) {
         if let t = call.retransmitTimer { loop.cancel(t); call.retransmitTimer = nil }
+        if let t = call.ringTimer { loop.cancel(t); call.ringTimer = nil }
         calls.removeAll { $0 === call }
         call.set(.ended(reason), event: .ended(reason))
     }

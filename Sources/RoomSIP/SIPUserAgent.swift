@@ -25,6 +25,16 @@ public final class SIPUserAgent {
     /// How long a 2xx to an INVITE is resent without an ACK before the call is given up
     /// (timer H, 64·T1 = 32 s); tests shorten it.
     public var ackTimeout: Duration = .seconds(32)
+    /// How long a call may ring, either way, before it ends `.timeout` (480 to a caller, CANCEL
+    /// to a callee): a caller that never cancels would otherwise hold the one ringing slot.
+    public var ringTimeout: Duration = .seconds(120)
+    /// Each source address's datagram budget: a burst, then a steady rate a second; beyond it
+    /// datagrams are dropped unparsed (`datagramsOverBudget`). A fuzzing harness that is the
+    /// only source widens it.
+    public var sourceBudget: (burst: Double, perSecond: Double) {
+        get { (budget.burst, budget.perSecond) }
+        set { budget.burst = newValue.burst; budget.perSecond = newValue.perSecond }
+    }
 
     /// Counters for tests and status: REGISTERs sent (retransmissions not counted), 2xx
     /// answers to them, datagrams dropped unread (over their source's budget, truncated,
@@ -107,7 +117,10 @@ public final class SIPUserAgent {
         if stepping { closeRequested = true; return }
         if let t = osipTimer { loop.cancel(t); osipTimer = nil }
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
-        for call in calls { if let t = call.retransmitTimer { loop.cancel(t) } }
+        for call in calls {
+            if let t = call.retransmitTimer { loop.cancel(t) }
+            if let t = call.ringTimer { loop.cancel(t) }
+        }
         calls.removeAll()
         transactionCalls.removeAll()
         destinations.removeAll()
@@ -412,7 +425,7 @@ public final class SIPUserAgent {
                 datagramsDropped += 1
                 continue
             }
-            guard let message = event.pointee.sip else {
+            guard let message = event.pointee.sip, cosip_is_complete(message) else {
                 datagramsDropped += 1
                 osip_event_free(event)
                 continue
@@ -527,8 +540,9 @@ private func agentOf(_ tr: UnsafeMutablePointer<osip_transaction_t>) -> SIPUserA
     return Unmanaged<SIPUserAgent>.fromOpaque(raw).takeUnretainedValue()
 }
 
-extension String {
-    fileprivate var trimmed: String {
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs (SIP's whitespace inside a header value).
+    var trimmed: String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

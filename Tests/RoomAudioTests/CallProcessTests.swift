@@ -104,7 +104,7 @@ final class CallProcessTests: ProcessTestCase {
 
         // What each side heard: the other's talker, at a speech level (the files are complete
         // once each program closed them).
-        far.stop()
+        far.stop(graceful: true)
         daemon.terminate()
         daemon.waitUntilExit()
         let heardByFar = try mono48k(try SimCard.readWAV(try XCTUnwrap(far.recording, "baresip recorded nothing: \(far.log())")))

@@ -13,13 +13,23 @@ final class CallAudioNegotiationTests: XCTestCase {
         CallLocalMedia(address: "127.0.0.1", port: 40_000, codecs: codecs, security: security, direction: direction)
     }
 
-    /// baresip 1.0's offer (opus, G722, PCMU, PCMA, telephone-event), its line order.
+    /// Debian's baresip 1.0.0 with board/sip-test/baresip/config, captured from its INVITE.
     static let baresipOffer = """
-        v=0\r\no=- 1863548373 1250329447 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
-        m=audio 10362 RTP/AVP 96 9 0 8 101\r\nb=AS:96\r\na=rtpmap:96 opus/48000/2\r\n\
+        v=0\r\no=- 876443176 1660696587 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+        a=tool:baresip 1.0.0\r\nm=audio 23988 RTP/AVP 96 9 0 8 101\r\na=rtpmap:96 opus/48000/2\r\n\
         a=fmtp:96 stereo=1;sprop-stereo=1\r\na=rtpmap:9 G722/8000\r\na=rtpmap:0 PCMU/8000\r\n\
         a=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\na=sendrecv\r\n\
-        a=label:1\r\na=ssrc:1318316617 cname:sip:far@127.0.0.1\r\na=rtcp-rsize\r\n
+        a=label:1\r\na=rtcp-rsize\r\na=ssrc:380183550 cname:sip:far@127.0.0.1:15999\r\na=minptime:20\r\na=ptime:20\r\n
+        """
+
+    /// The same baresip with `;mediaenc=srtp-mand` on its account, captured likewise.
+    static let baresipSRTPOffer = """
+        v=0\r\no=- 3470626076 1623863932 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n\
+        a=tool:baresip 1.0.0\r\nm=audio 22746 RTP/SAVP 96 9 0 8 101\r\na=rtpmap:96 opus/48000/2\r\n\
+        a=fmtp:96 stereo=1;sprop-stereo=1\r\na=rtpmap:9 G722/8000\r\na=rtpmap:0 PCMU/8000\r\n\
+        a=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\na=fmtp:101 0-15\r\na=sendrecv\r\n\
+        a=label:1\r\na=rtcp-rsize\r\na=ssrc:2088039155 cname:sip:far@127.0.0.1:15999\r\n\
+        a=crypto:1 AES_CM_128_HMAC_SHA1_80 inline:iZ4gAgFizbt5iRqAAuZrrwt/k8fihOFk8XPRRf7N\r\na=minptime:20\r\na=ptime:20\r\n
         """
 
     /// A PBX's G.711-only offer: static types without rtpmap, session-level c=, ptime.
@@ -37,7 +47,8 @@ final class CallAudioNegotiationTests: XCTestCase {
         XCTAssertEqual(agreement.rtpClockRate, 48_000)
         XCTAssertEqual(agreement.channels, 2)
         XCTAssertEqual(agreement.telephoneEvent, .init(payloadType: 101, clockRate: 8000), "no 48 kHz event offered: 8 kHz")
-        XCTAssertEqual(agreement.remote, .init(host: "127.0.0.1", port: 10_362))
+        XCTAssertEqual(agreement.remote, .init(host: "127.0.0.1", port: 23_988))
+        XCTAssertEqual(agreement.remotePtime, 20)
         XCTAssertEqual(agreement.security, .plain)
         XCTAssertEqual(agreement.localDirection, .sendrecv)
         let m = answer.media[0]
@@ -49,6 +60,18 @@ final class CallAudioNegotiationTests: XCTestCase {
         // The answer reads back as an answer to an offer with those codecs.
         let reread = try SessionDescription(parsing: answer.text)
         XCTAssertEqual(reread, answer)
+    }
+
+    func testBaresipSRTPOfferIsAnsweredWithOurKeyUnderItsTag() throws {
+        let offer = try SessionDescription(parsing: Self.baresipSRTPOffer)
+        let (answer, agreement) = try CallAudioNegotiation.answer(to: offer, local: local(.required(Self.ourKey)), origin: origin)
+        let theirs = try XCTUnwrap(SDESKey(inline: "iZ4gAgFizbt5iRqAAuZrrwt/k8fihOFk8XPRRf7N"))
+        XCTAssertEqual(agreement.security, .sdes(suite: .aesCM128HMACSHA1_80, localKey: Self.ourKey, remoteKey: theirs))
+        XCTAssertEqual(answer.media[0].proto, "RTP/SAVP")
+        XCTAssertEqual(answer.media[0].attributes("crypto"), ["1 AES_CM_128_HMAC_SHA1_80 inline:\(Self.ourKey.inline)"])
+        XCTAssertThrowsError(try CallAudioNegotiation.answer(to: offer, local: local(.plain), origin: origin)) { error in
+            XCTAssertTrue("\(error)".contains("SRTP is off"), "\(error)")
+        }
     }
 
     func testOurPreferenceWinsOverTheOfferersOrder() throws {

@@ -78,12 +78,13 @@ final class BaresipCallTests: XCTestCase {
         XCTAssertTrue(try run(10) { if case .registered = p.ua.registrationState { true } else { false } }, "\(p.ua.registrationState)")
         // Both baresips registered (kamailio would answer 404 otherwise).
         for b in [p.far, p.farsec] {
-            XCTAssertTrue(try run(10) {
-                if b.responses("reginfo").last.map({ ($0["data"] as? String ?? "").contains("OK") }) == true { return true }
-                if b.responses("reginfo").count < 100 { b.command("reginfo") }
-                _ = try? run(0.1) { false }
-                return b.responses("reginfo").last.map { ($0["data"] as? String ?? "").contains("OK") } == true
-            }, b.log())
+            func registered() -> Bool { b.responses("reginfo").last.map { ($0["data"] as? String ?? "").contains("OK") } ?? false }
+            let deadline = Date().addingTimeInterval(10)
+            while !registered() && Date() < deadline {
+                b.command("reginfo")
+                _ = try run(0.2) { registered() }
+            }
+            XCTAssertTrue(registered(), b.log())
         }
         p.rtp.reset()
     }
@@ -116,6 +117,24 @@ final class BaresipCallTests: XCTestCase {
         SDESKey(inline: Data((0 ..< 30).map { _ in UInt8.random(in: 0 ... 255) }).base64EncodedString())!
     }
 
+    /// A second of 440 Hz, 16-bit mono WAV at `rate`, in the scratch directory.
+    func toneFile(rate: Int) throws -> String {
+        let path = TestScratch.directory("roomsip-tone") + "/tone-\(rate).wav"
+        if FileManager.default.fileExists(atPath: path) { return path }
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        var samples = [UInt8]()
+        for i in 0 ..< rate * 5 {
+            let v = Int16(8000 * sin(2 * Double.pi * 440 * Double(i) / Double(rate)))
+            samples += [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)]
+        }
+        func le32(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)] }
+        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
+        let header = Array("RIFF".utf8) + le32(36 + samples.count) + Array("WAVEfmt ".utf8) + le32(16) + le16(1) + le16(1)
+            + le32(rate) + le32(rate * 2) + le16(2) + le16(16) + Array("data".utf8) + le32(samples.count)
+        try Data(header + samples).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// baresip calls the room; the room answers with each codec in turn; RTP arrives with the
     /// agreed payload type; baresip hangs up and the call ends on our side.
     func testFarEndCallsAndHangsUpInEachCodec() throws {
@@ -126,6 +145,9 @@ final class BaresipCallTests: XCTestCase {
             let established = p.far.events("CALL_ESTABLISHED").count
             let closed = p.far.events("CALL_CLOSED").count
             p.rtp.reset()
+            // ausine plays only at 48 kHz: for G.722 and G.711 baresip reads a tone file at the
+            // codec's rate instead.
+            p.far.command("ausrc", expected == .opus ? "ausine,440" : "aufile," + (try toneFile(rate: expected.sampleRate)))
             p.far.command("dial", "sip:room@\(kamailioURI)")
             XCTAssertTrue(try run(5) { incoming != nil }, "no INVITE reached the room: \(p.kamailio.log())")
             guard let call = incoming else { return }
@@ -143,10 +165,12 @@ final class BaresipCallTests: XCTestCase {
             XCTAssertTrue(try run(5) { p.far.events("CALL_CLOSED").count == closed + 1 })
             XCTAssertTrue(p.ua.calls.isEmpty)
         }
+        p.far.command("ausrc", "ausine,440")
     }
 
     /// The room calls baresip (auto-answer) through kamailio (407 answered once), holds and
-    /// resumes with re-INVITEs, then hangs up: baresip's call closes.
+    /// resumes with re-INVITEs, is held and resumed by baresip, then hangs up: baresip's call
+    /// closes.
     func testRoomCallsHoldsResumesAndHangsUp() throws {
         let closed = p.far.events("CALL_CLOSED").count
         var events: [SIPCallEvent] = []
@@ -167,6 +191,16 @@ final class BaresipCallTests: XCTestCase {
         XCTAssertTrue(try run(5) { events.count == 4 }, "\(events)")
         guard case .updated(let resumed) = events.last else { return XCTFail("\(events)") }
         XCTAssertEqual(resumed.remoteDirection, .sendrecv)
+
+        // baresip holds us (its sendonly re-INVITE through kamailio's route) and resumes.
+        p.far.command("hold")
+        XCTAssertTrue(try run(5) { events.count == 5 }, "\(events) \(p.far.log())")
+        guard case .updated(let farHold) = events.last else { return XCTFail("\(events)") }
+        XCTAssertTrue(farHold.isHeldByRemote, "\(farHold.remoteDirection)")
+        p.far.command("resume")
+        XCTAssertTrue(try run(5) { events.count == 6 }, "\(events)")
+        guard case .updated(let farResumed) = events.last else { return XCTFail("\(events)") }
+        XCTAssertFalse(farResumed.isHeldByRemote)
 
         call.hangUp()
         XCTAssertEqual(call.state, .ended(.localHungUp))

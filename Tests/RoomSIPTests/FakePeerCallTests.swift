@@ -51,15 +51,6 @@ final class FakePeer {
 final class FakePeerCallTests: XCTestCase {
     let plain = CallLocalMedia(address: "127.0.0.1", port: 40_000, security: .plain)
 
-    func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if Date() >= deadline { return false }
-            try loop.runOnce(timeout: .milliseconds(20))
-        }
-        return true
-    }
-
     /// An agent not registered anywhere (its registrar is a closed port): calls come straight to it.
     func agent(_ loop: EventLoop) throws -> SIPUserAgent {
         let account = try SIPAccount(registrar: .ipv4Loopback(port: 9), domain: "127.0.0.1", user: "room", password: "x")
@@ -127,17 +118,36 @@ final class FakePeerCallTests: XCTestCase {
         let before = peer.count("SIP/2.0 200")
         _ = try run(loop, seconds: 1.2) { false }
         XCTAssertEqual(peer.count("SIP/2.0 200"), before, "no retransmission after the ACK")
+        // A CANCEL that lost the race with the 200: answered 200, the call stays up.
+        peer.send(peer.request("CANCEL", callID: "ack@peer", branch: "z9hG4bKinv1", cseq: 1, toTag: nil), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 1 CANCEL") } })
+        XCTAssertEqual(peer.count("SIP/2.0 487"), 0)
+        XCTAssertEqual(events.count, 1)
+
+        // The peer holds us: its sendonly re-INVITE is answered recvonly, and after the ACK the
+        // application hears `updated` with the far end's direction.
+        let hold = FakePeer.offer.replacingOccurrences(of: "a=sendrecv", with: "a=sendonly")
+        let reinvite = peer.invite(callID: "ack@peer", branch: "z9hG4bKre1", cseq: 2, body: hold)
+            .replacingOccurrences(of: "To: <sip:room@127.0.0.1>", with: "To: <sip:room@127.0.0.1>;tag=\(tag)")
+        peer.send(reinvite, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 2 INVITE") } })
+        XCTAssertTrue(peer.received.last { $0.contains("CSeq: 2 INVITE") }!.contains("a=recvonly"))
+        peer.send(peer.request("ACK", callID: "ack@peer", branch: "z9hG4bKack2", cseq: 2, toTag: tag), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { events.count == 2 })
+        guard case .updated(let held) = events.last else { return XCTFail("\(events)") }
+        XCTAssertTrue(held.isHeldByRemote)
+        XCTAssertEqual(held.localDirection, .recvonly)
 
         peer.send(peer.request("OPTIONS", callID: "opt@peer", branch: "z9hG4bKopt", cseq: 1, toTag: nil), to: ua.localAddress)
-        peer.send(peer.request("BYE", callID: "ack@peer", branch: "z9hG4bKbye", cseq: 2, toTag: tag), to: ua.localAddress)
+        peer.send(peer.request("BYE", callID: "ack@peer", branch: "z9hG4bKbye", cseq: 3, toTag: tag), to: ua.localAddress)
         XCTAssertTrue(try run(loop, seconds: 3) {
-            peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 2 BYE") }
+            peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 3 BYE") }
                 && peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("CSeq: 1 OPTIONS") }
         })
-        XCTAssertEqual(events.count, 2)
+        XCTAssertEqual(events.count, 3)
         XCTAssertEqual(events.last, .ended(.remoteHungUp))
         // A BYE for a dialog that is gone: 481.
-        peer.send(peer.request("BYE", callID: "ack@peer", branch: "z9hG4bKbye2", cseq: 3, toTag: tag), to: ua.localAddress)
+        peer.send(peer.request("BYE", callID: "ack@peer", branch: "z9hG4bKbye2", cseq: 4, toTag: tag), to: ua.localAddress)
         XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 481") == 1 })
     }
 
@@ -165,6 +175,28 @@ final class FakePeerCallTests: XCTestCase {
         XCTAssertTrue(ua.calls.isEmpty)
     }
 
+    /// A caller that never cancels does not hold the ringing slot: after `ringTimeout` it gets
+    /// 480 and the call ends `timeout`; so does our call that rings too long (CANCEL).
+    func testRingTimeoutBothWays() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        ua.ringTimeout = .milliseconds(300)
+        let peer = try FakePeer(loop: loop)
+        var events: [SIPCallEvent] = []
+        ua.onIncomingCall = { call in call.onEvent = { events.append($0) } }
+        peer.send(peer.invite(callID: "ring@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 480") == 1 })
+        XCTAssertEqual(events, [.ended(.timeout)])
+        XCTAssertTrue(ua.calls.isEmpty)
+
+        var outEvents: [SIPCallEvent] = []
+        let call = try ua.call(uri: "sip:fake@127.0.0.1:\(peer.port)", localMedia: plain)
+        call.onEvent = { outEvents.append($0) }
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("CANCEL ") == 1 })
+        XCTAssertEqual(outEvents, [.ended(.timeout)])
+    }
+
     /// An offer the local policy cannot answer (plain RTP, SRTP required): 488 with the reason.
     func testUnanswerableOfferIs488() throws {
         let loop = try EventLoop()
@@ -183,6 +215,25 @@ final class FakePeerCallTests: XCTestCase {
         // Garbage SDP: 488 before the application hears of it.
         peer.send(peer.invite(callID: "bad@peer", branch: "z9hG4bKbad", body: "v=0\r\nnonsense\r\n"), to: ua.localAddress)
         XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 488") == 2 })
+    }
+
+    /// Requests that lack what osip's transaction matching reads (To, here, after an INVITE made
+    /// a server transaction to match against) are dropped, not handed on: osip dereferenced the
+    /// missing To (the sip fuzz target's find, corpus/sip/ack-without-to-found-by-fuzzing).
+    func testRequestWithoutToIsDropped() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        ua.onIncomingCall = { _ in }
+        peer.send(peer.invite(callID: "noto@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 180") == 1 })
+        let ack = peer.request("ACK", callID: "noto@peer", branch: "z9hG4bKinv1", cseq: 1, toTag: "x")
+            .replacingOccurrences(of: "\r\nTo: <sip:room@127.0.0.1>;tag=x", with: "")
+        XCTAssertFalse(ack.contains("To:"))
+        peer.send(ack, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { ua.datagramsDropped == 1 })
+        XCTAssertEqual(ua.calls.count, 1)
     }
 
     /// A flood from one source is cut at its budget; another source is still answered.
@@ -207,5 +258,73 @@ final class FakePeerCallTests: XCTestCase {
         XCTAssertEqual(ua.datagramsOverBudget, ua.datagramsDropped)
         XCTAssertLessThan(flooder.count("SIP/2.0 200"), 80, "40 at once, then 20 a second")
         XCTAssertGreaterThanOrEqual(flooder.count("SIP/2.0 200"), 40, "the burst is served")
+    }
+
+    /// A response from the peer to the agent's request `request` (its Via, From, Call-ID, CSeq;
+    /// To with the peer's tag), with a Contact and an optional SDP answer.
+    func answer(_ request: String, status: String, peer: FakePeer, body: String? = nil) -> String {
+        let lines = request.components(separatedBy: "\r\n")
+        func header(_ name: String) -> String { lines.first { $0.hasPrefix(name + ":") } ?? "" }
+        var text = "SIP/2.0 \(status)\r\n\(header("Via"))\r\n\(header("From"))\r\n\(header("To"));tag=callee\r\n"
+            + "\(header("Call-ID"))\r\n\(header("CSeq"))\r\nContact: <sip:fake@127.0.0.1:\(peer.port)>\r\n"
+        if let body { text += "Content-Type: application/sdp\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)" } else { text += "Content-Length: 0\r\n\r\n" }
+        return text
+    }
+
+    /// Our call straight to a peer (not registered): ringing, then the 2xx is ACKed, and ACKed
+    /// again when it comes again; then a call refused 486, and one cancelled while it rings.
+    func testOutgoingCallAckCancelAndRefusal() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        let uri = "sip:fake@127.0.0.1:\(peer.port)"
+        var events: [SIPCallEvent] = []
+        let call = try ua.call(uri: uri, localMedia: plain)
+        call.onEvent = { events.append($0) }
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("INVITE ") == 1 })
+        let invite = peer.received.first { $0.hasPrefix("INVITE ") }!
+        XCTAssertTrue(invite.contains("m=audio 40000 RTP/AVP 111 9 0 8 101"), invite)
+        peer.send(answer(invite, status: "180 Ringing", peer: peer), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { events == [.ringing] })
+        let answerSDP = FakePeer.offer.replacingOccurrences(of: "RTP/AVP 0 8 101", with: "RTP/AVP 8 101")
+        let ok = answer(invite, status: "200 OK", peer: peer, body: answerSDP)
+        peer.send(ok, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("ACK ") == 1 && events.count == 2 })
+        guard case .confirmed(let agreement) = events.last else { return XCTFail("\(events)") }
+        XCTAssertEqual(agreement.codec, .pcma)
+        XCTAssertTrue(peer.received.first { $0.hasPrefix("ACK ") }!.hasPrefix("ACK sip:fake@127.0.0.1:\(peer.port) SIP/2.0"),
+                      "the ACK goes to the Contact (the remote target)")
+        peer.send(ok, to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("ACK ") == 2 }, "a resent 2xx is ACKed again")
+        XCTAssertEqual(events.count, 2)
+        call.hangUp()
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("BYE ") == 1 })
+        XCTAssertEqual(events.last, .ended(.localHungUp))
+
+        var refusedEvents: [SIPCallEvent] = []
+        let refused = try ua.call(uri: uri, localMedia: plain)
+        refused.onEvent = { refusedEvents.append($0) }
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("INVITE ") == 2 })
+        peer.send(answer(peer.received.last { $0.hasPrefix("INVITE ") }!, status: "486 Busy Here", peer: peer), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { !refusedEvents.isEmpty })
+        XCTAssertEqual(refusedEvents, [.ended(.declined(code: 486, reason: "Busy Here"))])
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("ACK ") == 3 }, "osip ACKs the 486")
+
+        var cancelledEvents: [SIPCallEvent] = []
+        let cancelled = try ua.call(uri: uri, localMedia: plain)
+        cancelled.onEvent = { cancelledEvents.append($0) }
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("INVITE ") == 3 })
+        let third = peer.received.last { $0.hasPrefix("INVITE ") }!
+        peer.send(answer(third, status: "180 Ringing", peer: peer), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { cancelledEvents == [.ringing] })
+        cancelled.cancel()
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.count("CANCEL ") == 1 })
+        let cancel = peer.received.last { $0.hasPrefix("CANCEL ") }!
+        peer.send(answer(cancel, status: "200 OK", peer: peer), to: ua.localAddress)
+        peer.send(answer(third, status: "487 Request Terminated", peer: peer), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { cancelledEvents.count == 2 })
+        XCTAssertEqual(cancelledEvents.last, .ended(.cancelled))
+        XCTAssertTrue(ua.calls.isEmpty)
     }
 }

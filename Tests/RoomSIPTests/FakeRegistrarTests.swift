@@ -38,15 +38,6 @@ final class FakeRegistrar {
 }
 
 final class FakeRegistrarTests: XCTestCase {
-    func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if Date() >= deadline { return false }
-            try loop.runOnce(timeout: .milliseconds(20))
-        }
-        return true
-    }
-
     func agent(_ loop: EventLoop, _ registrar: FakeRegistrar, expires: Int = 60) throws -> SIPUserAgent {
         let account = try SIPAccount(registrar: registrar.socket.localAddress, domain: "example.org", user: "room",
                                      password: "x", expires: expires)

@@ -30,16 +30,6 @@ final class KamailioRegistrationTests: XCTestCase {
                        user: "room", password: password, expires: expires)
     }
 
-    /// Runs the loop until `done` or `seconds` pass; returns whether `done` came true.
-    private func run(_ loop: EventLoop, seconds: Double, until done: () -> Bool) throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if Date() >= deadline { return false }
-            try loop.runOnce(timeout: .milliseconds(50))
-        }
-        return true
-    }
-
     func testRightPasswordRegistersAndUnregisters() throws {
         let loop = try EventLoop()
         let ua = try SIPUserAgent(loop: loop, account: account(password: "room-secret"))

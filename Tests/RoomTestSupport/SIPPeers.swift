@@ -117,9 +117,12 @@ public final class Baresip {
         String(((try? String(contentsOfFile: directory + "/baresip.log", encoding: .utf8)) ?? "").suffix(3000))
     }
 
-    public func stop() {
+    public func stop(graceful: Bool = false) {
         if control >= 0 { close(control); control = -1 }
-        process?.stop()
+        // SIGKILL unless asked to end gracefully: on SIGTERM baresip first unregisters and may
+        // wait for a registrar the test already stopped. Graceful when its recording is wanted
+        // (the sndfile dump's WAV header is written when the file is closed).
+        process?.stop(grace: graceful ? 3 : 0)
     }
 }
 

@@ -37,10 +37,10 @@ public final class SpawnedProcess {
         return !exited
     }
 
-    /// SIGTERM, then SIGKILL after `grace` seconds; returns once it is reaped.
+    /// SIGTERM, then SIGKILL after `grace` seconds (at once with `grace` 0); returns once it is reaped.
     public func stop(grace: Double = 3) {
         guard !exited else { return }
-        kill(pid, SIGTERM)
+        kill(pid, grace > 0 ? SIGTERM : SIGKILL)
         let deadline = Date().addingTimeInterval(grace)
         while isRunning && Date() < deadline { usleep(10_000) }
         if isRunning {
