@@ -1,0 +1,139 @@
+# shellcheck shell=bash
+# scripts/bench call: sourced by scripts/bench (sees BIN, WORK, ROOT, speech, room, roomd).
+#
+# A SIP call as its two ends hear it (issue 29): Debian's baresip calls roomd through kamailio
+# (board/sip-test/kamailio.cfg, digest authentication), roomd auto-answers it (sip.auto_answer
+# for the caller `far`), SRTP by SDES as installed (media_encryption = required, baresip
+# mediaenc=srtp-mand). roomd's talker speaks first into its simulated mic (the board's room, echo
+# path on, as the appliance lives), then baresip's talker from a file; baresip's decoder output
+# (its sndfile dump) and roomd's speaker are recorded. PESQ-WB of each recording against the clean
+# talker (scripts/bench.d/call.py), per codec. Beside it in the same run, the anchor: a baresip to
+# baresip call through the same kamailio with the same codec and the same two talkers' files (no
+# room, no canceller, baresip's own jitter buffer): what the codec and a plain SIP client give.
+#
+# Environment:
+#   CALL_CODECS  codecs to measure (default "opus g722 pcmu")
+#   CALL_KEEP    a directory to copy the recordings and logs into
+# Installs kamailio and baresip-core (Debian) and pesq (PyPI) when missing.
+
+for tool in kamailio baresip; do
+  command -v "$tool" > /dev/null 2>&1 && continue
+  echo "bench call: installing $tool (Debian)" >&2
+  CL_SUDO=""
+  [ "$(id -u)" -eq 0 ] || CL_SUDO="sudo"
+  $CL_SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $CL_SUDO apt-get install -y -qq --no-install-recommends kamailio baresip-core > /dev/null
+done
+if ! python3 -c 'import numpy, scipy, pesq' 2>/dev/null; then
+  echo "bench call: installing pesq (and numpy, scipy) from PyPI" >&2
+  python3 -m pip install --quiet --disable-pip-version-check numpy scipy pesq >&2
+fi
+
+CW="$WORK/call"
+mkdir -p "$CW"
+CL_PIDS=()
+cl_cleanup() {
+  local p
+  for p in "${CL_PIDS[@]}"; do kill "$p" 2> /dev/null || true; done
+  for p in "${CL_PIDS[@]}"; do wait "$p" 2> /dev/null || true; done
+  CL_PIDS=()
+}
+CL_PREV_EXIT="$(trap -p EXIT)"
+CL_PREV_CMD="$(eval "set -- $CL_PREV_EXIT"; echo "${3:-}")"
+trap 'cl_cleanup; eval "$CL_PREV_CMD"' EXIT
+
+cl_wait_for() { # FILE TEXT SECONDS
+  local _
+  for _ in $(seq $(($3 * 10))); do grep -aq "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
+  echo "bench call: no '$2' in $1 after $3 s:" >&2
+  tail -n 20 "$1" >&2
+  return 1
+}
+
+# The two talkers (the e2e bench's texts), 48 kHz mono; the call's timeline: roomd's talker
+# from 3 s, the caller's after it (a turn each: PESQ scores one talker, not double talk).
+speech cl-near "$NEAR_TEXT" en-us
+speech cl-far "$FAR_TEXT" en-gb
+python3 "$ROOT/scripts/bench.d/call.py" prepare "$CW" "$WORK/cl-near.wav" "$WORK/cl-far.wav"
+
+# baresip's file source takes the codec's own format: Opus 48 kHz stereo, G.722 16 kHz mono,
+# G.711 8 kHz mono.
+cl_format() { case "$1" in opus) echo "48000 2" ;; g722) echo "16000 1" ;; *) echo "8000 1" ;; esac; }
+cl_rtpmap() { case "$1" in opus) echo "opus/48000/2" ;; g722) echo "G722/16000/1" ;; pcmu) echo "PCMU/8000/1" ;; pcma) echo "PCMA/8000/1" ;; esac; }
+
+# cl_baresip DIR USER PASSWORD SOURCE_WAV CODEC KAMAILIO_PORT [answermode]: a configured baresip
+# in DIR (not started): the repo's template, its source the file, its decoder output dumped.
+cl_baresip() {
+  local dir="$1" port
+  mkdir -p "$dir/dumps"
+  read -r port _ < <(free_ports udp)
+  sed -e "s|@SIP_PORT@|$port|; s|@OUT_DIR@|$dir|" \
+    -e "s|^audio_source.*|audio_source\t\taufile,$4|" "$ROOT/board/sip-test/baresip/config" > "$dir/config"
+  printf 'module\t\t\tsndfile.so\nsnd_path\t\t%s/dumps\n' "$dir" >> "$dir/config"
+  echo "<sip:$2@127.0.0.1:$6;transport=udp>;auth_pass=$3;regint=60;mediaenc=srtp-mand;audio_codecs=$(cl_rtpmap "$5")${7:+;answermode=$7}" > "$dir/accounts"
+  : > "$dir/contacts"
+}
+
+cl_kamailio() { # DIR -> prints the port; kamailio's pid in CL_KAM
+  local port
+  read -r port _ < <(free_ports udp)
+  mkdir -p "$1"
+  kamailio -f "$ROOT/board/sip-test/kamailio.cfg" -DD -E -n 1 -m 16 -M 8 -Y "$1" -l "udp:127.0.0.1:$port" > "$1/kamailio.log" 2>&1 &
+  CL_KAM=$!
+  CL_PIDS+=("$CL_KAM")
+  for _ in $(seq 50); do grep -q "$(printf ':%04X ' "$port")" /proc/net/udp && break; sleep 0.1; done
+  CL_KPORT=$port
+}
+
+read -r -a CL_CODECS <<< "${CALL_CODECS:-opus g722 pcmu}"
+CL_SECONDS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$CW/timeline.json")"
+for codec in "${CL_CODECS[@]}"; do
+  leg="$CW/$codec"
+  mkdir -p "$leg"
+  read -r rate channels <<< "$(cl_format "$codec")"
+  sox "$CW/far-timeline.wav" -r "$rate" -c "$channels" "$leg/far-source.wav"
+  sox "$CW/near-timeline.wav" -r "$rate" -c "$channels" "$leg/near-source.wav"
+  cl_kamailio "$leg/kamailio"
+
+  # roomd answers baresip.
+  echo "bench call: $codec, baresip -> kamailio -> roomd (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  printf 'room-secret\n' > "$leg/sip.password"
+  chmod 600 "$leg/sip.password"
+  printf '[sip]\nregistrar = 127.0.0.1:%s\nuser = room\npassword_file = %s\ntransport = udp\ncodecs = %s\nauto_answer = yes\nauto_answer_from = far\n' \
+    "$CL_KPORT" "$leg/sip.password" "$codec" > "$leg/roomd.conf"
+  room "$leg/room.conf" input="$CW/near-timeline.wav" input_end=silence output="$leg/roomd-speaker.wav" status="$leg/roomd.status"
+  ROOMSIM_CONFIG="$leg/room.conf" "$BIN/roomd" --board "$ROOT/board/sim" --config "$leg/roomd.conf" --json --stats-interval 1 \
+    --duration $((CL_SECONDS + 6)) --control-socket none --state-dir none > "$leg/roomd.jsonl" 2> "$leg/roomd.log" &
+  CL_ROOMD=$!
+  CL_PIDS+=("$CL_ROOMD")
+  cl_wait_for "$leg/roomd.log" "sip: registered" 10
+  cl_baresip "$leg/far" far far-secret "$leg/far-source.wav" "$codec" "$CL_KPORT"
+  baresip -f "$leg/far" -t $((CL_SECONDS + 2)) -e "/dial sip:room@127.0.0.1:$CL_KPORT" < /dev/null > "$leg/far/baresip.log" 2>&1 &
+  CL_FAR=$!
+  CL_PIDS+=("$CL_FAR")
+  wait $CL_FAR || true
+  wait $CL_ROOMD || true
+
+  # The anchor: baresip calls baresip through the same registrar, the same files.
+  echo "bench call: $codec, baresip -> kamailio -> baresip (the anchor)" >&2
+  cl_baresip "$leg/anchor-b" farsec farsec-secret "$leg/near-source.wav" "$codec" "$CL_KPORT" auto
+  baresip -f "$leg/anchor-b" -t $((CL_SECONDS + 4)) < /dev/null > "$leg/anchor-b/baresip.log" 2>&1 &
+  CL_B=$!
+  CL_PIDS+=("$CL_B")
+  cl_wait_for "$leg/anchor-b/baresip.log" "200 OK" 10
+  cl_baresip "$leg/anchor-a" far far-secret "$leg/far-source.wav" "$codec" "$CL_KPORT"
+  baresip -f "$leg/anchor-a" -t $((CL_SECONDS + 2)) -e "/dial sip:farsec@127.0.0.1:$CL_KPORT" < /dev/null > "$leg/anchor-a/baresip.log" 2>&1 &
+  CL_A=$!
+  CL_PIDS+=("$CL_A")
+  wait $CL_A || true
+  kill $CL_B 2> /dev/null || true
+  wait $CL_B 2> /dev/null || true
+  kill "$CL_KAM" 2> /dev/null || true
+  wait "$CL_KAM" 2> /dev/null || true
+  CL_PIDS=()
+done
+
+trap - EXIT
+eval "$CL_PREV_EXIT"
+if [ -n "${CALL_KEEP:-}" ]; then mkdir -p "$CALL_KEEP" && cp -r "$CW"/. "$CALL_KEEP"/; fi
+python3 "$ROOT/scripts/bench.d/call.py" analyze "$CW" "${CL_CODECS[@]}"
