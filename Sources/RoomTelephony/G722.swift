@@ -13,20 +13,17 @@
 /// histories are allocated once, when a coder is made.
 public final class G722Encoder {
     /// The last 24 input samples, newest first from `state.newest`, and again 24 later.
-    private let history = G722StreamState.makeHistory()
-    private var state = G722StreamState()
+    private let memory = G722Memory()
+    private var history: UnsafeMutablePointer<Int32> { memory.history }
+    private var state: G722StreamState {
+        get { memory.state }
+        set { memory.state = newValue }
+    }
 
     public init() {}
 
-    deinit {
-        history.deallocate()
-    }
-
     /// Forgets the coder's state (a new stream).
-    public func reset() {
-        history.update(repeating: 0, count: G722StreamState.historyLength)
-        state = G722StreamState()
-    }
+    public func reset() { memory.reset() }
 
     /// Encodes `count` 16 kHz samples (an even number) into `count / 2` bytes; returns the
     /// number of bytes written. An odd last sample is ignored: G.722 codes samples in pairs,
@@ -110,8 +107,12 @@ public final class G722Encoder {
 public final class G722Decoder {
     /// The last 12 sums and differences of the two bands' outputs, newest first from
     /// `state.newest` and again 12 later: sums at 0..<24, differences at 24..<48.
-    private let history = G722StreamState.makeHistory()
-    private var state = G722StreamState()
+    private let memory = G722Memory()
+    private var history: UnsafeMutablePointer<Int32> { memory.history }
+    private var state: G722StreamState {
+        get { memory.state }
+        set { memory.state = newValue }
+    }
 
     /// How an output sample beyond 16 bits (a far end sending clipped, full-scale sound) is
     /// stored. roomd saturates it, as current spandsp does; Debian's libspandsp 0.0.6, the
@@ -121,15 +122,8 @@ public final class G722Decoder {
 
     public init() {}
 
-    deinit {
-        history.deallocate()
-    }
-
     /// Forgets the decoder's state (a new stream).
-    public func reset() {
-        history.update(repeating: 0, count: G722StreamState.historyLength)
-        state = G722StreamState()
-    }
+    public func reset() { memory.reset() }
 
     /// Decodes `count` bytes into `2 * count` 16 kHz samples; returns the number of samples.
     public func decode(_ bytes: UnsafePointer<UInt8>, count: Int, into samples: UnsafeMutablePointer<Int16>) -> Int {

@@ -142,9 +142,23 @@ struct G722StreamState {
     /// always one contiguous run.
     static let historyLength = 48
 
-    static func makeHistory() -> UnsafeMutablePointer<Int32> {
-        let history = UnsafeMutablePointer<Int32>.allocate(capacity: historyLength)
-        history.initialize(repeating: 0, count: historyLength)
-        return history
+}
+
+/// One coder's memory: the sub-band state and the filter's delay line, which the encoder and
+/// the decoder keep alike (allocated once; `reset` starts a new stream).
+final class G722Memory {
+    let history: UnsafeMutablePointer<Int32>
+    var state = G722StreamState()
+
+    init() {
+        history = .allocate(capacity: G722StreamState.historyLength)
+        history.initialize(repeating: 0, count: G722StreamState.historyLength)
+    }
+
+    deinit { history.deallocate() }
+
+    func reset() {
+        history.update(repeating: 0, count: G722StreamState.historyLength)
+        state = G722StreamState()
     }
 }

@@ -11,30 +11,18 @@ analyze WORK CODEC...: for each codec, PESQ-WB (P.862.2, 16 kHz) of
 each recording aligned to its talker by cross-correlation first.
 """
 import json
+import os
 import sys
-import wave
 
 import numpy as np
 from pesq import pesq
 from scipy.signal import fftconvolve, resample_poly
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality import read_wav, write_wav  # noqa: E402  (the quality bench's WAV helpers)
+
 LEAD_S = 3.0
 GAP_S = 1.0
-
-
-def read_wav(path):
-    with wave.open(path, "rb") as w:
-        ch, rate = w.getnchannels(), w.getframerate()
-        x = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64) / 32768.0
-    return rate, (x.reshape(-1, ch)[:, 0] if ch > 1 else x)
-
-
-def write_wav(path, rate, x):
-    with wave.open(path, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(np.clip(np.round(x * 32767), -32768, 32767).astype("<i2").tobytes())
 
 
 def to16k(rate, x):
