@@ -82,8 +82,74 @@ def analyze(work, codecs):
                 emit(f"{metric}_{codec}", float("nan"), "MOS-LQO", what=what, error=str(e)[:200])
 
 
+BRIDGE_TALKERS = ("a", "b", "far")
+
+
+def bridge_timeline(work, a_path, b_path, far_path):
+    """Talkers in turn: A from 3 s, B 1 s after A, the caller 1 s after B; each file on its own
+    recorder's time base (A's and B's from their roomd's start, the caller's from the call's:
+    A answers about 1 s after it started, so the caller's turn is placed 1 s earlier)."""
+    rate, a = read_wav(a_path)
+    _, b = read_wav(b_path)
+    _, far = read_wav(far_path)
+    starts = {"a": LEAD_S, "b": LEAD_S + len(a) / rate + GAP_S}
+    starts["far"] = starts["b"] + len(b) / rate + GAP_S
+    total = starts["far"] + len(far) / rate + 3
+    segments = {}
+    for name, x, shift in (("a", a, 0.0), ("b", b, 0.0), ("far", far, -1.0)):
+        at = int((starts[name] + shift) * rate)
+        line = np.zeros(int(total * rate))
+        line[at:at + len(x)] = x
+        write_wav(f"{work}/{name}-timeline.wav", rate, line)
+        write_wav(f"{work}/{name}.wav", rate, x)
+        segments[name] = {"start": at / rate, "length": len(x) / rate}
+    with open(f"{work}/timeline.json", "w") as f:
+        json.dump({"seconds": int(total + 1), "segments": segments}, f)
+
+
+def envelope(x, rate):
+    n = rate // 100
+    frames = len(x) // n
+    return 10 * np.log10(np.mean(x[:frames * n].reshape(frames, n) ** 2, axis=1) + 1e-10)
+
+
+def bridge(work):
+    """For each recording (the caller's decoder output, A's and B's speakers) and each talker:
+    PESQ-WB of the others' turns, and for the recorder's own talker the level of its own turn in
+    its own recording (dB against the talker) and the envelope correlation there."""
+    with open(f"{work}/timeline.json") as f:
+        segments = json.load(f)["segments"]
+    recordings = {"far": dump(f"{work}/far"), "a": f"{work}/a-speaker.wav", "b": f"{work}/b-speaker.wav"}
+    for listener, path in recordings.items():
+        try:
+            rate, rec = read_wav(path)
+        except Exception as e:
+            emit(f"bridge_{listener}_recording", float("nan"), "", error=str(e)[:200])
+            continue
+        rec16 = to16k(rate, rec)
+        for talker in BRIDGE_TALKERS:
+            r, ref = read_wav(f"{work}/{talker}.wav")
+            if talker != listener:
+                score, at = aligned_pesq(to16k(r, ref), rec16)
+                emit(f"bridge_pesq_{listener}_hears_{talker}", score, "MOS-LQO", found_at_s=round(at, 2))
+                continue
+            seg = segments[talker]
+            start = int(seg["start"] * rate)
+            own = rec[start:start + len(ref) * rate // r]
+            level = 10 * np.log10((np.mean(own ** 2) + 1e-12) / (np.mean(ref ** 2) + 1e-12))
+            e_ref, e_own = envelope(ref, r), envelope(own, rate)
+            k = min(len(e_ref), len(e_own))
+            corr = float(np.corrcoef(e_ref[:k], e_own[:k])[0, 1]) if k > 10 else float("nan")
+            emit(f"bridge_self_level_{listener}", level, "dB", what=f"{listener}'s own talker in its own recording, during its turn")
+            emit(f"bridge_self_correlation_{listener}", corr, "", what="envelope correlation of its own talker there")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "prepare":
         prepare(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "bridge-timeline":
+        bridge_timeline(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif sys.argv[1] == "bridge":
+        bridge(sys.argv[2])
     else:
         analyze(sys.argv[2], sys.argv[3:])

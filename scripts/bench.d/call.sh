@@ -13,6 +13,8 @@
 #
 # Environment:
 #   CALL_CODECS  codecs to measure (default "opus g722 pcmu")
+#   CALL_BRIDGE  0: without the bridged call (default 1)
+#   CALL_ROOMD_OPTS  extra options for both roomd of the bridged call (e.g. "--disable agc")
 #   CALL_KEEP    a directory to copy the recordings and logs into
 # Installs kamailio and baresip-core (Debian) and pesq (PyPI) when missing.
 
@@ -133,7 +135,59 @@ for codec in "${CL_CODECS[@]}"; do
   CL_PIDS=()
 done
 
+# --- A caller bridged into a two-appliance room (issue 29's second acceptance line) -------------
+# A (roomd, with the SIP account) and B (roomd) in one roomserver room, both on stage; baresip
+# calls A, A answers by itself and is bridged (`roomctl bridge`). Talkers in turn, on one time
+# base per recording: A from 3 s, then B, then the caller. What each heard of the others (PESQ-WB)
+# and of itself (the level of its own turn in its own recording, and the envelope correlation):
+# nobody should hear themselves.
+if [ "${CALL_BRIDGE:-1}" = 1 ]; then
+  bw="$CW/bridge"
+  mkdir -p "$bw"
+  speech cl-b "Could we move the review to Thursday? Half of the team is travelling on Wednesday and the rest has the board meeting." en-us+f3
+  python3 "$ROOT/scripts/bench.d/call.py" bridge-timeline "$bw" "$WORK/cl-near.wav" "$WORK/cl-b.wav" "$WORK/cl-far.wav"
+  CL_SECONDS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$bw/timeline.json")"
+  sox "$bw/far-timeline.wav" -r 48000 -c 2 "$bw/far-source.wav"
+  cl_kamailio "$bw/kamailio"
+  read -r CL_TCP CL_UDP < <(free_ports tcp)
+  sed -e "s/127.0.0.1:7700/127.0.0.1:$CL_TCP/; s/127.0.0.1:7701/127.0.0.1:$CL_UDP/" "$ROOT/docs/roomserver.conf.example" > "$bw/server.conf"
+  dev_tls "$bw"
+  "$BIN/roomserver" --config "$bw/server.conf" 2> "$bw/server.log" &
+  CL_PIDS+=("$!")
+  for _ in $(seq 50); do (exec 3<> "/dev/tcp/127.0.0.1/$CL_TCP") 2> /dev/null && break; sleep 0.1; done
+  cl_token() { "$BIN/roomserver" mint-token --config "$bw/server.conf" --key dev --room bridge --user "$1" --publish; }
+  printf 'room-secret\n' > "$bw/sip.password"
+  chmod 600 "$bw/sip.password"
+  printf '[sip]\nregistrar = 127.0.0.1:%s\nuser = room\npassword_file = %s\ntransport = udp\ncodecs = opus\nauto_answer = yes\nauto_answer_from = far\n' \
+    "$CL_KPORT" "$bw/sip.password" > "$bw/a-roomd.conf"
+  room "$bw/a.conf" input="$bw/a-timeline.wav" input_end=silence output="$bw/a-speaker.wav"
+  room "$bw/b.conf" input="$bw/b-timeline.wav" input_end=silence output="$bw/b-speaker.wav"
+  echo "bench call: bridge, baresip -> kamailio -> A, bridged into a room with B (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  ROOMSIM_CONFIG="$bw/b.conf" "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval 1 --server "127.0.0.1:$CL_TCP" \
+    --tls-ca-file "$bw/tls/ca.pem" --token "$(cl_token b)" --role streamer --duration $((CL_SECONDS + 4)) \
+    --control-socket none --state-dir none ${CALL_ROOMD_OPTS:-} > "$bw/b.jsonl" 2> "$bw/b.log" &
+  CL_B=$!
+  CL_PIDS+=("$CL_B")
+  ROOMSIM_CONFIG="$bw/a.conf" "$BIN/roomd" --board "$ROOT/board/sim" --config "$bw/a-roomd.conf" --json --stats-interval 1 \
+    --server "127.0.0.1:$CL_TCP" --tls-ca-file "$bw/tls/ca.pem" --token "$(cl_token a)" --role streamer \
+    --duration $((CL_SECONDS + 4)) --control-socket "$bw/a.sock" --state-dir none ${CALL_ROOMD_OPTS:-} > "$bw/a.jsonl" 2> "$bw/a.log" &
+  CL_A=$!
+  CL_PIDS+=("$CL_A")
+  cl_wait_for "$bw/a.log" "sip: registered" 10
+  cl_baresip "$bw/far" far far-secret "$bw/far-source.wav" opus "$CL_KPORT"
+  baresip -f "$bw/far" -t $((CL_SECONDS + 1)) -e "/dial sip:room@127.0.0.1:$CL_KPORT" < /dev/null > "$bw/far/baresip.log" 2>&1 &
+  CL_FAR=$!
+  CL_PIDS+=("$CL_FAR")
+  cl_wait_for "$bw/a.log" "call: up" 10
+  "$BIN/roomctl" --socket "$bw/a.sock" bridge
+  wait $CL_FAR || true
+  wait $CL_A || true
+  wait $CL_B || true
+  cl_cleanup
+fi
+
 trap - EXIT
 eval "$CL_PREV_EXIT"
 if [ -n "${CALL_KEEP:-}" ]; then mkdir -p "$CALL_KEEP" && cp -r "$CW"/. "$CALL_KEEP"/; fi
 python3 "$ROOT/scripts/bench.d/call.py" analyze "$CW" "${CL_CODECS[@]}"
+[ "${CALL_BRIDGE:-1}" != 1 ] || python3 "$ROOT/scripts/bench.d/call.py" bridge "$CW/bridge"
