@@ -213,14 +213,20 @@ extern "C" int rapm_output_channels(const rapm_t *a) { return (int)a->capture_ou
 
 extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
     if (a->kc_count > 0) {
-        // roomd's canceller takes the speaker's mono mix; webrtc's AEC, the only render-side user
-        // of the APM here, is off.
+        // roomd's canceller takes the speaker's mono mix; webrtc's AEC is off.
         for (int i = 0; i < a->frames; i++) {
             float s = 0;
             for (int ch = 0; ch < a->render_channels; ch++) s += render[ch][i];
             a->far[i] = s / a->render_channels;
         }
-        return 0;
+        // webrtc's gain control still hears the speaker: its far-end voice detector holds the
+        // gain while the far end talks, so the canceller's residual is not raised to speech
+        // level. Without it, a caller bridged into a two-appliance room heard itself at
+        // -7 dB after a 23 s turn, growing (both AGCs raising the residual, the loop through the
+        // room closing): scripts/bench call, docs/benchmarks.md "call".
+        if (!a->apm->gain_control()->is_enabled()) return 0;
+        float *const *dst = const_cast<float *const *>(render);
+        return a->apm->ProcessReverseStream(render, a->render, a->render, dst);
     }
     // Output pointer may alias input when no render-side processing changes the signal.
     float *const *dst = const_cast<float *const *>(render);
