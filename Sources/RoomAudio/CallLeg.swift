@@ -114,11 +114,13 @@ final class CallUplink {
         self.rate = rate
         frameSamples = rate * CallLeg.frameMilliseconds / 1000
         // 64 kb/s with in-band FEC for 5 % loss (no RTCP from the far end yet, so nothing to
-        // adapt to): PESQ-WB 3.94 of the appliance's talker at a baresip caller, against 3.27 at
-        // 32 kb/s with the same FEC and 3.99 at 64 kb/s without it (`scripts/bench call`,
-        // docs/calls.md): FEC at 32 kb/s took the bits the speech needed.
+        // adapt to), the full band allowed: PESQ-WB of the appliance's talker at a baresip caller
+        // 3.83 (espeak-ng's voice) and 3.86 (a recorded voice); capped at wideband it was 3.94
+        // and 3.06 — SILK alone on the recorded voice — and at 32 kb/s 3.27 (`scripts/bench
+        // call`, CALL_VOICES=natural; docs/benchmarks.md "call").
         var settings = OpusSettings()
         settings.bitrate = 64_000
+        settings.maxBandwidth = .full
         settings.frameMilliseconds = CallLeg.frameMilliseconds
         settings.dtx = false
         settings.voiceGate = false
