@@ -35,10 +35,12 @@ final class CallLink {
     }
 
     private(set) var phase: Phase = .idle
-    private(set) var bridged = false
-    private(set) var held = false
+    /// The caller is in the room (the engine's call leg holds it: one place to ask).
+    var bridged: Bool { engine.call.isBridged }
     /// The agreed media of the call in progress.
     private(set) var agreement: Agreement?
+    /// We hold the far end (our side of the agreement offers no receiving).
+    var held: Bool { agreement.map { !$0.localDirection.receives } ?? false }
     /// Why the last call ended (status shows it until the next call).
     private(set) var lastEnd: String?
     private(set) var settings: SIPSettings?
@@ -46,7 +48,6 @@ final class CallLink {
     var isConfigured: Bool { agent != nil }
     /// A call that rings or is up: the buttons act on it rather than on the room.
     var hasCall: Bool { phase != .idle }
-    var mediaStatistics: CallMediaSession.Statistics? { media?.statistics }
 
     /// Every change the panel, status and events show: phase, bridge, hold, registration.
     var onChange: ((CallLink) -> Void)?
@@ -59,7 +60,6 @@ final class CallLink {
     private var call: SIPCall?
     /// The socket whose port the offer or answer named, until the media session takes it.
     private var mediaSocket: UDPSocket?
-    private var localMedia: CallLocalMedia?
     private var media: CallMediaSession?
 
     init(loop: EventLoop, engine: AudioEngine) throws(SystemError) {
@@ -218,7 +218,6 @@ final class CallLink {
     func bridge(_ on: Bool) throws(Refusal) {
         guard case .active = phase else { throw Refusal("no call is up") }
         guard on != bridged else { return }
-        bridged = on
         engine.call.setBridged(on)
         Log.notice("call: \(on ? "bridged into" : "taken out of") the room")
         onChange?(self)
@@ -311,9 +310,7 @@ final class CallLink {
             self?.onDigit?(digit)
         }
         agreement = a
-        held = !a.localDirection.receives
-        engine.call.start(codec: parameters.codec)
-        engine.call.setBridged(bridged)
+        engine.call.start(codec: parameters.codec)   // a new call starts outside the room
         phase = .active(peer: call?.remoteURI ?? "")
         Log.notice("call: up with \(call?.remoteURI ?? "?"), \(a.codec.rawValue), \(Self.securityName(a.security))")
         onChange?(self)
@@ -328,7 +325,6 @@ final class CallLink {
         }
         if parameters.codec != agreement.flatMap({ Self.codec($0.codec) }) { engine.call.start(codec: parameters.codec) }
         agreement = a
-        held = !a.localDirection.receives
         Log.notice("call: \(held ? "on hold" : a.isHeldByRemote ? "held by the far end" : "resumed")")
         onChange?(self)
     }
@@ -344,8 +340,6 @@ final class CallLink {
         dropMedia()
         call = nil
         agreement = nil
-        bridged = false
-        held = false
         phase = .idle
         lastEnd = reason
         Log.notice("call: ended (\(reason))")
@@ -371,14 +365,12 @@ final class CallLink {
         let local = CallLocalMedia(address: host, port: Int(socket.localPort),
                                    codecs: settings.codecs.compactMap { CallCodec(rawValue: $0) }, security: security)
         mediaSocket = socket
-        localMedia = local
         return local
     }
 
     private func dropMedia() {
         mediaSocket?.close()
         mediaSocket = nil
-        localMedia = nil
     }
 
     static func codec(_ c: CallCodec) -> AudioCodec {

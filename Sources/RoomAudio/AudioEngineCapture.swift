@@ -63,16 +63,17 @@ extension AudioLoop {
         }
         if testing { selfTest.record(cleanedPeriod: cleaned) }
         // During a self-test nothing is sent: the room must not hear the sweep's residue.
-        let (roomSource, roomVoice) = roomUplink(voice: voice, testing: testing)
-        if let codec = callCodec { sendToCaller(codec, testing: testing) }
+        // The mic as the caller and a bridged room get it: not while muted, nor during a self-test.
+        let mic = !control.isMicMuted && !testing
+        let (roomSource, roomVoice) = roomUplink(voice: voice, mic: mic)
+        if let codec = callCodec { sendToCaller(codec, mic: mic) }
         encodeCleaned(roomSource, voice: roomVoice, send: !testing)
     }
 
     /// What the room is sent this block: the cleaned mic, or, while a caller is bridged in, the
     /// mic (unless muted) plus the caller — then the voice gate opens for the caller's speech too.
-    private func roomUplink(voice: Bool, testing: Bool) -> (UnsafePointer<Float>, Bool) {
+    private func roomUplink(voice: Bool, mic: Bool) -> (UnsafePointer<Float>, Bool) {
         guard callBridged else { return (UnsafePointer(cleaned), voice) }
-        let mic = !control.isMicMuted && !testing
         var callerEnergy: Float = 0
         for i in 0..<block {
             roomSend[i] = (mic ? cleaned[i] : 0) + callMix[i]
@@ -85,10 +86,9 @@ extension AudioLoop {
     /// −50 dBFS, well under speech and above a line's idle noise.
     static let callerSpeechPower: Float = 1e-5
 
-    /// The caller's mix-minus for this block: the mic (unless muted, or during a self-test)
-    /// plus the room's streams, into the call's encoder.
-    private func sendToCaller(_ codec: AudioCodec, testing: Bool) {
-        let mic = !control.isMicMuted && !testing
+    /// The caller's mix-minus for this block: the mic (`mic`: unless muted, or during a
+    /// self-test) plus the room's streams, into the call's encoder.
+    private func sendToCaller(_ codec: AudioCodec, mic: Bool) {
         for i in 0..<block { callSend[i] = (mic ? cleaned[i] : 0) + roomMix[i] }
         callUplink.take(callSend, count: block, codec: codec)
     }

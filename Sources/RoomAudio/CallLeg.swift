@@ -43,8 +43,6 @@ public final class CallLeg: @unchecked Sendable {
         ring.store(amplitude.bitPattern, ordering: .relaxed)
     }
 
-    public var isRinging: Bool { ring.load(ordering: .relaxed) != 0 }
-
     @inline(__always)
     var ringAmplitude: Float { Float(bitPattern: ring.load(ordering: .relaxed)) }
 
@@ -92,7 +90,6 @@ public final class CallLeg: @unchecked Sendable {
 /// exists from the engine's start; a call only chooses among them.
 final class CallUplink {
     private let leg: CallLeg
-    private let rate: Int
     private let frameSamples: Int
     private let opus: OpusEncoderBox
     private let g722 = G722Encoder()
@@ -106,12 +103,9 @@ final class CallUplink {
     private var packet = MediaPacket()
     /// The leg's word this uplink last acted on.
     private var applied: UInt64 = 0
-    private(set) var framesEncoded = 0
-    private(set) var framesDropped = 0
 
     init(leg: CallLeg, rate: Int) throws(OpusError) {
         self.leg = leg
-        self.rate = rate
         frameSamples = rate * CallLeg.frameMilliseconds / 1000
         // 64 kb/s with in-band FEC for 5 % loss (no RTCP from the far end yet, so nothing to
         // adapt to), the full band allowed: PESQ-WB of the appliance's talker at a baresip caller
@@ -193,12 +187,8 @@ final class CallUplink {
         let ticks = UInt32(codec.rtpClockRate * CallLeg.frameMilliseconds / 1000)
         if length > 0 {
             packet.length = UInt16(length)
-            if leg.outgoing.push(packet) {
-                leg.outgoingSignal?.signal()
-                framesEncoded += 1
-            } else {
-                framesDropped += 1
-            }
+            // A full ring (the network thread stalled) drops the frame: the caller conceals it.
+            if leg.outgoing.push(packet) { leg.outgoingSignal?.signal() }
             packet.sequenceNumber &+= 1
         }
         packet.timestamp &+= ticks

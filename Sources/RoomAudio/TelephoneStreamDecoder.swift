@@ -12,7 +12,6 @@ import RoomTelephony
 /// jitter buffer, which grows its delay after a loss, conceals one lost 20 ms frame for 40 ms
 /// (`CallLegTests`) — and a long gap fades out instead of buzzing.
 final class TelephoneStreamDecoder {
-    private let rate: Int
     private let g722 = G722Decoder()
     private let fromNarrow: RateConverter
     private let fromWide: RateConverter
@@ -27,7 +26,6 @@ final class TelephoneStreamDecoder {
     private var concealing = false
 
     init(rate: Int) {
-        self.rate = rate
         fromNarrow = RateConverter(from: 8000, to: rate)!
         fromWide = RateConverter(from: 16_000, to: rate)!
         let most = 2 * MediaPacket.maxPayload

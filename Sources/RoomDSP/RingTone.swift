@@ -8,7 +8,6 @@ public struct RingTone: Sendable {
     /// The cadence in ms: on, off, on, off.
     public static let cadenceMilliseconds = [400, 200, 400, 2000]
 
-    private let rate: Int
     private let cadence: (Int, Int, Int, Int)
     private let cycle: Int
     private let ramp: Int
@@ -17,7 +16,6 @@ public struct RingTone: Sendable {
     private let stepRe1: Float, stepIm1: Float, stepRe2: Float, stepIm2: Float
 
     public init(rate: Int) {
-        self.rate = rate
         let c = Self.cadenceMilliseconds.map { $0 * rate / 1000 }
         cadence = (c[0], c[1], c[2], c[3])
         cycle = c.reduce(0, +)
