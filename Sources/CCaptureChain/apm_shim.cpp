@@ -11,6 +11,36 @@
 #include "talker_locator.h"
 #include "array_beam.h"
 
+// webrtc's legacy AGC by its C entry points: libwebrtc-audio-processing 0.3 exports them but
+// installs no header for them, so they are declared here as 0.3 defines them
+// (modules/audio_processing/agc/legacy/gain_control.h). Why roomd calls them instead of
+// GainControl: GainControl tells the AGC "the stream has echo" only from webrtc's own AEC,
+// which is off behind roomd's canceller; told nothing, the AGC raised the canceller's residual
+// toward speech level while the far end talked alone (a caller bridged into a room heard
+// itself). Here roomd's canceller says when echo is present.
+extern "C" {
+struct RoomLegacyAgcConfig {
+    int16_t target_level_dbfs;
+    int16_t compression_gain_db;
+    uint8_t limiter_enable;
+};
+void *WebRtcAgc_Create();
+void WebRtcAgc_Free(void *agc);
+int WebRtcAgc_Init(void *agc, int32_t min_level, int32_t max_level, int16_t mode, uint32_t fs);
+int WebRtcAgc_set_config(void *agc, RoomLegacyAgcConfig config);
+int WebRtcAgc_AddFarend(void *agc, const int16_t *far, size_t samples);
+int WebRtcAgc_VirtualMic(void *agc, int16_t *const *mic, size_t bands, size_t samples, int32_t level_in, int32_t *level_out);
+int WebRtcAgc_Process(void *agc, const int16_t *const *near, size_t bands, size_t samples, int16_t *const *out,
+                      int32_t level_in, int32_t *level_out, int16_t echo, uint8_t *saturation_warning);
+}
+namespace roomagc {
+constexpr int16_t kAdaptiveDigital = 2;     // the legacy AGC's mode numbers
+inline int16_t to_s16(float x) {
+    float v = x * 32768.0f;
+    return (int16_t)(v > 32767.0f ? 32767.0f : v < -32768.0f ? -32768.0f : lrintf(v));
+}
+}
+
 struct rapm {
     webrtc::AudioProcessing *apm;
     // roomd's echo canceller (echo_canceller = 1): one per capture channel, in front of the APM.
@@ -33,12 +63,22 @@ struct rapm {
     roomband::Channel *band_ch[8];
     float *low_in[8];           // decimated canceller output, fed to webrtc
     float *low_out[8];          // webrtc's output
+    // roomd's call of webrtc's AGC in low-band mode (above): one per channel, told of echo.
+    void *agc[8];
+    bool agc_on;
+    roomband::Channel *far_band; // the render's decimator: the AGC's far-end voice detector
+    float *far_low;
+    int16_t *agc_buf;           // one channel's block at 16 kHz, in and out
     // The array (config.array): the mics make one beam; the canceller and webrtc see it alone.
     roombeam::Beam *beam;
     float *beam_out;
     float *map_r, *map_i;       // K: echo path factor from the bank left to a new one (select_bank)
     bool dereverb;              // configured (a self-test holds it off for a while)
     bool self_test;             // rapm_self_test: the chain hears mic 0, rapm_steer waits
+    // Banks started from a neighbour's echo path (rapm_steer), sure of a path they only
+    // guessed until the array hears the speaker alone.
+    unsigned char guessed_bank[roombeam::kBeams + 1];
+    int speaker_alone_blocks;   // in a row, the far end playing
     const float *beam_in[1];
 };
 
@@ -144,6 +184,24 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
             a->low_out[i] = (float *)calloc((size_t)a->low_frames, sizeof(float));
             if (!a->band_ch[i] || !a->low_in[i] || !a->low_out[i]) { set_err(err, err_len, "out of memory (band split)", -1); rapm_destroy(a); return nullptr; }
         }
+        // The AGC is roomd's to call here (the declarations above say why); webrtc's
+        // GainControl stays off. Made whether or not the AGC is on, so switching it on at run
+        // time allocates nothing.
+        a->far_band = (roomband::Channel *)calloc(1, sizeof(roomband::Channel));
+        a->far_low = (float *)calloc((size_t)a->low_frames, sizeof(float));
+        a->agc_buf = (int16_t *)calloc((size_t)a->low_frames, sizeof(int16_t));
+        if (!a->far_band || !a->far_low || !a->agc_buf) { set_err(err, err_len, "out of memory (gain control)", -1); rapm_destroy(a); return nullptr; }
+        for (int i = 0; i < channels; i++) {
+            a->agc[i] = WebRtcAgc_Create();
+            if (!a->agc[i]) { set_err(err, err_len, "out of memory (gain control)", -1); rapm_destroy(a); return nullptr; }
+            // Level range 0-255 and the config as webrtc's GainControl gives them.
+            RoomLegacyAgcConfig cfg = {(int16_t)c->agc_target_dbfs, (int16_t)c->agc_compression_db, (uint8_t)(c->agc_limiter != 0)};
+            if (WebRtcAgc_Init(a->agc[i], 0, 255, roomagc::kAdaptiveDigital, (uint32_t)webrtc_rate) != 0 ||
+                WebRtcAgc_set_config(a->agc[i], cfg) != 0) {
+                set_err(err, err_len, "gain control: target level 0..31 dBFS and compression gain 0..90 dB", -1); rapm_destroy(a); return nullptr;
+            }
+        }
+        a->agc_on = c->gain_control != 0;
     }
     a->capture_in = webrtc::StreamConfig(webrtc_rate, channels);
     a->capture_out = webrtc::StreamConfig(webrtc_rate, beamform ? 1 : channels);
@@ -181,7 +239,7 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
     CHECK(agc->set_target_level_dbfs(c->agc_target_dbfs), "AGC target level");
     CHECK(agc->set_compression_gain_db(c->agc_compression_db), "AGC compression gain");
     CHECK(agc->enable_limiter(c->agc_limiter != 0), "AGC limiter");
-    CHECK(agc->Enable(c->gain_control != 0), "gain control");
+    CHECK(agc->Enable(c->gain_control != 0 && !a->low_band), "gain control");
 
     webrtc::VoiceDetection::Likelihood vl =
         c->vad_likelihood <= 0 ? webrtc::VoiceDetection::kVeryLowLikelihood
@@ -200,7 +258,9 @@ extern "C" void rapm_destroy(rapm_t *a) {
     for (int i = 0; i < 8; i++) {
         roomaec::destroy(a->kc[i]); free(a->cleaned[i]);
         free(a->band_ch[i]); free(a->low_in[i]); free(a->low_out[i]);
+        if (a->agc[i]) WebRtcAgc_Free(a->agc[i]);
     }
+    free(a->far_band); free(a->far_low); free(a->agc_buf);
     free(a->far);
     roombeam::destroy(a->beam);
     free(a->beam_out); free(a->map_r); free(a->map_i);
@@ -219,11 +279,19 @@ extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
             for (int ch = 0; ch < a->render_channels; ch++) s += render[ch][i];
             a->far[i] = s / a->render_channels;
         }
-        // webrtc's gain control still hears the speaker: its far-end voice detector holds the
-        // gain while the far end talks, so the canceller's residual is not raised to speech
-        // level. Without it, a caller bridged into a two-appliance room heard itself at
+        // The gain control still hears the speaker: its far-end voice detector holds the
+        // digital gain while the far end talks, so the canceller's residual is not raised to
+        // speech level. Without it, a caller bridged into a two-appliance room heard itself at
         // -7 dB after a 23 s turn, growing (both AGCs raising the residual, the loop through the
         // room closing): scripts/bench call, docs/benchmarks.md "call".
+        if (a->low_band) {
+            if (!a->agc_on) return 0;
+            roomband::decimate(&a->band, a->far_band, a->far, a->frames, a->far_low);
+            for (int i = 0; i < a->low_frames; i++) a->agc_buf[i] = roomagc::to_s16(a->far_low[i]);
+            for (int i = 0; i < a->kc_count; i++)
+                if (WebRtcAgc_AddFarend(a->agc[i], a->agc_buf, (size_t)a->low_frames) != 0) return -1;
+            return 0;
+        }
         if (!a->apm->gain_control()->is_enabled()) return 0;
         float *const *dst = const_cast<float *const *>(render);
         return a->apm->ProcessReverseStream(render, a->render, a->render, dst);
@@ -238,17 +306,6 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
     if (a->beam) {
         roombeam::process(a->beam, mics, a->beam_out);
         mics = a->beam_in;
-        // The beam's noise-adaptive choice changed how some beams hear the echo at some bins:
-        // their banks' filters follow (the filter has twice the beam's bins: both neighbours).
-        if (a->kc_count > 0) {
-            roomaec::Canceller *k = a->kc[0];
-            const int step = k->N / k->Nr;
-            for (int c = 0; c < a->beam->nchanges; c++) {
-                const roombeam::Beam::Change &ch = a->beam->changes[c];
-                for (int kk = ch.bin * step - step / 2; kk < ch.bin * step + (step + 1) / 2; kk++)
-                    if (kk >= 0) roomaec::scale_bin(k, ch.beam, kk, ch.r, ch.i);
-            }
-        }
     }
     if (a->kc_count > 0) {
         for (int i = 0; i < a->kc_count; i++) roomaec::process(a->kc[i], a->far, mics[i], a->cleaned[i]);
@@ -258,6 +315,20 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
     if (a->low_band) {
         for (int i = 0; i < a->kc_count; i++) roomband::decimate(&a->band, a->band_ch[i], a->cleaned[i], a->frames, a->low_in[i]);
         rc = a->apm->ProcessStream(a->low_in, a->capture_in, a->capture_out, a->low_out);
+        if (rc == 0 && a->agc_on) {
+            // As GainControl would: the virtual mic's gain, then the AGC proper, told by the
+            // canceller whether echo is present (then the AGC does not raise its level).
+            int16_t *bands[1] = {a->agc_buf};
+            for (int i = 0; i < a->kc_count && rc == 0; i++) {
+                for (int j = 0; j < a->low_frames; j++) a->agc_buf[j] = roomagc::to_s16(a->low_out[i][j]);
+                int32_t level = 0, level_after = 0;
+                uint8_t saturated = 0;
+                if (WebRtcAgc_VirtualMic(a->agc[i], bands, 1, (size_t)a->low_frames, 0, &level) != 0 ||
+                    WebRtcAgc_Process(a->agc[i], bands, 1, (size_t)a->low_frames, bands, level, &level_after,
+                                      (int16_t)(a->kc[i]->echo_present ? 1 : 0), &saturated) != 0) { rc = -1; break; }
+                for (int j = 0; j < a->low_frames; j++) a->low_out[i][j] = a->agc_buf[j] * (1.0f / 32768.0f);
+            }
+        }
         for (int i = 0; i < a->kc_count; i++) roomband::merge(&a->band, a->band_ch[i], a->low_out[i], a->low_in[i], a->frames, out[i]);
     } else {
         rc = a->apm->ProcessStream(mics, a->capture_in, a->capture_out, out);
@@ -277,12 +348,27 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 // rooms within ±0.002 STOI (scripts/bench doubletalk farfield, 2026-11-29).
 static constexpr float kMappedBankUncertainty = 0.0f;
 
+// A bank guessed through the relative transfer functions leaves ~20 dB of echo where a learnt
+// one leaves 50: a caller bridged into a two-appliance room heard itself at -24 dB once one
+// appliance's talker had turned its beam (scripts/bench call). Made unsure when it is chosen, it
+// chased a talker in double talk instead (kMappedBankUncertainty above); so it is made unsure
+// once the array hears the speaker alone (array_beam.h, echo_misfit) for this many blocks in a
+// row, and then learns the path at a new filter's pace. Misfit measured on the simulated board:
+// 0.002-0.06 with the far end alone, 1.5-1.9 with its talker speaking (per 100 blocks).
+static constexpr float kSpeakerAloneMisfit = 0.25f;
+static constexpr int kSpeakerAloneBlocks = 20;
+
 extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone, int far_active) {
     if (!a->beam || a->self_test) return;
     a->beam->learn_echo = echo_alone != 0;
     a->beam->far_active = far_active != 0;
-    // While the far end plays the beam stays where it is (its echo path is the one the canceller
-    // is sure of); it turns in the far end's next pause.
+    const int cur = a->beam->current;
+    const float misfit = a->beam->echo_misfit;
+    a->speaker_alone_blocks = far_active && misfit >= 0 && misfit < kSpeakerAloneMisfit ? a->speaker_alone_blocks + 1 : 0;
+    if (a->kc_count > 0 && a->guessed_bank[cur] && a->speaker_alone_blocks >= kSpeakerAloneBlocks) {
+        roomaec::forget_certainty(a->kc[0], false);
+        a->guessed_bank[cur] = 0;
+    }
     if (far_active) return;
     const int b = has_direction ? roombeam::beam_for(a->beam, azimuth_deg) : roombeam::kBeams;
     if (b == a->beam->current) return;
@@ -305,6 +391,7 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
         a->map_i[kk] = (ni * fr - nr * fi) / den;
     }
     roomaec::select_bank(k, b, a->map_r, a->map_i, kMappedBankUncertainty);
+    a->guessed_bank[b] = 1;
 }
 
 extern "C" void rapm_self_test(rapm_t *a, int on) {
@@ -397,6 +484,7 @@ extern "C" long rapm_canceller_idle_blocks(const rapm_t *a) {
 }
 
 extern "C" int rapm_set_gain_control(rapm_t *a, int on) {
+    if (a->low_band) { a->agc_on = on != 0; return 0; }
     return a->apm->gain_control()->Enable(on != 0);
 }
 

@@ -81,6 +81,15 @@ struct Beam {
     float *Yr, *Yi;
     float *ola, *rt;
     int current, previous, fade;              // fade: blocks of the fade still to come
+    // While the speaker's echo is in the room (the far end plays, and its hangover) every beam is
+    // its fixed design (fwr/fwi, kFixedCandidate), and the adaptive choice (wr/wi) only in the far
+    // end's pauses. Why: a choice per bin puts different designs side by side in frequency, which
+    // the beam's short frames cannot apply as a time-invariant filter; the canceller behind it
+    // then found no echo path to learn below ~20 dB of echo reduction (a caller bridged into a
+    // two-appliance room heard itself at -24 dB; with the fixed design -45 dB: scripts/bench call).
+    // So the banks model the fixed design alone, and a choice moving changes no echo path.
+    float *fwr, *fwi;
+    bool echo_design, previous_echo_design;   // the tables in use now and before the fade
     // The echo's relative transfer from mic 0 to each mic, learnt while the far end plays alone
     // (learn_echo): smoothed cross-spectra X_m·X_0* and |X_0|². With it, the echo path a beam
     // hears is the mic-0 path times Σ_m conj(w_m)·RTF_m per bin (echo_gain), which is how the
@@ -88,6 +97,14 @@ struct Beam {
     float *cr[kMaxMics], *ci[kMaxMics], *p00;
     int learn_echo;
     long echo_blocks;
+    // How badly the learnt echo transfer explains this block, 1-6 kHz: Σ|X_m − RTF_m·X_0|² over
+    // Σ|X_m|² (m ≥ 1). The speaker sits centimetres from the mics, so its echo reaches them
+    // along one direct path the transfer predicts; a talker a metre away arrives from another
+    // direction and through the room's reverberation, which it does not. Small: the mics hear
+    // the speaker alone, whatever the canceller believes (its own double-talk test reads its
+    // error, which a wrongly learnt path inflates as much as a talker does). −1 until learnt.
+    float echo_misfit;
+    int misfit_lo, misfit_hi;                 // its bins
     // The adaptive choice (NULL tables: a fixed beam, as rbeam's). cwr/cwi hold every candidate
     // design [beam][bin][candidate][mic] (conjugated, as wr/wi; a bin's candidates side by side
     // for the comparison); wr/wi hold the chosen one per beam and bin, so a block reads one table
@@ -106,10 +123,6 @@ struct Beam {
     // NULL without roomd's canceller: nothing is heard while the far end plays.
     const float *near_share;
     int sweep;                                // the next bin whose choice is revisited
-    // What the last block's choices changed, for the canceller's banks: per change the beam, the
-    // bin and the factor by which that beam's echo path at the bin changed (new/old echo_gain).
-    struct Change { int beam, bin; float r, i; } *changes;
-    int nchanges;
 };
 
 static void destroy(Beam *b) {
@@ -119,7 +132,8 @@ static void destroy(Beam *b) {
     free(b->p00);
     free(b->wa); free(b->ws); free(b->frame); free(b->wr); free(b->wi);
     free(b->Yr); free(b->Yi); free(b->ola); free(b->rt);
-    free(b->cwr); free(b->cwi); free(b->chosen); free(b->rnr); free(b->rni); free(b->changes);
+    free(b->cwr); free(b->cwi); free(b->chosen); free(b->rnr); free(b->rni);
+    free(b->fwr); free(b->fwi);
     free(b);
 }
 
@@ -201,6 +215,10 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     Beam *b = (Beam *)calloc(1, sizeof(Beam));
     if (!b) return nullptr;
     b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D;
+    b->misfit_lo = (int)(1000.0f * Nr / rate);
+    b->misfit_hi = (int)(6000.0f * Nr / rate);
+    if (b->misfit_hi >= b->Kr) b->misfit_hi = b->Kr - 1;
+    b->echo_misfit = -1;
     const int Kr = b->Kr;
     const size_t table = (size_t)(kBeams + 1) * mics * Kr;
     bool ok = (room_fft_init(&b->fft, Nr) == 0);
@@ -210,7 +228,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     b->Yr = (float *)calloc(Kr, sizeof(float)); b->Yi = (float *)calloc(Kr, sizeof(float));
     b->ola = (float *)calloc(Nr, sizeof(float)); b->rt = (float *)calloc(Nr, sizeof(float));
     b->p00 = (float *)calloc(Kr, sizeof(float));
-    ok = ok && b->wa && b->ws && b->frame && b->wr && b->wi && b->Yr && b->Yi && b->ola && b->rt && b->p00;
+    b->fwr = (float *)calloc(table, sizeof(float)); b->fwi = (float *)calloc(table, sizeof(float));
+    ok = ok && b->fwr && b->fwi && b->wa && b->ws && b->frame && b->wr && b->wi && b->Yr && b->Yi && b->ola && b->rt && b->p00;
     for (int m = 0; ok && m < mics; m++) {
         b->hist[m] = (float *)calloc(Nr, sizeof(float));
         b->Xr[m] = (float *)calloc(Kr, sizeof(float)); b->Xi[m] = (float *)calloc(Kr, sizeof(float));
@@ -225,8 +244,7 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
         b->cwr = (float *)calloc(all, sizeof(float)); b->cwi = (float *)calloc(all, sizeof(float));
         b->chosen = (unsigned char *)malloc((size_t)kBeams * Kr);
         b->rnr = (float *)calloc((size_t)Kr * pairs, sizeof(float)); b->rni = (float *)calloc((size_t)Kr * pairs, sizeof(float));
-        b->changes = (Beam::Change *)calloc((size_t)kChoiceBinsPerBlock, sizeof(Beam::Change));
-        ok = b->cwr && b->cwi && b->chosen && b->rnr && b->rni && b->changes;
+        ok = b->cwr && b->cwi && b->chosen && b->rnr && b->rni;
         if (ok) memset(b->chosen, kStartCandidate, (size_t)kBeams * Kr);
         b->adapt = ok;
     }
@@ -269,6 +287,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
                 const size_t at = ((size_t)beam * mics + m) * Kr + k;
                 b->wr[at] = (float)w[in_use][m].real();
                 b->wi[at] = (float)-w[in_use][m].imag();   // stored conjugated
+                b->fwr[at] = (float)w[kFixedCandidate][m].real();
+                b->fwi[at] = (float)-w[kFixedCandidate][m].imag();
                 for (int cand = 0; b->adapt && cand < kCandidates; cand++) {
                     const size_t cat = (((size_t)beam * Kr + k) * kCandidates + cand) * mics + m;
                     b->cwr[cat] = (float)w[cand][m].real();
@@ -277,6 +297,7 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
             }
         }
         b->wr[((size_t)kBeams * mics + 0) * Kr + k] = 1;   // beam kBeams: mic 0
+        b->fwr[((size_t)kBeams * mics + 0) * Kr + k] = 1;
     }
     b->current = b->previous = kBeams;
     return b;
@@ -324,6 +345,7 @@ static void steer(Beam *b, int beam) {
             for (int k = 0; k < b->Kr; k++) use_candidate(b, beam, k, b->chosen[(size_t)b->current * b->Kr + k]);
     }
     b->previous = b->current;
+    b->previous_echo_design = b->echo_design;
     b->current = beam;
     b->fade = kFadeBlocks;
 }
@@ -334,11 +356,11 @@ static void steer(Beam *b, int beam) {
 static inline void echo_gain(const Beam *b, int beam, int k, float *gr, float *gi) {
     if (b->echo_blocks < 30 || b->p00[k] <= 0) { *gr = 1; *gi = 0; return; }
     const size_t base = (size_t)beam * b->mics * b->Kr + k;
-    float sr = b->wr[base], si = b->wi[base];   // mic 0: RTF 1
+    float sr = b->fwr[base], si = b->fwi[base];   // mic 0: RTF 1
     const float inv = 1 / b->p00[k];
     for (int m = 1; m < b->mics; m++) {
         const float rr = b->cr[m][k] * inv, ri = b->ci[m][k] * inv;
-        const float wr = b->wr[base + (size_t)m * b->Kr], wi = b->wi[base + (size_t)m * b->Kr];
+        const float wr = b->fwr[base + (size_t)m * b->Kr], wi = b->fwi[base + (size_t)m * b->Kr];
         sr += wr * rr - wi * ri; si += wr * ri + wi * rr;
     }
     *gr = sr; *gi = si;
@@ -369,12 +391,9 @@ static inline float power_through(const Beam *b, int cand, int beam, int k) {
 // by which it changes what that beam hears of the echo, so the canceller can carry its filter
 // across.
 static void adapt(Beam *b) {
-    b->nchanges = 0;
     if (!b->adapt || b->hold) return;
     const int M = b->mics, Kr = b->Kr, pairs = M * (M + 1) / 2;
-    if (b->far_active) b->far_hangover = kFarEndHangover;
-    else if (b->far_hangover > 0) b->far_hangover--;
-    const bool echo = b->far_active || b->far_hangover > 0;
+    const bool echo = b->echo_design;
     if (!echo || b->near_share) {
         for (int k = 0; k < Kr; k++) {
             if (echo && b->near_share[k] < kNearOnly) continue;
@@ -405,22 +424,16 @@ static void adapt(Beam *b) {
             const float n = power_through(b, cand, beam, k);
             if (n < least) { least = n; best = cand; }
         }
-        if (best == sel) continue;
-        float or_, oi, nr, ni;
-        echo_gain(b, beam, k, &or_, &oi);
-        use_candidate(b, beam, k, best);
-        if (b->echo_blocks < 30) continue;   // no transfer learnt: nothing to carry across
-        echo_gain(b, beam, k, &nr, &ni);
-        const float den = fmaxf(or_ * or_ + oi * oi, 0.01f);
-        b->changes[b->nchanges++] = {beam, k, (nr * or_ + ni * oi) / den, (ni * or_ - nr * oi) / den};
+        if (best != sel) use_candidate(b, beam, k, best);
     }
 }
 
-// Y += gain · (beam's weights)·X
-static inline void add_beam(Beam *b, int beam, float gain) {
+// Y += gain · (beam's weights)·X, the fixed design's weights while the echo is in the room
+static inline void add_beam(Beam *b, int beam, bool echo_design, float gain) {
     const int Kr = b->Kr;
+    const float *tr = echo_design ? b->fwr : b->wr, *ti = echo_design ? b->fwi : b->wi;
     for (int m = 0; m < b->mics; m++) {
-        const float *wr = b->wr + ((size_t)beam * b->mics + m) * Kr, *wi = b->wi + ((size_t)beam * b->mics + m) * Kr;
+        const float *wr = tr + ((size_t)beam * b->mics + m) * Kr, *wi = ti + ((size_t)beam * b->mics + m) * Kr;
         const float *xr = b->Xr[m], *xi = b->Xi[m];
         float *yr = b->Yr, *yi = b->Yi;
         for (int k = 0; k < Kr; k++) {
@@ -439,6 +452,14 @@ static void process(Beam *b, const float *const *mics, float *out) {
         for (int i = 0; i < Nr; i++) b->frame[i] = b->hist[m][i] * b->wa[i];
         room_fft_forward(&b->fft, b->frame, b->Xr[m], b->Xi[m]);
     }
+    if (b->far_active) b->far_hangover = kFarEndHangover;
+    else if (b->far_hangover > 0) b->far_hangover--;
+    const bool echo = b->far_active || b->far_hangover > 0;
+    if (echo != b->echo_design) {
+        // the same beam, the other table: faded as a turn is
+        if (b->fade == 0) { b->previous = b->current; b->previous_echo_design = b->echo_design; b->fade = kFadeBlocks; }
+        b->echo_design = echo;
+    }
     adapt(b);
     if (b->learn_echo) {
         const float a = 0.98f;   // ~0.5 s of far end alone
@@ -454,15 +475,31 @@ static void process(Beam *b, const float *const *mics, float *out) {
         for (int k = 0; k < b->Kr; k++) b->p00[k] = a * b->p00[k] + (1 - a) * (x0r[k] * x0r[k] + x0i[k] * x0i[k]);
         b->echo_blocks++;
     }
+    if (b->echo_blocks >= 30) {
+        double miss = 0, all = 0;
+        const float *x0r = b->Xr[0], *x0i = b->Xi[0];
+        for (int k = b->misfit_lo; k <= b->misfit_hi; k++) {
+            if (b->p00[k] <= 0) continue;
+            const float inv = 1 / b->p00[k];
+            for (int m = 1; m < b->mics; m++) {
+                const float gr = b->cr[m][k] * inv, gi = b->ci[m][k] * inv;
+                const float er = b->Xr[m][k] - (gr * x0r[k] - gi * x0i[k]);
+                const float ei = b->Xi[m][k] - (gr * x0i[k] + gi * x0r[k]);
+                miss += er * er + ei * ei;
+                all += b->Xr[m][k] * b->Xr[m][k] + b->Xi[m][k] * b->Xi[m][k];
+            }
+        }
+        b->echo_misfit = all > 0 ? (float)(miss / all) : -1;
+    }
     memset(b->Yr, 0, sizeof(float) * b->Kr);
     memset(b->Yi, 0, sizeof(float) * b->Kr);
     if (b->fade > 0) {
         const float g = (float)(kFadeBlocks - b->fade + 1) / (kFadeBlocks + 1);
-        add_beam(b, b->current, g);
-        add_beam(b, b->previous, 1 - g);
+        add_beam(b, b->current, b->echo_design, g);
+        add_beam(b, b->previous, b->previous_echo_design, 1 - g);
         b->fade--;
     } else {
-        add_beam(b, b->current, 1);
+        add_beam(b, b->current, b->echo_design, 1);
     }
     room_fft_inverse(&b->fft, b->Yr, b->Yi, b->rt, 1.0f / b->fft.n);
     memmove(b->ola, b->ola + H, sizeof(float) * (Nr - H));

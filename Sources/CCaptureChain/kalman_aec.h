@@ -613,28 +613,17 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
 // covariance of a filter that has learnt nothing (p0) and keeps its taps: a path that did not
 // move is still cancelled from the first block (the error stays small, so the taps stay), one
 // that did is learnt at the pace of a new start. Between blocks; allocates nothing.
-static void forget_certainty(Canceller *a) {
+// all_banks false: only the bank in use (apm_shim.cpp, rapm_steer: a bank started from a
+// neighbour's path, once the far end is heard alone).
+static void forget_certainty(Canceller *a, bool all_banks = true) {
     drift_covariance(a, a->idle_pending);
     a->idle_pending = 0;
     const size_t pk = (size_t)a->P * a->KS;
     for (int b = 0; b < a->banks; b++) {
-        if (b != a->bank && a->bLeft[b] < 0) continue;   // never used: starts from another's
+        if (b != a->bank && (!all_banks || a->bLeft[b] < 0)) continue;   // never used: starts from another's
         for (size_t q = 0; q < pk; q++) a->bPc[b][q] = fmaxf(a->bPc[b][q], a->prm.p0);
     }
     recompute_next_estimate(a);
-}
-
-// Bank b's echo path at filter bin k, every partition, times (r + i·j): the beam in front changed
-// how it hears the echo there by that factor (array_beam.h, adapt). A bank never used is left
-// alone (it starts from another's, mapped, when first used).
-static void scale_bin(Canceller *a, int b, int k, float r, float i) {
-    if (b < 0 || b >= a->banks || k >= a->K || (b != a->bank && a->bLeft[b] < 0)) return;
-    for (int p = 0; p < a->P; p++) {
-        float *wr = a->bWr[b] + (size_t)p * a->KW + k, *wi = a->bWi[b] + (size_t)p * a->KW + k;
-        const float x = *wr, y = *wi;
-        *wr = x * r - y * i;
-        *wi = x * i + y * r;
-    }
 }
 
 // The output band: what the codec sends, top_hz (0 or beyond the Nyquist frequency: all of it).
