@@ -173,7 +173,7 @@ let package = Package(
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomICE", dependencies: ["RoomCrypto"]),
         // The SIP user agent on libosip2, driven by roomd's EventLoop (issue 29, docs/calls.md).
-        .target(name: "RoomSIP", dependencies: ["COSIP", "RoomBase", "RoomCrypto", "RoomSDP", "RoomSystem"]),
+        .target(name: "RoomSIP", dependencies: ["COSIP", "RoomBase", "RoomCrypto", "RoomSDP", "RoomSystem", "RoomTLS"]),
         // DTLS-SRTP handshakes and keys for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomDTLS", dependencies: ["CRoomDTLS", "RoomSDP"]),
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).
@@ -223,7 +223,7 @@ let package = Package(
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomMedia", "RoomSDP", "RoomSystem", "RoomTLS", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
-        .testTarget(name: "RoomSIPTests", dependencies: ["RoomSDP", "RoomSIP", "RoomSystem", "RoomTestSupport"]),
+        .testTarget(name: "RoomSIPTests", dependencies: ["RoomSDP", "RoomSIP", "RoomSystem", "RoomTLS", "RoomTestSupport"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomJSON", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTelephony", "RoomTestSupport"]),
     ],
