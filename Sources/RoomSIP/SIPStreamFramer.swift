@@ -146,6 +146,7 @@ public struct SIPStreamFramer: Sendable {
             let line = header[lineStart ..< i]
             lineStart = i + 1
             if isFirstLine { isFirstLine = false; continue }
+            if let first = line.first, first == 0x20 || first == 0x09 { continue }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = String(decoding: line[line.startIndex ..< colon], as: UTF8.self).trimmed.lowercased()
             guard name == "content-length" || name == "l" else { continue }
