@@ -173,7 +173,7 @@ let package = Package(
         // STUN and ICE connectivity for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomICE", dependencies: ["RoomCrypto"]),
         // The SIP user agent on libosip2, driven by roomd's EventLoop (issue 29, docs/calls.md).
-        .target(name: "RoomSIP", dependencies: ["COSIP", "RoomBase", "RoomCrypto", "RoomSDP", "RoomSystem", "RoomTLS"]),
+        .target(name: "RoomSIP", dependencies: ["COSIP", "RoomBase", "RoomCrypto", "RoomSDP", "RoomSystem"]),
         // DTLS-SRTP handshakes and keys for the WebRTC path (issue 12, docs/webrtc.md).
         .target(name: "RoomDTLS", dependencies: ["CRoomDTLS", "RoomSDP"]),
         // One WebRTC audio stream's media: ICE + DTLS-SRTP + SRTP on one UDP socket (issue 12).

@@ -127,7 +127,7 @@ final class CallLink {
     /// The registrar's certificate checks for `transport = tls` (nil for udp): the CA file or
     /// the system's store, and the name — `tls_server_name`, else the registrar's host as
     /// written (a name when the installer wrote one, though the connection goes to its address).
-    static func tls(_ settings: SIPSettings) throws(Refusal) -> SIPTLSSettings? {
+    static func tls(_ settings: SIPSettings) throws(Refusal) -> SIPStreamConnector? {
         guard settings.transport == .tls else { return nil }
         let context: TLSClientContext
         do {
@@ -137,7 +137,18 @@ final class CallLink {
         }
         var host = String(settings.registrar[..<(settings.registrar.lastIndex(of: ":") ?? settings.registrar.endIndex)])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return SIPTLSSettings(context: context, serverName: settings.tlsServerName ?? host)
+        return tlsConnector(context: context, serverName: settings.tlsServerName ?? host)
+    }
+
+    /// RoomSIP's stream transport made of RoomTLS: each connection a `TLSConnection` checking
+    /// the registrar's certificate against `context` and `serverName`.
+    static func tlsConnector(context: TLSClientContext, serverName: String) -> SIPStreamConnector {
+        SIPStreamConnector(transportName: "TLS") { (address, loop) throws(SystemError) -> SIPConnectedStream in
+            let stream = try StreamConnection.connect(to: address, loop: loop, outgoingLimit: 256 * 1024)
+            let tls = try TLSConnection(stream: stream, role: .client(context, serverName: serverName), loop: loop)
+            return SIPConnectedStream(transport: tls, localAddress: { [weak stream] in stream?.localAddress ?? SocketAddress() },
+                                      failedCertificateChecks: { [weak tls] in tls?.failedCertificateChecks ?? false })
+        }
     }
 
     /// The account `settings` describe, with the password from its file (owner-only).

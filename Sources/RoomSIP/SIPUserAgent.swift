@@ -4,7 +4,7 @@ import RoomSystem
 
 /// roomd's SIP user agent on libosip2 (docs/calls.md). osip parses and runs the transactions;
 /// this class owns everything osip leaves to its user: the transport — a UDP socket, or one TLS
-/// connection to the registrar (`SIPTLSLink`), both on roomd's EventLoop, no thread of its
+/// connection to the registrar (`SIPStreamLink`), both on roomd's EventLoop, no thread of its
 /// own — osip's timers (one loop timer re-armed from
 /// `osip_timers_gettimeout` after every step), the requests' text, the digest answers, and the
 /// registration's refresh, and the calls (SIPCall, its dialog and offer/answer through RoomSDP).
@@ -50,7 +50,7 @@ public final class SIPUserAgent {
     /// connection's while it is up (before: the address the registrar is reached from, port 0).
     public var localAddress: SocketAddress { socket?.localAddress ?? tlsLink?.localAddress ?? routeAddress }
     /// "TLS" or "UDP", as Via writes it.
-    var transportName: String { tlsLink == nil ? "UDP" : "TLS" }
+    var transportName: String { tlsLink?.connector.transportName ?? "UDP" }
     public var usesTLS: Bool { tlsLink != nil }
     /// Whether the agent can send now: always over UDP, over TLS while connected.
     public var isTransportUp: Bool { tlsLink?.isConnected ?? true }
@@ -73,7 +73,7 @@ public final class SIPUserAgent {
     let loop: EventLoop
     /// The transport: exactly one of the two.
     let socket: UDPSocket?
-    let tlsLink: SIPTLSLink?
+    let tlsLink: SIPStreamLink?
     private let routeAddress: SocketAddress
     var osip: UnsafeMutablePointer<osip_t>?
     private let receiveBuffer: UnsafeMutableRawBufferPointer
@@ -117,7 +117,7 @@ public final class SIPUserAgent {
     /// Without `tls`: binds a UDP socket on `localAddress` (default: the address the registrar
     /// is reached from, ephemeral port) and watches it on `loop`. With `tls`: no socket of its
     /// own; `register()` connects to the registrar over TLS and everything goes through it.
-    public init(loop: EventLoop, account: SIPAccount, localAddress: SocketAddress? = nil, tls: SIPTLSSettings? = nil) throws(SystemError) {
+    public init(loop: EventLoop, account: SIPAccount, localAddress: SocketAddress? = nil, tls: SIPStreamConnector? = nil) throws(SystemError) {
         self.loop = loop
         self.account = account
         let route = LocalAddress.source(toward: account.registrar).map {
@@ -126,7 +126,7 @@ public final class SIPUserAgent {
         routeAddress = route
         if let tls {
             socket = nil
-            tlsLink = SIPTLSLink(loop: loop, destination: account.registrar, settings: tls)
+            tlsLink = SIPStreamLink(loop: loop, destination: account.registrar, connector: tls)
         } else {
             socket = try UDPSocket(bindingTo: localAddress ?? route)
             tlsLink = nil
@@ -228,8 +228,8 @@ public final class SIPUserAgent {
     }
 
     /// The TLS connection failed or was closed: the registration is gone with it (the proxy
-    /// cannot reach us); `SIPTLSLink` reconnects and `tlsConnected` registers again.
-    private func tlsLost(_ loss: SIPTLSLink.Loss) {
+    /// cannot reach us); `SIPStreamLink` reconnects and `tlsConnected` registers again.
+    private func tlsLost(_ loss: SIPStreamLink.Loss) {
         pendingRegister = nil
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
         let what: String
@@ -254,7 +254,7 @@ public final class SIPUserAgent {
     /// sends calls for us to that address over TLS, which is the connection we opened.
     var contactURI: String {
         let uri = "sip:\(account.user)@\(Self.hostPort(localAddress))"
-        return tlsLink == nil ? uri : uri + ";transport=tls"
+        return tlsLink == nil ? uri : uri + ";transport=" + transportName.lowercased()
     }
 
     private func sendRegister(authorization: (header: String, value: String)?) {

@@ -42,7 +42,7 @@ enum AllowedImports {
         "RoomGPIO": ["CGpiod", "RoomSettings", "RoomSystem"],
         "RoomALSA": ["CAlsa", "RoomSystem"],
         "RoomOpus": ["COpus", "RoomSystem"],
-        "RoomSIP": ["COSIP", "RoomBase", "RoomCrypto", "RoomSDP", "RoomSystem", "RoomTLS"],  // digest MD5 through RoomCrypto; call offer/answer (RoomSDP); sips through RoomTLS
+        "RoomSIP": ["COSIP", "RoomBase", "RoomCrypto", "RoomSDP", "RoomSystem"],     // digest MD5 through RoomCrypto; call offer/answer (RoomSDP)
         "RoomCaptureChain": ["CCaptureChain", "RoomBase", "RoomDSP"],
         // Features.
         "RoomAudio": ["RoomALSA", "RoomBase", "RoomCaptureChain", "RoomDSP", "RoomMedia", "RoomOpus", "RoomSettings",

@@ -70,7 +70,7 @@ final class FakeTLSRegistrarTests: XCTestCase {
         registrar = try Registrar(loop: loop, certificates: certificates)
         let account = try SIPAccount(registrar: SocketAddressForTests.loopback(registrar.port), domain: "127.0.0.1", user: "room", password: "pw")
         let context = try TLSClientContext(settings: TLSClientSettings(caFile: certificates.path("ca.pem")))
-        ua = try SIPUserAgent(loop: loop, account: account, tls: SIPTLSSettings(context: context, serverName: "127.0.0.1"))
+        ua = try SIPUserAgent(loop: loop, account: account, tls: tlsConnector(context: context, serverName: "127.0.0.1"))
         ua.firstReconnectDelay = .milliseconds(100)
     }
 

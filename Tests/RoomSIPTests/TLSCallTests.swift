@@ -55,7 +55,7 @@ final class TLSCallTests: XCTestCase {
                           serverName: String = "127.0.0.1") throws -> SIPUserAgent {
         let account = try SIPAccount(registrar: SocketAddressForTests.loopback(port), domain: "127.0.0.1", user: "room", password: "room-secret")
         let context = try TLSClientContext(settings: TLSClientSettings(caFile: caFile ?? certificates.path("ca.pem")))
-        return try SIPUserAgent(loop: loop, account: account, tls: SIPTLSSettings(context: context, serverName: serverName))
+        return try SIPUserAgent(loop: loop, account: account, tls: tlsConnector(context: context, serverName: serverName))
     }
 
     override class func tearDown() {
@@ -168,5 +168,16 @@ final class TLSCallTests: XCTestCase {
         XCTAssertTrue(nameReason.contains("certificate refused") && nameReason.contains("host name mismatch") && nameReason.contains("pbx.example.org"), nameReason)
         XCTAssertTrue(caReason.contains("certificate refused") && caReason.contains("certificate verify failed"), caReason)
         XCTAssertEqual(wrongName.registersSent + wrongCA.registersSent, 0)
+    }
+}
+
+/// RoomSIP's stream transport made of RoomTLS, as roomd's CallLink makes it (RoomSIP does not
+/// import RoomTLS: the application hands it the connector).
+func tlsConnector(context: TLSClientContext, serverName: String) -> SIPStreamConnector {
+    SIPStreamConnector(transportName: "TLS") { (address, loop) throws(SystemError) -> SIPConnectedStream in
+        let stream = try StreamConnection.connect(to: address, loop: loop)
+        let tls = try TLSConnection(stream: stream, role: .client(context, serverName: serverName), loop: loop)
+        return SIPConnectedStream(transport: tls, localAddress: { [weak stream] in stream?.localAddress ?? SocketAddress() },
+                                  failedCertificateChecks: { [weak tls] in tls?.failedCertificateChecks ?? false })
     }
 }

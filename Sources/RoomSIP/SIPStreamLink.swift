@@ -1,16 +1,33 @@
 import RoomSystem
-import RoomTLS
 
-/// How the agent reaches its registrar over TLS: the CA and name the registrar's certificate
-/// is checked against (RoomTLS: a CA file or the system's store, and always the host name).
-public struct SIPTLSSettings {
-    public let context: TLSClientContext
-    /// The name the registrar's certificate must carry (its host name, or its address).
-    public let serverName: String
+/// One connection the agent's stream transport opened: the transport (a RoomTLS
+/// `TLSConnection`, which keeps `StreamTransport`'s contract), this end's address once
+/// connected, and whether a failure was the registrar's certificate.
+public struct SIPConnectedStream {
+    public let transport: any StreamTransport
+    public let localAddress: () -> SocketAddress
+    public let failedCertificateChecks: () -> Bool
 
-    public init(context: TLSClientContext, serverName: String) {
-        self.context = context
-        self.serverName = serverName
+    public init(transport: any StreamTransport, localAddress: @escaping () -> SocketAddress, failedCertificateChecks: @escaping () -> Bool) {
+        self.transport = transport
+        self.localAddress = localAddress
+        self.failedCertificateChecks = failedCertificateChecks
+    }
+}
+
+/// How the agent opens its connection to the registrar over TLS. The application makes it
+/// (RoomAppliance, with RoomTLS's context: the CA file or the system's store, and the name the
+/// certificate must carry): RoomSIP is an adapter of libosip2 and imports no other adapter, so
+/// the certificate checks come in from the layer that wires both.
+public struct SIPStreamConnector {
+    /// As Via writes it ("TLS"); the Contact's `transport` parameter is its lower case.
+    public let transportName: String
+    /// Starts connecting to the registrar; `.connected` comes once the checks passed.
+    public let connect: (SocketAddress, EventLoop) throws(SystemError) -> SIPConnectedStream
+
+    public init(transportName: String, connect: @escaping (SocketAddress, EventLoop) throws(SystemError) -> SIPConnectedStream) {
+        self.transportName = transportName
+        self.connect = connect
     }
 }
 
@@ -24,7 +41,7 @@ public struct SIPTLSSettings {
 /// budgets included), sends RFC 5626 §4.4.1 keep-alives (CRLF CRLF) so the proxy and any NAT
 /// keep the idle connection, counts a connection whose pong stopped coming as lost, and
 /// reconnects after a loss with a doubling delay. Loop-thread only.
-final class SIPTLSLink {
+final class SIPStreamLink {
     enum Loss {
         /// The registrar's certificate failed a check: the same will fail again until someone
         /// fixes the configuration or the certificate.
@@ -40,7 +57,7 @@ final class SIPTLSLink {
 
     let loop: EventLoop
     let destination: SocketAddress
-    let settings: SIPTLSSettings
+    let connector: SIPStreamConnector
     /// A CRLF CRLF this often while connected (RFC 5626 §4.4.1 recommends 95-120 s for
     /// connection-oriented flows; 25 s stays well inside kamailio's default 120 s
     /// `tcp_connection_lifetime` and the idle time-outs of common NATs).
@@ -60,7 +77,7 @@ final class SIPTLSLink {
     /// The connection failed or was closed by the peer; a reconnect is scheduled already.
     var onLost: ((Loss) -> Void)?
 
-    private(set) var connection: TLSConnection?
+    private(set) var connection: SIPConnectedStream?
     private(set) var isConnected = false
     /// The connection's local address while connected (what Via and Contact carry).
     private(set) var localAddress: SocketAddress?
@@ -79,10 +96,10 @@ final class SIPTLSLink {
     private var peerAnswersPings = false
     private var closed = false
 
-    init(loop: EventLoop, destination: SocketAddress, settings: SIPTLSSettings) {
+    init(loop: EventLoop, destination: SocketAddress, connector: SIPStreamConnector) {
         self.loop = loop
         self.destination = destination
-        self.settings = settings
+        self.connector = connector
         readBuffer = .allocate(byteCount: 16 * 1024, alignment: 8)
         nextDelay = .seconds(1)
     }
@@ -97,13 +114,13 @@ final class SIPTLSLink {
         guard !closed, connection == nil, reconnectTimer == nil else { return }
         connectsStarted += 1
         do {
-            let stream = try StreamConnection.connect(to: destination, loop: loop, outgoingLimit: 256 * 1024)
-            let tls = try TLSConnection(stream: stream, role: .client(settings.context, serverName: settings.serverName), loop: loop)
-            tls.setEventHandler { [weak self, weak tls] event in
-                guard let self, let tls, tls === self.connection else { return }
+            let opened = try connector.connect(destination, loop)
+            let transport = opened.transport
+            transport.setEventHandler { [weak self, weak transport] event in
+                guard let self, let transport, transport === self.connection?.transport else { return }
                 self.event(event)
             }
-            connection = tls
+            connection = opened
         } catch {
             lost(.connection("connect to \(destination): \(error)"))
         }
@@ -115,7 +132,7 @@ final class SIPTLSLink {
     /// Sends bytes on the connection; false when there is none or it would not take them.
     @discardableResult
     func send(_ bytes: [UInt8]) -> Bool {
-        guard isConnected, let connection else { return false }
+        guard isConnected, let connection = connection?.transport else { return false }
         switch connection.write(bytes) {
         case .accepted: return true
         case .backpressure:
@@ -131,17 +148,17 @@ final class SIPTLSLink {
         closed = true
         if let t = reconnectTimer { loop.cancel(t); reconnectTimer = nil }
         stopTimers()
-        connection?.setEventHandler(nil)
-        connection?.closeAfterFlush()
+        connection?.transport.setEventHandler(nil)
+        connection?.transport.closeAfterFlush()
         connection = nil
         isConnected = false
     }
 
     /// Ends the current connection (a test's way to see a reconnect; also a framing error's).
     func drop(_ loss: Loss) {
-        guard connection != nil else { return }
-        connection?.setEventHandler(nil)
-        connection?.close()
+        guard let connection else { return }
+        connection.transport.setEventHandler(nil)
+        connection.transport.close()
         lost(loss)
     }
 
@@ -151,7 +168,7 @@ final class SIPTLSLink {
         switch event {
         case .connected:
             isConnected = true
-            localAddress = connection?.stream.localAddress
+            localAddress = connection?.localAddress()
             peerAnswersPings = false
             framer.reset()
             scheduleKeepAlive()
@@ -161,7 +178,7 @@ final class SIPTLSLink {
         case .drained:
             break
         case .closed(let error):
-            if connection?.failedCertificateChecks == true {
+            if connection?.failedCertificateChecks() == true {
                 lost(.certificate("\(error)"))
             } else {
                 lost(.connection("\(error)"))
@@ -172,7 +189,7 @@ final class SIPTLSLink {
     private func readAvailable() {
         // At most 64 KiB a wake-up: TLSConnection calls again while decrypted bytes remain.
         for _ in 0 ..< 4 {
-            guard let connection else { return }
+            guard let connection = connection?.transport else { return }
             let result: StreamConnection.ReadResult
             do { result = try connection.read(into: readBuffer) } catch {
                 lost(.connection("\(error)"))
@@ -190,7 +207,7 @@ final class SIPTLSLink {
                     return
                 }
                 for item in items {
-                    guard self.connection === connection else { return }
+                    guard self.connection?.transport === connection else { return }
                     switch item {
                     case .message(let bytes): bytes.withUnsafeBytes { onMessage?($0) }
                     case .ping: _ = send(Array("\r\n".utf8))
@@ -212,8 +229,8 @@ final class SIPTLSLink {
     private func lost(_ loss: Loss) {
         stopTimers()
         if let connection {
-            connection.setEventHandler(nil)
-            connection.close()
+            connection.transport.setEventHandler(nil)
+            connection.transport.close()
         }
         connection = nil
         isConnected = false
