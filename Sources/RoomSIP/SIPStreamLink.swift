@@ -82,10 +82,7 @@ final class SIPStreamLink {
     /// The connection's local address while connected (what Via and Contact carry).
     private(set) var localAddress: SocketAddress?
     private(set) var connectsStarted = 0
-    private(set) var pingsSent = 0
     private(set) var pongsReceived = 0
-    /// Framing errors that closed a connection (oversize, no Content-Length).
-    private(set) var framingErrors = 0
 
     private var framer = SIPStreamFramer()
     private var readBuffer: UnsafeMutableRawBufferPointer
@@ -201,7 +198,6 @@ final class SIPStreamLink {
                 do throws(SIPStreamFramer.FramingError) {
                     items = try framer.append(UnsafeRawBufferPointer(rebasing: readBuffer[0 ..< n]))
                 } catch {
-                    framingErrors += 1
                     Log.warning("sip: closing the TLS connection to \(destination): \(error)")
                     drop(.connection("the registrar at \(destination) sent \(error)"))
                     return
@@ -269,7 +265,6 @@ final class SIPStreamLink {
             guard let self else { return }
             self.keepAliveTimer = nil
             guard self.isConnected else { return }
-            self.pingsSent += 1
             self.send(Array("\r\n\r\n".utf8))
             if self.peerAnswersPings, self.pongTimer == nil {
                 self.pongTimer = self.loop.schedule(after: self.pongTimeout) { [weak self] in

@@ -51,9 +51,6 @@ public final class SIPUserAgent {
     public var localAddress: SocketAddress { socket?.localAddress ?? tlsLink?.localAddress ?? routeAddress }
     /// "TLS" or "UDP", as Via writes it.
     var transportName: String { tlsLink?.connector.transportName ?? "UDP" }
-    public var usesTLS: Bool { tlsLink != nil }
-    /// Whether the agent can send now: always over UDP, over TLS while connected.
-    public var isTransportUp: Bool { tlsLink?.isConnected ?? true }
     /// The TLS connection's counters, for tests and status (nil over UDP).
     public var tlsConnectsStarted: Int? { tlsLink?.connectsStarted }
     public var tlsPongsReceived: Int? { tlsLink?.pongsReceived }
@@ -67,8 +64,6 @@ public final class SIPUserAgent {
         get { tlsLink?.firstReconnectDelay ?? .seconds(1) }
         set { tlsLink?.firstReconnectDelay = newValue }
     }
-    /// Ends the TLS connection as if the registrar had: tests of the reconnect.
-    public func dropTLSConnectionForTesting() { tlsLink?.drop(.connection("dropped by a test")) }
 
     let loop: EventLoop
     /// The transport: exactly one of the two.
