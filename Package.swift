@@ -223,7 +223,7 @@ let package = Package(
         .testTarget(name: "RoomICETests", dependencies: ["RoomICE"]),
         .testTarget(name: "RoomJanusTests", dependencies: ["RoomJanus", "RoomMedia", "RoomSDP", "RoomSystem", "RoomTLS", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomDTLSTests", dependencies: ["RoomDTLS", "RoomSDP"]),
-        .testTarget(name: "RoomSIPTests", dependencies: ["RoomSDP", "RoomSIP", "RoomSystem", "RoomTestSupport"]),
+        .testTarget(name: "RoomSIPTests", dependencies: ["RoomSDP", "RoomSIP", "RoomSystem", "RoomTLS", "RoomTestSupport"]),
         .testTarget(name: "RoomWebRTCTests", dependencies: ["RoomICE", "RoomJanus", "RoomSDP", "RoomSystem", "RoomTestSupport", "RoomWebRTC"]),
         .testTarget(name: "RoomAudioTests", dependencies: ["CCaptureChain", "COpus", "RoomALSA", "RoomAudio", "RoomBase", "RoomCaptureChain", "RoomControl", "RoomDSP", "RoomJSON", "RoomMedia", "RoomOpus", "RoomSettings", "RoomSystem", "RoomTelephony", "RoomTestSupport"]),
     ],

@@ -8,6 +8,7 @@ import RoomSDP
 import RoomSettings
 import RoomSIP
 import RoomSystem
+import RoomTLS
 
 /// roomd's calls (issue 29; docs/calls.md): the SIP account of roomd.conf's `[sip]`, the one call
 /// at a time, its media, and what people see of it — the ring on the speaker, the panel's LEDs
@@ -101,8 +102,9 @@ final class CallLink {
             return
         }
         let account = try Self.account(settings)
+        let tls = try Self.tls(settings)
         let newAgent: SIPUserAgent
-        do { newAgent = try SIPUserAgent(loop: loop, account: account) } catch { throw Refusal("sip: \(error)") }
+        do { newAgent = try SIPUserAgent(loop: loop, account: account, tls: tls) } catch { throw Refusal("sip: \(error)") }
         endCall(reason: "the SIP account changed")
         agent?.unregister()
         agent?.close()
@@ -119,7 +121,34 @@ final class CallLink {
         }
         newAgent.onIncomingCall = { [weak self] call in self?.incoming(call) }
         newAgent.register()
-        Log.notice("sip: registering \(account.addressOfRecord) at \(settings.registrar)")
+        Log.notice("sip: registering \(account.addressOfRecord) at \(settings.registrar) over \(tls == nil ? "UDP" : "TLS")")
+    }
+
+    /// The registrar's certificate checks for `transport = tls` (nil for udp): the CA file or
+    /// the system's store, and the name — `tls_server_name`, else the registrar's host as
+    /// written (a name when the installer wrote one, though the connection goes to its address).
+    static func tls(_ settings: SIPSettings) throws(Refusal) -> SIPStreamConnector? {
+        guard settings.transport == .tls else { return nil }
+        let context: TLSClientContext
+        do {
+            context = try TLSClientContext(settings: TLSClientSettings(caFile: settings.caFile, serverName: settings.tlsServerName))
+        } catch {
+            throw Refusal(settings.caFile == nil ? "sip: \(error)" : "sip.ca_file: \(error)")
+        }
+        var host = String(settings.registrar[..<(settings.registrar.lastIndex(of: ":") ?? settings.registrar.endIndex)])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return tlsConnector(context: context, serverName: settings.tlsServerName ?? host)
+    }
+
+    /// RoomSIP's stream transport made of RoomTLS: each connection a `TLSConnection` checking
+    /// the registrar's certificate against `context` and `serverName`.
+    static func tlsConnector(context: TLSClientContext, serverName: String) -> SIPStreamConnector {
+        SIPStreamConnector(transportName: "TLS") { (address, loop) throws(SystemError) -> SIPConnectedStream in
+            let stream = try StreamConnection.connect(to: address, loop: loop, outgoingLimit: 256 * 1024)
+            let tls = try TLSConnection(stream: stream, role: .client(context, serverName: serverName), loop: loop)
+            return SIPConnectedStream(transport: tls, localAddress: { [weak stream] in stream?.localAddress ?? SocketAddress() },
+                                      failedCertificateChecks: { [weak tls] in tls?.failedCertificateChecks ?? false })
+        }
     }
 
     /// The account `settings` describe, with the password from its file (owner-only).

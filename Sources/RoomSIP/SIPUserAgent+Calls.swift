@@ -13,18 +13,27 @@ extension SIPUserAgent {
     static let t1Milliseconds = 500
     static let t2Milliseconds = 4_000
 
-    var via: String { "SIP/2.0/UDP \(Self.hostPort(socket.localAddress));rport;branch=z9hG4bK\(Self.token(12))" }
+    var via: String { "SIP/2.0/\(transportName) \(Self.hostPort(localAddress));rport;branch=z9hG4bK\(Self.token(12))" }
     var contactHeader: String { "<\(contactURI)>" }
 
     // MARK: Placing a call
 
     /// Calls `uri` (`sip:user@host[:port]`, host an IP address): through the registrar when
     /// registered (it is the proxy that knows where users are), else straight to the URI's
-    /// host and port. Events come on the returned call's `onEvent`.
+    /// host and port. Over TLS always through the registrar's connection, and the host may be a
+    /// name (`sips:` too): the proxy resolves it. Events come on the returned call's `onEvent`.
     public func call(uri: String, localMedia: CallLocalMedia) throws(SIPCallError) -> SIPCall {
         guard osip != nil else { throw SIPCallError("call: the agent is closed") }
-        guard let target = Self.address(ofURI: uri) else {
-            throw SIPCallError("call: '\(uri.prefix(80))' is not a sip: URI with an IP address host")
+        let target: SocketAddress
+        if let tlsLink {
+            guard Self.isTargetURI(uri) else { throw SIPCallError("call: '\(uri.prefix(80))' is not a sip: or sips: URI with a host") }
+            guard tlsLink.isConnected else { throw SIPCallError("call: not connected to the registrar at \(account.registrar) (TLS)") }
+            target = account.registrar
+        } else {
+            guard let address = Self.address(ofURI: uri) else {
+                throw SIPCallError("call: '\(uri.prefix(80))' is not a sip: URI with an IP address host")
+            }
+            target = address
         }
         guard uri.unicodeScalars.allSatisfy({ !SIPAccount.breaksHeader($0) }) else {
             throw SIPCallError("call: the URI contains characters SIP cannot carry there")
@@ -38,7 +47,7 @@ extension SIPUserAgent {
                                remoteTarget: uri, routeSet: [], localCSeq: UInt32.random(in: 1 ... 10_000), remoteCSeq: nil)
         let call = SIPCall(direction: .outgoing, remoteURI: uri, remoteDisplayName: nil, state: .calling,
                            remoteOffer: nil, dialog: dialog, agent: self)
-        call.outgoingDestination = isRegistered ? account.registrar : target
+        call.outgoingDestination = isRegistered || tlsLink != nil ? account.registrar : target
         guard sendInvite(call, localMedia: localMedia) else {
             throw SIPCallError("call: could not build an INVITE for '\(uri.prefix(80))'")
         }
@@ -277,8 +286,8 @@ extension SIPUserAgent {
             refuse(486)
             return
         }
-        guard let contact = request.contactURI, Self.address(ofURI: contact) != nil else {
-            refuse(400, "no Contact with an IP address host")
+        guard let contact = request.contactURI, isUsableTarget(contact) else {
+            refuse(400, tlsLink == nil ? "no Contact with an IP address host" : "no Contact with a sip: or sips: URI")
             return
         }
         let offer: SessionDescription
@@ -328,7 +337,7 @@ extension SIPUserAgent {
             respond(tr, response(to: request, code: 491, toTag: nil))
             return
         }
-        if let contact = request.contactURI, Self.address(ofURI: contact) != nil { call.dialog.remoteTarget = contact }
+        if let contact = request.contactURI, isUsableTarget(contact) { call.dialog.remoteTarget = contact }
         do throws(SDPError) {
             let offer = try SessionDescription(parsing: request.body)
             let (answer, agreement) = try CallAudioNegotiation.answer(to: offer, local: media, origin: call.nextOrigin())
@@ -388,7 +397,7 @@ extension SIPUserAgent {
     private func invite2xx(_ call: SIPCall, _ response: SIPMessageView) {
         let firstAnswer = call.dialog.remoteTag == nil
         if firstAnswer {
-            guard let contact = response.contactURI, Self.address(ofURI: contact) != nil, let tag = response.toTag else {
+            guard let contact = response.contactURI, isUsableTarget(contact), let tag = response.toTag else {
                 end(call, .failed("the 2xx has no Contact with an IP address host or no To tag"))
                 return
             }
@@ -489,7 +498,29 @@ extension SIPUserAgent {
     }
 
     /// Where a dialog's next request goes, as a socket address (IP hosts only; no DNS yet).
-    func nextHop(_ dialog: SIPDialog) -> SocketAddress? { Self.address(ofURI: dialog.nextHopURI) }
+    /// Over TLS the registrar's connection, whatever the route says.
+    func nextHop(_ dialog: SIPDialog) -> SocketAddress? {
+        if tlsLink != nil { return account.registrar }
+        return Self.address(ofURI: dialog.nextHopURI)
+    }
+
+    /// A Contact the dialog can target: over UDP one we can send to (an IP address host), over
+    /// TLS any sip: or sips: URI with a host (the proxy takes the request there).
+    func isUsableTarget(_ uri: String) -> Bool {
+        tlsLink == nil ? Self.address(ofURI: uri) != nil : Self.isTargetURI(uri)
+    }
+
+    /// A sip: or sips: URI osip parses, with a host.
+    static func isTargetURI(_ uri: String) -> Bool {
+        guard uri.utf8.count <= 1024 else { return false }
+        var url: UnsafeMutablePointer<osip_uri_t>?
+        guard osip_uri_init(&url) == OSIP_SUCCESS, let url else { return false }
+        defer { osip_uri_free(url) }
+        guard uri.withCString({ osip_uri_parse(url, $0) }) == OSIP_SUCCESS,
+              let scheme = url.pointee.scheme.map({ String(cString: $0).lowercased() }), scheme == "sip" || scheme == "sips",
+              let host = url.pointee.host, host.pointee != 0 else { return false }
+        return true
+    }
 
     /// A sip: URI's host and port as a socket address (port 5060 when none), or nil.
     static func address(ofURI uri: String) -> SocketAddress? {

@@ -3,8 +3,9 @@ import RoomSDP
 import RoomSystem
 
 /// roomd's SIP user agent on libosip2 (docs/calls.md). osip parses and runs the transactions;
-/// this class owns everything osip leaves to its user: the UDP socket (on roomd's EventLoop,
-/// no thread of its own), osip's timers (one loop timer re-armed from
+/// this class owns everything osip leaves to its user: the transport — a UDP socket, or one TLS
+/// connection to the registrar (`SIPStreamLink`), both on roomd's EventLoop, no thread of its
+/// own — osip's timers (one loop timer re-armed from
 /// `osip_timers_gettimeout` after every step), the requests' text, the digest answers, and the
 /// registration's refresh, and the calls (SIPCall, its dialog and offer/answer through RoomSDP).
 ///
@@ -45,10 +46,30 @@ public final class SIPUserAgent {
     public internal(set) var datagramsOverBudget = 0
     public internal(set) var callsRefusedBusy = 0
 
-    public var localAddress: SocketAddress { socket.localAddress }
+    /// The address SIP uses here (media binds on its host): the UDP socket's, or the TLS
+    /// connection's while it is up (before: the address the registrar is reached from, port 0).
+    public var localAddress: SocketAddress { socket?.localAddress ?? tlsLink?.localAddress ?? routeAddress }
+    /// "TLS" or "UDP", as Via writes it.
+    var transportName: String { tlsLink?.connector.transportName ?? "UDP" }
+    /// The TLS connection's counters, for tests and status (nil over UDP).
+    public var tlsConnectsStarted: Int? { tlsLink?.connectsStarted }
+    public var tlsPongsReceived: Int? { tlsLink?.pongsReceived }
+    /// Keep-alive interval on the TLS connection (tests shorten it).
+    public var keepAliveInterval: Duration {
+        get { tlsLink?.keepAliveInterval ?? .seconds(25) }
+        set { tlsLink?.keepAliveInterval = newValue }
+    }
+    /// The first delay before a lost TLS connection is made again (it doubles up to 60 s).
+    public var firstReconnectDelay: Duration {
+        get { tlsLink?.firstReconnectDelay ?? .seconds(1) }
+        set { tlsLink?.firstReconnectDelay = newValue }
+    }
 
     let loop: EventLoop
-    let socket: UDPSocket
+    /// The transport: exactly one of the two.
+    let socket: UDPSocket?
+    let tlsLink: SIPStreamLink?
+    private let routeAddress: SocketAddress
     var osip: UnsafeMutablePointer<osip_t>?
     private let receiveBuffer: UnsafeMutableRawBufferPointer
     private var osipTimer: EventLoop.TimerID?
@@ -80,16 +101,31 @@ public final class SIPUserAgent {
     private var challengesAnswered = 0
     private var nonceCount: UInt32 = 0
     private var lastNonce = ""
+    /// `register()` was asked for and `unregister()` not since: over TLS, a new connection
+    /// registers again.
+    private var registrationWanted = false
+    /// The Contact a registrar holds for us from an earlier TLS connection: the next REGISTER
+    /// takes it off (expires=0), else the proxy would fork calls to a connection that is gone.
+    private var staleContact: String?
+    private var registeredContact: String?
 
-    /// Binds a UDP socket on `localAddress` (default: the address the registrar is reached
-    /// from, ephemeral port) and watches it on `loop`.
-    public init(loop: EventLoop, account: SIPAccount, localAddress: SocketAddress? = nil) throws(SystemError) {
+    /// Without `tls`: binds a UDP socket on `localAddress` (default: the address the registrar
+    /// is reached from, ephemeral port) and watches it on `loop`. With `tls`: no socket of its
+    /// own; `register()` connects to the registrar over TLS and everything goes through it.
+    public init(loop: EventLoop, account: SIPAccount, localAddress: SocketAddress? = nil, tls: SIPStreamConnector? = nil) throws(SystemError) {
         self.loop = loop
         self.account = account
-        let bindTo = localAddress ?? LocalAddress.source(toward: account.registrar).map {
+        let route = LocalAddress.source(toward: account.registrar).map {
             (try? SocketAddress(ip: $0.host, port: 0)) ?? SocketAddress.ipv4Any(port: 0)
         } ?? SocketAddress.ipv4Any(port: 0)
-        socket = try UDPSocket(bindingTo: bindTo)
+        routeAddress = route
+        if let tls {
+            socket = nil
+            tlsLink = SIPStreamLink(loop: loop, destination: account.registrar, connector: tls)
+        } else {
+            socket = try UDPSocket(bindingTo: localAddress ?? route)
+            tlsLink = nil
+        }
         receiveBuffer = .allocate(byteCount: 65_536, alignment: 8)
         callID = Self.token(16) + "@roomd"
         fromTag = Self.token(10)
@@ -102,7 +138,16 @@ public final class SIPUserAgent {
         }
         osip = handle
         Self.installCallbacks(handle)
-        try socket.onReadable(loop: loop) { [weak self] _ in self?.readable() }
+        if let socket {
+            try socket.onReadable(loop: loop) { [weak self] _ in self?.readable() }
+        }
+        tlsLink?.onConnected = { [weak self] in self?.tlsConnected() }
+        tlsLink?.onLost = { [weak self] loss in self?.tlsLost(loss) }
+        tlsLink?.onMessage = { [weak self] bytes in
+            guard let self else { return }
+            self.received(bytes, from: self.account.registrar, onStream: true)
+            self.step()
+        }
     }
 
     deinit {
@@ -124,7 +169,8 @@ public final class SIPUserAgent {
         calls.removeAll()
         transactionCalls.removeAll()
         destinations.removeAll()
-        socket.close()
+        socket?.close()
+        tlsLink?.close()
         guard let osip else { return }
         for tr in live {
             osip_remove_transaction(osip, tr)
@@ -139,19 +185,58 @@ public final class SIPUserAgent {
     // MARK: Registration
 
     /// Registers (again), asking for `account.expires` seconds, and keeps the binding fresh.
+    /// Over TLS, connects first (and again whenever the connection is lost).
     public func register() {
+        registrationWanted = true
         askedExpires = account.expires
         challengesAnswered = 0
         if case .registered = registrationState {} else { setState(.registering) }
+        if let tlsLink, !tlsLink.isConnected {
+            tlsLink.connect()
+            return
+        }
         sendRegister(authorization: nil)
     }
 
     /// Asks the registrar to drop the binding (Expires: 0) and stops refreshing.
     public func unregister() {
+        registrationWanted = false
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
         askedExpires = 0
         challengesAnswered = 0
+        if let tlsLink, !tlsLink.isConnected {
+            setState(.unregistered)
+            return
+        }
         sendRegister(authorization: nil)
+    }
+
+    /// A TLS connection is up (its certificate checked): register on it, taking the binding of
+    /// the previous connection off.
+    private func tlsConnected() {
+        Log.info("sip: TLS connection to \(account.registrar) up from \(localAddress)")
+        guard registrationWanted else { return }
+        if let old = registeredContact, old != contactURI { staleContact = old }
+        askedExpires = account.expires
+        challengesAnswered = 0
+        sendRegister(authorization: nil)
+    }
+
+    /// The TLS connection failed or was closed: the registration is gone with it (the proxy
+    /// cannot reach us); `SIPStreamLink` reconnects and `tlsConnected` registers again.
+    private func tlsLost(_ loss: SIPStreamLink.Loss) {
+        pendingRegister = nil
+        if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
+        let what: String
+        switch loss {
+        case .certificate(let reason): what = "registrar's certificate refused: \(reason)"
+        case .connection(let reason): what = "TLS connection lost: \(reason)"
+        }
+        guard registrationWanted else {
+            Log.info("sip: \(what)")
+            return
+        }
+        fail(SIPRegistrationFailure(statusCode: nil, reason: what, willRetry: true), scheduleRetry: false)
     }
 
     private func setState(_ state: SIPRegistrationState) {
@@ -160,17 +245,21 @@ public final class SIPUserAgent {
         onRegistrationChange?(state)
     }
 
+    /// Over TLS the Contact names this connection's own address with `transport=tls`: the proxy
+    /// sends calls for us to that address over TLS, which is the connection we opened.
     var contactURI: String {
-        "sip:\(account.user)@\(Self.hostPort(socket.localAddress))"
+        let uri = "sip:\(account.user)@\(Self.hostPort(localAddress))"
+        return tlsLink == nil ? uri : uri + ";transport=" + transportName.lowercased()
     }
 
     private func sendRegister(authorization: (header: String, value: String)?) {
         let ruri = "sip:\(account.domain)"
         var extra = "Expires: \(askedExpires)\r\n"
+        if askedExpires > 0, let stale = staleContact { extra += "Contact: <\(stale)>;expires=0\r\n" }
         if let authorization { extra += "\(authorization.header): \(authorization.value)\r\n" }
         cseq &+= 1
         let text = "REGISTER \(ruri) SIP/2.0\r\n"
-            + "Via: SIP/2.0/UDP \(Self.hostPort(socket.localAddress));rport;branch=z9hG4bK\(Self.token(12))\r\n"
+            + "Via: SIP/2.0/\(transportName) \(Self.hostPort(localAddress));rport;branch=z9hG4bK\(Self.token(12))\r\n"
             + "Max-Forwards: 70\r\n"
             + "From: <\(account.addressOfRecord)>;tag=\(fromTag)\r\n"
             + "To: <\(account.addressOfRecord)>\r\n"
@@ -209,6 +298,9 @@ public final class SIPUserAgent {
                 return
             }
             registrationsAccepted += 1
+            registeredContact = contactURI
+            staleContact = nil
+            tlsLink?.connectionProved()
             setState(.registered(expires: granted))
             scheduleRefresh(after: granted)
         case 401, 407:
@@ -258,11 +350,11 @@ public final class SIPUserAgent {
         fail(SIPRegistrationFailure(statusCode: nil, reason: "no answer from the registrar at \(account.registrar)", willRetry: true))
     }
 
-    private func fail(_ failure: SIPRegistrationFailure) {
+    private func fail(_ failure: SIPRegistrationFailure, scheduleRetry: Bool = true) {
         Log.warning("sip: registration of \(account.addressOfRecord) failed: \(failure)")
         setState(.failed(failure))
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
-        if failure.willRetry {
+        if failure.willRetry && scheduleRetry {
             refreshTimer = loop.schedule(after: retryInterval) { [weak self] in
                 self?.refreshTimer = nil
                 self?.register()
@@ -357,7 +449,15 @@ public final class SIPUserAgent {
 
     /// Sends text outside any transaction: an ACK for a 2xx, a 2xx resent until its ACK.
     func sendRaw(_ text: String, to destination: SocketAddress) {
-        _ = try? socket.send(Array(text.utf8), to: destination)
+        transmit(Array(text.utf8), to: destination)
+    }
+
+    /// Over UDP a datagram to `destination`; over TLS the connection, whatever the destination
+    /// (the registrar is the outbound proxy: every request and response goes through it).
+    @discardableResult
+    func transmit(_ bytes: [UInt8], to destination: SocketAddress) -> Bool {
+        if let tlsLink { return tlsLink.send(bytes) }
+        return (try? socket?.send(bytes, to: destination)) ?? false
     }
 
     /// Runs what osip has queued (events, due timers), frees the transactions that ended, and
@@ -403,61 +503,79 @@ public final class SIPUserAgent {
     }
 
     private func readable() {
-        guard let osip else { return }
+        guard let socket, osip != nil else { return }
         // At most 64 datagrams a wake-up: a flood cannot keep the loop from its other work.
         for _ in 0 ..< 64 {
             let datagram: UDPSocket.Datagram?
             do { datagram = try socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0 ..< 65_535])) } catch { break }
             guard let datagram else { break }
-            // Anyone may call: each source gets a budget before osip parses anything of it.
-            guard budget.admit(datagram.source, now: monotonicNanoseconds()) else {
-                datagramsOverBudget += 1
+            guard !datagram.truncated else {
+                // Counted against its source's budget all the same.
+                if !budget.admit(datagram.source, now: monotonicNanoseconds()) { datagramsOverBudget += 1 }
                 datagramsDropped += 1
                 continue
             }
-            guard !datagram.truncated, datagram.count > 0 else {
-                datagramsDropped += 1
-                continue
-            }
-            receiveBuffer[datagram.count] = 0
-            let base = receiveBuffer.baseAddress!.assumingMemoryBound(to: CChar.self)
-            guard let event = osip_parse(base, datagram.count) else {
-                datagramsDropped += 1
-                continue
-            }
-            guard let message = event.pointee.sip, cosip_is_complete(message) else {
-                datagramsDropped += 1
-                osip_event_free(event)
-                continue
-            }
-            if cosip_is_response(message) {
-                // osip reads a status line's code without checking it has three digits
-                // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
-                // 100-699 is dropped here, before any transaction takes it as final.
-                guard (100 ... 699).contains(message.pointee.status_code) else {
-                    datagramsDropped += 1
-                    osip_event_free(event)
-                    continue
-                }
-                // Answers come from where our requests went (the registrar, a call's next
-                // hop); a stranger's response is dropped however well it matches.
-                guard destinations.values.contains(datagram.source)
-                    || calls.contains(where: { $0.outgoingDestination == datagram.source || nextHop($0.dialog) == datagram.source }) else {
-                    datagramsDropped += 1
-                    osip_event_free(event)
-                    continue
-                }
-                if osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
-                    // A 2xx resent after osip's INVITE transaction ended is the dialog's to ACK.
-                    if !strayResponse(message, from: datagram.source) { datagramsDropped += 1 }
-                    osip_event_free(event)
-                }
-            } else if !cosip_is_request(message) || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
-                // A new request (or an ACK for a 2xx, which has no transaction): the call layer's.
-                newRequest(event, message, from: datagram.source)
-            }
+            received(UnsafeRawBufferPointer(rebasing: receiveBuffer[0 ..< datagram.count]), from: datagram.source, onStream: false)
         }
         step()
+    }
+
+    /// One message: a datagram, or one the TLS stream's framer cut out (`onStream`: it came on
+    /// the connection to the registrar, so it is the registrar's).
+    func received(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, onStream: Bool) {
+        guard let osip else { return }
+        // Anyone may call: each source gets a budget before osip parses anything of it.
+        guard budget.admit(source, now: monotonicNanoseconds()) else {
+            datagramsOverBudget += 1
+            datagramsDropped += 1
+            return
+        }
+        guard bytes.count > 0, bytes.count < receiveBuffer.count else {
+            datagramsDropped += 1
+            return
+        }
+        // osip reads a NUL-terminated copy (the datagram is already in place).
+        if bytes.baseAddress != UnsafeRawPointer(receiveBuffer.baseAddress) {
+            UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0 ..< bytes.count]).copyMemory(from: bytes)
+        }
+        receiveBuffer[bytes.count] = 0
+        let base = receiveBuffer.baseAddress!.assumingMemoryBound(to: CChar.self)
+        guard let event = osip_parse(base, bytes.count) else {
+            datagramsDropped += 1
+            return
+        }
+        guard let message = event.pointee.sip, cosip_is_complete(message) else {
+            datagramsDropped += 1
+            osip_event_free(event)
+            return
+        }
+        if cosip_is_response(message) {
+            // osip reads a status line's code without checking it has three digits
+            // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
+            // 100-699 is dropped here, before any transaction takes it as final.
+            guard (100 ... 699).contains(message.pointee.status_code) else {
+                datagramsDropped += 1
+                osip_event_free(event)
+                return
+            }
+            // Answers come from where our requests went (the registrar, a call's next hop); a
+            // stranger's response is dropped however well it matches. On the TLS connection
+            // everything is the registrar's, whose certificate was checked.
+            guard onStream || destinations.values.contains(source)
+                || calls.contains(where: { $0.outgoingDestination == source || nextHop($0.dialog) == source }) else {
+                datagramsDropped += 1
+                osip_event_free(event)
+                return
+            }
+            if osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
+                // A 2xx resent after osip's INVITE transaction ended is the dialog's to ACK.
+                if !strayResponse(message, from: source) { datagramsDropped += 1 }
+                osip_event_free(event)
+            }
+        } else if !cosip_is_request(message) || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
+            // A new request (or an ACK for a 2xx, which has no transaction): the call layer's.
+            newRequest(event, message, from: source)
+        }
     }
 
     private static func installCallbacks(_ osip: UnsafeMutablePointer<osip_t>) {
@@ -489,8 +607,7 @@ public final class SIPUserAgent {
         var length = 0
         guard osip_message_to_str(message, &text, &length) == OSIP_SUCCESS, let text else { return false }
         defer { cosip_free(text) }
-        let sent = (try? socket.send(UnsafeRawBufferPointer(start: text, count: length), to: destinations[tr] ?? account.registrar)) ?? false
-        return sent
+        return transmit(Array(UnsafeRawBufferPointer(start: text, count: length)), to: destinations[tr] ?? account.registrar)
     }
 
     // MARK: Text

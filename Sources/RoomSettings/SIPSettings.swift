@@ -13,7 +13,15 @@ public struct SIPSettings: Sendable, Equatable {
     /// The digest user name, when the provider's differs from `user`.
     public var authUser: String
     public var passwordFile: String?
+    /// How SIP travels: `tls` (the default: the SDES keys of SRTP ride in the signalling, so
+    /// plain signalling would hand them to anyone on the path) or `udp`, on a network you trust.
     public var transport: Transport
+    /// PEM file of the CA(s) the registrar's certificate must chain to (TLS); nil: the
+    /// system's trust store.
+    public var caFile: String?
+    /// The name the registrar's certificate must carry (TLS); nil: the registrar's host as
+    /// written in `registrar`.
+    public var tlsServerName: String?
     public var mediaEncryption: MediaEncryptionPolicy
     /// Codecs in the order roomd prefers them (names as `AudioCodec.name`, lower-case).
     public var codecs: [String]
@@ -41,11 +49,11 @@ public struct SIPSettings: Sendable, Equatable {
 
     public static let codecNames = ["opus", "g722", "pcmu", "pcma"]
     public static let ringLevelRange: ClosedRange<Double> = -60 ... 0
-    public static let keys = ["registrar", "domain", "user", "auth_user", "password_file", "transport", "media_encryption",
+    public static let keys = ["registrar", "domain", "user", "auth_user", "password_file", "transport", "ca_file", "tls_server_name", "media_encryption",
                               "codecs", "auto_answer", "auto_answer_from", "ring_level_db", "register_expires"]
 
     public init(registrar: String, domain: String, user: String, authUser: String? = nil, passwordFile: String? = nil,
-                transport: Transport = .tls, mediaEncryption: MediaEncryptionPolicy = .required, codecs: [String] = codecNames,
+                transport: Transport = .tls, caFile: String? = nil, tlsServerName: String? = nil, mediaEncryption: MediaEncryptionPolicy = .required, codecs: [String] = codecNames,
                 autoAnswer: Bool = false, autoAnswerFrom: [String] = [], ringLevelDB: Double = -12, registerExpires: Int = 600) {
         self.registrar = registrar
         self.domain = domain
@@ -53,6 +61,8 @@ public struct SIPSettings: Sendable, Equatable {
         self.authUser = authUser ?? user
         self.passwordFile = passwordFile
         self.transport = transport
+        self.caFile = caFile
+        self.tlsServerName = tlsServerName
         self.mediaEncryption = mediaEncryption
         self.codecs = codecs
         self.autoAnswer = autoAnswer
@@ -87,8 +97,17 @@ public struct SIPSettings: Sendable, Equatable {
         if let authUser, !isSIPToken(authUser) { throw values.error("sip.auth_user", "\"\(authUser)\" is not a SIP user name") }
         var s = SIPSettings(registrar: registrar, domain: domain, user: user, authUser: authUser, passwordFile: try path("sip.password_file"))
         s.transport = try values.value("sip.transport", as: Transport.self) ?? .tls
-        if s.transport == .tls {
-            throw values.error("sip.transport", "tls (the default) is not built yet (issue 29): set udp to register and call over plain UDP, on a network you trust")
+        s.caFile = try path("sip.ca_file")
+        s.tlsServerName = try values.string("sip.tls_server_name")
+        if s.transport == .udp {
+            for key in ["ca_file", "tls_server_name"] where try values.string("sip.\(key)") != nil {
+                throw values.error("sip.\(key)", "is for transport = tls; with udp nothing is checked (remove it, or use tls)")
+            }
+        }
+        if let name = s.tlsServerName {
+            guard ApplianceConfiguration.isHostPort(name + ":1"), !name.hasPrefix("[") else {
+                throw values.error("sip.tls_server_name", "\"\(name)\" is not a host name or address (the name the registrar's certificate carries)")
+            }
         }
         s.mediaEncryption = try values.value("sip.media_encryption", as: MediaEncryptionPolicy.self) ?? .required
         if let list = try values.string("sip.codecs") {

@@ -4,7 +4,9 @@ import RoomTestSupport
 import XCTest
 
 /// Issue 29's acceptance, first part, with real processes: baresip (Debian's) calls roomd through
-/// kamailio, both registered with digest authentication. The call rings (the ring on the
+/// kamailio, both registered with digest authentication — roomd over TLS (its default
+/// transport, kamailio's certificate made for the test and checked against its CA), baresip
+/// over UDP, so kamailio carries the call from one to the other. The call rings (the ring on the
 /// simulated speaker, the hand and stage LEDs flashing on the simulated GPIO), a press of the
 /// hand button answers, speech crosses both ways, DTMF from roomctl reaches baresip as the right
 /// digits, and a long press hangs up on both sides.
@@ -24,8 +26,11 @@ final class CallProcessTests: ProcessTestCase {
         let farFile = [Float](repeating: 0, count: 48_000) + farSpeech + [Float](repeating: 0, count: 48_000 * 20)
         SimCard.writeWAV(dir + "/far.wav", farFile.flatMap { [$0, $0] }, channels: 2)
 
-        let kamailio = try Kamailio()
+        let certificates = try TestCertificates()
+        try certificates.issue()
+        let kamailio = try Kamailio(tls: (certificates.path("server.pem"), certificates.path("server.key")))
         defer { kamailio.stop() }
+        let tlsPort = try XCTUnwrap(kamailio.tlsPort)
         let far = try Baresip(account: "<sip:far@127.0.0.1:\(kamailio.port);transport=udp>;auth_pass=far-secret;regint=60",
                               source: "aufile," + dir + "/far.wav", recordCalls: true)
         defer { far.stop() }
@@ -34,10 +39,10 @@ final class CallProcessTests: ProcessTestCase {
         XCTAssertEqual(chmod(dir + "/sip.password", 0o600), 0)
         try """
             [sip]
-            registrar = 127.0.0.1:\(kamailio.port)
+            registrar = 127.0.0.1:\(tlsPort)
             user = room
             password_file = sip.password
-            transport = udp
+            ca_file = \(certificates.path("ca.pem"))
             media_encryption = optional
             ring_level_db = -12
 

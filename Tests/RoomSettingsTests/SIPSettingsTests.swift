@@ -40,6 +40,18 @@ final class SIPSettingsTests: XCTestCase {
         XCTAssertEqual(d.codecs, ["opus", "g722", "pcmu", "pcma"])
         XCTAssertFalse(d.autoAnswer)
         XCTAssertNil(try parse("[audio]\nprofile = speech\n").sip, "no [sip]: no SIP")
+        XCTAssertEqual(s.transport, .udp)
+        XCTAssertNil(s.caFile)
+    }
+
+    func testTLSIsTheDefaultWithItsCAAndName() throws {
+        let plain = try XCTUnwrap(try parse("[sip]\nregistrar = pbx.example.org:5061\nuser = a\n").sip)
+        XCTAssertEqual(plain.transport, .tls, "TLS unless configured otherwise")
+        XCTAssertNil(plain.caFile, "the system's trust store")
+        XCTAssertNil(plain.tlsServerName, "the registrar's host")
+        let s = try XCTUnwrap(try parse("[sip]\nregistrar = 10.0.0.1:5061\nuser = a\ntransport = tls\nca_file = pbx-ca.pem\ntls_server_name = pbx.example.org\n").sip)
+        XCTAssertEqual(s.caFile, "/etc/roomd/pbx-ca.pem")
+        XCTAssertEqual(s.tlsServerName, "pbx.example.org")
     }
 
     func testErrorsNameTheKeyAndLine() {
@@ -49,7 +61,10 @@ final class SIPSettingsTests: XCTestCase {
             ("[sip]\nregistrar = pbx.example.org\nuser = a\n", 2, "sip.registrar", "host:port"),
             ("[sip]\nregistrar = pbx.example.org:5060\n", 0, "sip.user", "missing"),
             ("[sip]\nregistrar = pbx.example.org:5060\nuser = a b\n", 3, "sip.user", "not a SIP user name"),
-            ("[sip]\nregistrar = pbx.example.org:5060\nuser = a\n", 0, "sip.transport", "not built yet"),
+            ("[sip]\nregistrar = pbx.example.org:5060\nuser = a\ntransport = tcp\n", 4, "sip.transport", "tls"),
+            (account + "ca_file = ca.pem\n", 5, "sip.ca_file", "is for transport = tls"),
+            (account + "tls_server_name = pbx.example.org\n", 5, "sip.tls_server_name", "is for transport = tls"),
+            ("[sip]\nregistrar = pbx.example.org:5061\nuser = a\ntls_server_name = a b\n", 4, "sip.tls_server_name", "not a host name"),
             (account + "codecs = opus, gsm\n", 5, "sip.codecs", "\"gsm\" is not one of"),
             (account + "codecs = opus, opus\n", 5, "sip.codecs", "twice"),
             (account + "auto_answer = yes\n", 5, "sip.auto_answer", "needs sip.auto_answer_from"),

@@ -21,7 +21,8 @@ public final class Baresip {
     /// `account` is the accounts-file line (`<sip:far@127.0.0.1:PORT>;auth_pass=…`); `source`
     /// replaces the template's audio source (e.g. `aufile,/path/speech.wav`).
     /// `recordCalls`: each call's decoded audio is written to `recording` (baresip's sndfile).
-    public init(account: String, source: String? = nil, recordCalls: Bool = false) throws {
+    /// `config`: lines added to the configuration (`sip_cafile PATH` for a TLS account).
+    public init(account: String, source: String? = nil, recordCalls: Bool = false, config extra: [String] = []) throws {
         sipPort = try freeLoopbackPort()
         let ctrlPort = try freeLoopbackPort()
         directory = TestScratch.directory("roomsip-baresip") + "/\(sipPort)"
@@ -32,6 +33,7 @@ public final class Baresip {
             + "module_app\t\tctrl_tcp.so\nctrl_tcp_listen\t\t127.0.0.1:\(ctrlPort)\n"
         var lines = config.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if let source { lines = lines.map { $0.hasPrefix("audio_source") ? "audio_source\t\t" + source : $0 } }
+        lines += extra
         if recordCalls {
             try FileManager.default.createDirectory(atPath: directory + "/dumps", withIntermediateDirectories: true)
             lines += ["module\t\t\tsndfile.so", "snd_path\t\t" + directory + "/dumps"]
@@ -137,19 +139,34 @@ public final class Kamailio {
     public let port: Int
     public let directory: String
 
-    public init() throws {
+    /// The TLS listener's port, when started with a certificate.
+    public let tlsPort: Int?
+
+    /// `tls`: also listen for TLS on `tlsPort` with this certificate and key (made at test time
+    /// by `TestCertificates`), as the configuration's WITH_TLS part describes.
+    public init(tls: (certificate: String, key: String)? = nil) throws {
         port = try freeLoopbackPort()
+        tlsPort = tls == nil ? nil : try freeLoopbackPort()
         directory = TestScratch.directory("roomsip-kamailio") + "/\(port)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        process = try SpawnedProcess(Self.executable, ["-f", packageRoot + "/board/sip-test/kamailio.cfg", "-DD", "-E", "-n", "1", "-m", "16", "-M", "8",
-                             "-Y", directory, "-l", "udp:127.0.0.1:\(port)"], log: directory + "/kamailio.log")
-        // Listening once the port shows in /proc/net/udp (bound by kamailio's main process). Read
-        // to the end: String(contentsOfFile:) stopped after the first chunk of this size-0 file.
-        let needle = String(format: ":%04X ", port)
+        var arguments = ["-f", packageRoot + "/board/sip-test/kamailio.cfg", "-DD", "-E", "-n", "1", "-m", "16", "-M", "8",
+                         "-Y", directory, "-l", "udp:127.0.0.1:\(port)"]
+        if let tls, let tlsPort {
+            arguments += ["-l", "tls:127.0.0.1:\(tlsPort)", "-A", "WITH_TLS",
+                          "-A", "TLS_CERTIFICATE=\"\(tls.certificate)\"", "-A", "TLS_PRIVATE_KEY=\"\(tls.key)\""]
+        }
+        process = try SpawnedProcess(Self.executable, arguments, log: directory + "/kamailio.log")
+        // Listening once the port shows in /proc/net/udp (bound by kamailio's main process), and
+        // the TLS port in /proc/net/tcp. Read to the end: String(contentsOfFile:) stopped after
+        // the first chunk of this size-0 file.
+        func listed(_ file: String, _ port: Int) -> Bool {
+            guard let data = FileHandle(forReadingAtPath: file)?.readDataToEndOfFile() else { return false }
+            let needle = "0100007F" + String(format: ":%04X ", port)
+            return String(decoding: data, as: UTF8.self).split(separator: "\n").contains(where: { $0.contains(needle) })
+        }
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if let data = FileHandle(forReadingAtPath: "/proc/net/udp")?.readDataToEndOfFile(),
-               case let table = String(decoding: data, as: UTF8.self), table.split(separator: "\n").contains(where: { $0.contains("0100007F" + needle) }) { return }
+            if listed("/proc/net/udp", port), tlsPort.map({ listed("/proc/net/tcp", $0) }) ?? true { return }
             if process?.isRunning != true { break }
             usleep(20_000)
         }
@@ -157,8 +174,11 @@ public final class Kamailio {
         throw NSError(domain: "kamailio", code: 1, userInfo: [NSLocalizedDescriptionKey: "kamailio did not start: " + self.log()])
     }
 
+    /// The end of kamailio's log, without the tls module's start-up report (a screenful that
+    /// would push out what a failing test needs).
     public func log() -> String {
-        String(((try? String(contentsOfFile: directory + "/kamailio.log", encoding: .utf8)) ?? "").suffix(2000))
+        let text = (try? String(contentsOfFile: directory + "/kamailio.log", encoding: .utf8)) ?? ""
+        return String(text.split(separator: "\n").filter { !$0.contains("tls_domain.c") }.joined(separator: "\n").suffix(2000))
     }
 
     public func stop() {

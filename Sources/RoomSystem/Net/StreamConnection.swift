@@ -77,6 +77,10 @@ public final class StreamConnection {
     /// Bytes accepted by `write` and not yet handed to the kernel.
     public var bufferedByteCount: Int { pending.count - pendingHead }
     public var fileDescriptor: Int32 { fd }
+    /// This end's address (the zero `SocketAddress` once closed or before the system chose
+    /// one): what a SIP agent must put in its Via and Contact so the proxy can find this
+    /// connection again.
+    public var localAddress: SocketAddress { fd >= 0 ? SocketSupport.localAddress(fd) : SocketAddress() }
     /// While true the loop does not watch for incoming data (no `.readable` events): flow
     /// control, or a peer you are not ready to hear from. Level-triggered readiness means a
     /// connection with unread data and no reader would otherwise be reported on every

@@ -15,6 +15,11 @@ import RoomSystem
 /// an input into several datagrams sent in turn (INVITE, then CANCEL or ACK and BYE). A fresh
 /// agent every 64 inputs keeps osip's transaction lists short.
 ///
+/// An input that starts with `$STREAM` is a TLS connection's byte stream instead: its parts
+/// (split at `$NEXT`) are the reads, cut into messages by `SIPStreamFramer` as `SIPTLSLink`
+/// does, and each message goes to the agent. Checked there too: the framer never holds more
+/// than its budgets, and the reads give the same messages as the whole stream at once.
+///
 /// Checked: a registration holds 1 s to a day; a failure names a status from 100 to 699 or none;
 /// the agent always has a REGISTER out or a state that says why not; never more than two calls,
 /// none of them ended.
@@ -63,14 +68,46 @@ final class SIPFuzzHarness {
         }
         if agent.registrationState != .registering { agent.register() }
         pump()
-        for part in split(input, on: Array("$NEXT".utf8)).prefix(8) {
+        let streamMarker = Array("$STREAM".utf8)
+        let isStream = input.starts(with: streamMarker)
+        var framer = SIPStreamFramer(headerLimit: 4096, bodyLimit: 8192)
+        var framedMessages: [[UInt8]] = []
+        var framingFailed = false
+        var wholeStream: [UInt8] = []
+        for part in split(isStream ? Array(input.dropFirst(streamMarker.count)) : input, on: Array("$NEXT".utf8)).prefix(8) {
             var datagram = part
             for (token, value) in [("$VIA", header("Via")), ("$FROM", header("From")), ("$TOTAG", toTag()), ("$TO", header("To")),
                                    ("$CONTACT", header("Contact")), ("$CALLID", header("Call-ID")), ("$CSEQ", cseqNumber())] {
                 datagram = replacing(Array(token.utf8), with: value, in: datagram)
             }
+            if isStream {
+                wholeStream += datagram
+                guard !framingFailed else { continue }
+                do throws(SIPStreamFramer.FramingError) {
+                    for case .message(let message) in try framer.append(datagram) {
+                        framedMessages.append(message)
+                        _ = try? registrar.send(message, to: agent.localAddress)
+                        pump()
+                    }
+                } catch {
+                    framingFailed = true
+                }
+                fuzzCheck(framer.bufferedByteCount <= 4096 + 8192, "the framer holds \(framer.bufferedByteCount) bytes")
+                continue
+            }
             _ = try? registrar.send(datagram, to: agent.localAddress)
             pump()
+        }
+        if isStream {
+            // However the stream was cut into reads, the same messages (up to a failure).
+            var whole = SIPStreamFramer(headerLimit: 4096, bodyLimit: 8192)
+            var all: [[UInt8]] = []
+            if let items = try? whole.append(wholeStream) {
+                for case .message(let m) in items { all.append(m) }
+                fuzzCheck(framingFailed || all == framedMessages, "\(framedMessages.count) messages read in parts, \(all.count) whole")
+            } else {
+                fuzzCheck(framingFailed, "the whole stream fails to frame, its parts did not")
+            }
         }
         fuzzCheck(agent.calls.count <= 2, "\(agent.calls.count) calls")
         fuzzCheck(agent.calls.allSatisfy { !$0.isEnded }, "an ended call is still listed")
