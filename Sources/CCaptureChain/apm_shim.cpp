@@ -34,6 +34,14 @@ int WebRtcAgc_Process(void *agc, const int16_t *const *near, size_t bands, size_
                       int32_t level_in, int32_t *level_out, int16_t echo, uint8_t *saturation_warning);
 }
 namespace roomagc {
+// What the AGC is told as "echo": the speaker plays and the canceller's error is what its echo
+// path explains (double-talk factor above one half, the locator's echo-alone test too). Then the
+// AGC does not raise its gain: what it hears is the canceller's residual. In double talk the
+// talker dominates the error and the AGC follows them as without a far end (told "echo" whenever
+// the speaker played, a talker who spoke only over the far end stayed 6 dB down: the
+// double-talk bench's rev120-loud, near-end loss 6.0 dB against 0.06).
+constexpr float kEchoAloneFactor = 0.5f;
+inline bool echo_dominates(const roomaec::Canceller *k) { return k->echo_present && k->dtf > kEchoAloneFactor; }
 constexpr int16_t kAdaptiveDigital = 2;     // the legacy AGC's mode numbers
 inline int16_t to_s16(float x) {
     float v = x * 32768.0f;
@@ -75,10 +83,6 @@ struct rapm {
     float *map_r, *map_i;       // K: echo path factor from the bank left to a new one (select_bank)
     bool dereverb;              // configured (a self-test holds it off for a while)
     bool self_test;             // rapm_self_test: the chain hears mic 0, rapm_steer waits
-    // Banks started from a neighbour's echo path (rapm_steer), sure of a path they only
-    // guessed until the array hears the speaker alone.
-    unsigned char guessed_bank[roombeam::kBeams + 1];
-    int speaker_alone_blocks;   // in a row, the far end playing
     const float *beam_in[1];
 };
 
@@ -325,7 +329,7 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
                 uint8_t saturated = 0;
                 if (WebRtcAgc_VirtualMic(a->agc[i], bands, 1, (size_t)a->low_frames, 0, &level) != 0 ||
                     WebRtcAgc_Process(a->agc[i], bands, 1, (size_t)a->low_frames, bands, level, &level_after,
-                                      (int16_t)(a->kc[i]->echo_present ? 1 : 0), &saturated) != 0) { rc = -1; break; }
+                                      (int16_t)(roomagc::echo_dominates(a->kc[i]) ? 1 : 0), &saturated) != 0) { rc = -1; break; }
                 for (int j = 0; j < a->low_frames; j++) a->low_out[i][j] = a->agc_buf[j] * (1.0f / 32768.0f);
             }
         }
@@ -348,27 +352,10 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 // rooms within ±0.002 STOI (scripts/bench doubletalk farfield, 2026-11-29).
 static constexpr float kMappedBankUncertainty = 0.0f;
 
-// A bank guessed through the relative transfer functions leaves ~20 dB of echo where a learnt
-// one leaves 50: a caller bridged into a two-appliance room heard itself at -24 dB once one
-// appliance's talker had turned its beam (scripts/bench call). Made unsure when it is chosen, it
-// chased a talker in double talk instead (kMappedBankUncertainty above); so it is made unsure
-// once the array hears the speaker alone (array_beam.h, echo_misfit) for this many blocks in a
-// row, and then learns the path at a new filter's pace. Misfit measured on the simulated board:
-// 0.002-0.06 with the far end alone, 1.5-1.9 with its talker speaking (per 100 blocks).
-static constexpr float kSpeakerAloneMisfit = 0.25f;
-static constexpr int kSpeakerAloneBlocks = 20;
-
 extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone, int far_active) {
     if (!a->beam || a->self_test) return;
     a->beam->learn_echo = echo_alone != 0;
     a->beam->far_active = far_active != 0;
-    const int cur = a->beam->current;
-    const float misfit = a->beam->echo_misfit;
-    a->speaker_alone_blocks = far_active && misfit >= 0 && misfit < kSpeakerAloneMisfit ? a->speaker_alone_blocks + 1 : 0;
-    if (a->kc_count > 0 && a->guessed_bank[cur] && a->speaker_alone_blocks >= kSpeakerAloneBlocks) {
-        roomaec::forget_certainty(a->kc[0], false);
-        a->guessed_bank[cur] = 0;
-    }
     if (far_active) return;
     const int b = has_direction ? roombeam::beam_for(a->beam, azimuth_deg) : roombeam::kBeams;
     if (b == a->beam->current) return;
@@ -391,7 +378,6 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
         a->map_i[kk] = (ni * fr - nr * fi) / den;
     }
     roomaec::select_bank(k, b, a->map_r, a->map_i, kMappedBankUncertainty);
-    a->guessed_bank[b] = 1;
 }
 
 extern "C" void rapm_self_test(rapm_t *a, int on) {

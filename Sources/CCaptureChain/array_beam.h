@@ -55,6 +55,10 @@ constexpr int kStartCandidate = 0;            // delay-and-sum until the room sa
                                               // rev120-loud room, where the far end's echo leaves
                                               // the choice little time to listen)
 constexpr int kFixedCandidate = 2;            // −3 dB: the design of a beam that does not choose
+// The design every beam has while the speaker's echo is in the room (Beam.fwr): delay-and-sum,
+// as the adaptive beam starts. Measured against the −3 dB design (kFixedCandidate) in the
+// double-talk bench's rev120-loud: 3.10 against 2.70 (2026-11-30).
+constexpr int kEchoCandidate = kStartCandidate;
                                               // (rbeam, ROOMD_BEAM_ADAPT=off)
 constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
 constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
@@ -97,14 +101,6 @@ struct Beam {
     float *cr[kMaxMics], *ci[kMaxMics], *p00;
     int learn_echo;
     long echo_blocks;
-    // How badly the learnt echo transfer explains this block, 1-6 kHz: Σ|X_m − RTF_m·X_0|² over
-    // Σ|X_m|² (m ≥ 1). The speaker sits centimetres from the mics, so its echo reaches them
-    // along one direct path the transfer predicts; a talker a metre away arrives from another
-    // direction and through the room's reverberation, which it does not. Small: the mics hear
-    // the speaker alone, whatever the canceller believes (its own double-talk test reads its
-    // error, which a wrongly learnt path inflates as much as a talker does). −1 until learnt.
-    float echo_misfit;
-    int misfit_lo, misfit_hi;                 // its bins
     // The adaptive choice (NULL tables: a fixed beam, as rbeam's). cwr/cwi hold every candidate
     // design [beam][bin][candidate][mic] (conjugated, as wr/wi; a bin's candidates side by side
     // for the comparison); wr/wi hold the chosen one per beam and bin, so a block reads one table
@@ -215,10 +211,6 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     Beam *b = (Beam *)calloc(1, sizeof(Beam));
     if (!b) return nullptr;
     b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D;
-    b->misfit_lo = (int)(1000.0f * Nr / rate);
-    b->misfit_hi = (int)(6000.0f * Nr / rate);
-    if (b->misfit_hi >= b->Kr) b->misfit_hi = b->Kr - 1;
-    b->echo_misfit = -1;
     const int Kr = b->Kr;
     const size_t table = (size_t)(kBeams + 1) * mics * Kr;
     bool ok = (room_fft_init(&b->fft, Nr) == 0);
@@ -287,8 +279,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
                 const size_t at = ((size_t)beam * mics + m) * Kr + k;
                 b->wr[at] = (float)w[in_use][m].real();
                 b->wi[at] = (float)-w[in_use][m].imag();   // stored conjugated
-                b->fwr[at] = (float)w[kFixedCandidate][m].real();
-                b->fwi[at] = (float)-w[kFixedCandidate][m].imag();
+                b->fwr[at] = (float)w[kEchoCandidate][m].real();
+                b->fwi[at] = (float)-w[kEchoCandidate][m].imag();
                 for (int cand = 0; b->adapt && cand < kCandidates; cand++) {
                     const size_t cat = (((size_t)beam * Kr + k) * kCandidates + cand) * mics + m;
                     b->cwr[cat] = (float)w[cand][m].real();
@@ -454,7 +446,7 @@ static void process(Beam *b, const float *const *mics, float *out) {
     }
     if (b->far_active) b->far_hangover = kFarEndHangover;
     else if (b->far_hangover > 0) b->far_hangover--;
-    const bool echo = b->far_active || b->far_hangover > 0;
+    const bool echo = (b->far_active || b->far_hangover > 0);
     if (echo != b->echo_design) {
         // the same beam, the other table: faded as a turn is
         if (b->fade == 0) { b->previous = b->current; b->previous_echo_design = b->echo_design; b->fade = kFadeBlocks; }
@@ -474,22 +466,6 @@ static void process(Beam *b, const float *const *mics, float *out) {
         }
         for (int k = 0; k < b->Kr; k++) b->p00[k] = a * b->p00[k] + (1 - a) * (x0r[k] * x0r[k] + x0i[k] * x0i[k]);
         b->echo_blocks++;
-    }
-    if (b->echo_blocks >= 30) {
-        double miss = 0, all = 0;
-        const float *x0r = b->Xr[0], *x0i = b->Xi[0];
-        for (int k = b->misfit_lo; k <= b->misfit_hi; k++) {
-            if (b->p00[k] <= 0) continue;
-            const float inv = 1 / b->p00[k];
-            for (int m = 1; m < b->mics; m++) {
-                const float gr = b->cr[m][k] * inv, gi = b->ci[m][k] * inv;
-                const float er = b->Xr[m][k] - (gr * x0r[k] - gi * x0i[k]);
-                const float ei = b->Xi[m][k] - (gr * x0i[k] + gi * x0r[k]);
-                miss += er * er + ei * ei;
-                all += b->Xr[m][k] * b->Xr[m][k] + b->Xi[m][k] * b->Xi[m][k];
-            }
-        }
-        b->echo_misfit = all > 0 ? (float)(miss / all) : -1;
     }
     memset(b->Yr, 0, sizeof(float) * b->Kr);
     memset(b->Yi, 0, sizeof(float) * b->Kr);

@@ -613,14 +613,12 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
 // covariance of a filter that has learnt nothing (p0) and keeps its taps: a path that did not
 // move is still cancelled from the first block (the error stays small, so the taps stay), one
 // that did is learnt at the pace of a new start. Between blocks; allocates nothing.
-// all_banks false: only the bank in use (apm_shim.cpp, rapm_steer: a bank started from a
-// neighbour's path, once the far end is heard alone).
-static void forget_certainty(Canceller *a, bool all_banks = true) {
+static void forget_certainty(Canceller *a) {
     drift_covariance(a, a->idle_pending);
     a->idle_pending = 0;
     const size_t pk = (size_t)a->P * a->KS;
     for (int b = 0; b < a->banks; b++) {
-        if (b != a->bank && (!all_banks || a->bLeft[b] < 0)) continue;   // never used: starts from another's
+        if (b != a->bank && a->bLeft[b] < 0) continue;   // never used: starts from another's
         for (size_t q = 0; q < pk; q++) a->bPc[b][q] = fmaxf(a->bPc[b][q], a->prm.p0);
     }
     recompute_next_estimate(a);
