@@ -100,7 +100,7 @@ public enum CallAudioNegotiation {
         }
         return Agreement(
             codec: codec, payloadType: pt, telephoneEvent: telephoneEvent(formats, order: m.formats, rate: codec.rtpClockRate),
-            remote: try remoteAddress(m, session: answer, port: m.port), remotePtime: try ptime(m),
+            remote: try remoteAddress(m, session: answer, port: m.port, local: local), remotePtime: try ptime(m),
             localDirection: local.direction, remoteDirection: m.direction, security: security)
     }
 
@@ -147,7 +147,7 @@ public enum CallAudioNegotiation {
         if let cryptoAttribute { attributes.append(cryptoAttribute) }
         attributes.append(SDPAttribute(ourDirection.rawValue))
         let agreement = Agreement(codec: codec, payloadType: pt, telephoneEvent: te,
-                                  remote: try remoteAddress(m, session: offer, port: m.port), remotePtime: try ptime(m),
+                                  remote: try remoteAddress(m, session: offer, port: m.port, local: local), remotePtime: try ptime(m),
                                   localDirection: ourDirection, remoteDirection: remoteDirection, security: security)
         let section = MediaSection(kind: "audio", port: local.port, proto: m.proto, formats: answerFormats, attributes: attributes)
         return (agreement, section)
@@ -244,6 +244,10 @@ public enum CallAudioNegotiation {
             let params = f[2].dropFirst("inline:".count).split(separator: "|", omittingEmptySubsequences: false)
             // An MKI (a third |-field) would need the MKI in every packet: not supported, skipped.
             if params.count > 2 || (params.count == 2 && params[1].contains(":")) { continue }
+            // Session parameters (RFC 4568 §6.3: UNENCRYPTED_SRTP, KDR=, FEC_ORDER=, …) change
+            // what the packets are; libsrtp is keyed without them, so a line with any but the
+            // window size hint is skipped rather than answered and then unable to decrypt.
+            if f.dropFirst(3).contains(where: { !$0.hasPrefix("WSH=") }) { continue }
             guard let key = SDESKey(inline: String(params[0])) else {
                 throw SDPError(line: nil, field: "a=crypto", message: "tag \(tag): the inline key is not 40 base64 characters (30 bytes of key and salt)")
             }
@@ -262,7 +266,11 @@ public enum CallAudioNegotiation {
         return ms
     }
 
-    private static func remoteAddress(_ m: MediaSection, session: SessionDescription, port: Int) throws(SDPError) -> Agreement.Address {
+    /// The far end's RTP address. It must be of our media address's family: the call's one
+    /// socket is bound to an IPv4 or an IPv6 address, and could not send to the other (the
+    /// call would come up and carry nothing).
+    private static func remoteAddress(_ m: MediaSection, session: SessionDescription, port: Int,
+                                      local: CallLocalMedia) throws(SDPError) -> Agreement.Address {
         guard let line = m.connection ?? session.connection else {
             throw SDPError(line: nil, field: "c", message: "no connection address for the audio (neither session nor media level)")
         }
@@ -277,6 +285,10 @@ public enum CallAudioNegotiation {
             guard isIPv6(f[2]) else { throw SDPError(line: nil, field: "c", message: "'\(f[2].prefix(60))' is not an IPv6 address") }
         default:
             throw SDPError(line: nil, field: "c", message: "address type '\(f[1].prefix(16))' is not IP4 or IP6")
+        }
+        let ours = local.address.contains(":") ? "IP6" : "IP4"
+        guard f[1] == ours else {
+            throw SDPError(line: nil, field: "c", message: "an \(f[1]) address, and this appliance's media address \(local.address.prefix(60)) is \(ours)")
         }
         return Agreement.Address(host: f[2], port: port)
     }
