@@ -203,9 +203,14 @@ public final class SIPUserAgent {
             fail(SIPRegistrationFailure(statusCode: nil, reason: "could not build a REGISTER for \(account.addressOfRecord)", willRetry: false))
             return
         }
-        // osip sets timer F from its compiled-in T1; the agent's own timeout replaces it.
-        tr.pointee.nict_context?.pointee.timer_f_length = Int32(clamping: registerTimeout.components.seconds * 1000
-            + registerTimeout.components.attoseconds / 1_000_000_000_000_000)
+        // osip starts timer F with the transaction, from its compiled-in T1; the agent's own
+        // timeout replaces it (on osip's clock, as osip set it).
+        if let nict = tr.pointee.nict_context {
+            let ms = Int32(clamping: registerTimeout.components.seconds * 1000 + registerTimeout.components.attoseconds / 1_000_000_000_000_000)
+            nict.pointee.timer_f_length = ms
+            osip_gettimeofday(&nict.pointee.timer_f_start, nil)
+            add_gettimeofday(&nict.pointee.timer_f_start, ms)
+        }
         pendingRegister = tr
         pendingGotFinal = false
         registersSent += 1
