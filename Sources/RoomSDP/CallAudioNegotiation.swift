@@ -161,7 +161,7 @@ public enum CallAudioNegotiation {
         }
         var table: [UInt8: (name: String, rate: Int, channels: Int)] = [:]
         for f in m.formats {
-            guard let pt = UInt8(f), pt < 128 else {
+            guard let pt = payloadType(f) else {
                 throw SDPError(line: nil, field: "m=audio", message: "payload type '\(f.prefix(16))' is not 0-127")
             }
             switch pt {
@@ -173,7 +173,7 @@ public enum CallAudioNegotiation {
         }
         for line in m.attributes("rtpmap") {
             let parts = line.sdpFields
-            guard parts.count == 2, let pt = UInt8(parts[0]), pt < 128 else {
+            guard parts.count == 2, let pt = payloadType(parts[0]) else {
                 throw SDPError(line: nil, field: "a=rtpmap", message: "'\(line.prefix(40))' is not '<payload type> <name>/<rate>'")
             }
             let encoding = parts[1].split(separator: "/", omittingEmptySubsequences: false)
@@ -193,12 +193,20 @@ public enum CallAudioNegotiation {
         return table
     }
 
+    /// A payload type written the one way it can be (decimal, no sign, no leading zero), 0-127.
+    /// `UInt8("09")` and `UInt8("+9")` are 9 too, and an answer that says `9` to an offer of
+    /// `09` names a format the offer did not list (the `call` fuzz target's first find).
+    static func payloadType(_ text: String) -> UInt8? {
+        guard let pt = UInt8(text), pt < 128, String(pt) == text else { return nil }
+        return pt
+    }
+
     /// The codec to use: with `preferring`, our first preferred codec the section has (we
     /// answer); without, the section's first format we allow (we read an answer).
     private static func pickCodec(from table: [UInt8: (name: String, rate: Int, channels: Int)], order: [String],
                                   preferring: [CallCodec]?, allowed: [CallCodec]) -> (CallCodec, UInt8)? {
         let inOrder: [(CallCodec, UInt8)] = order.compactMap { f in
-            guard let pt = UInt8(f), let entry = table[pt], let codec = CallCodec(rtpmap: entry), allowed.contains(codec) else { return nil }
+            guard let pt = payloadType(f), let entry = table[pt], let codec = CallCodec(rtpmap: entry), allowed.contains(codec) else { return nil }
             return (codec, pt)
         }
         guard let preferring else { return inOrder.first }
@@ -210,7 +218,7 @@ public enum CallAudioNegotiation {
     private static func telephoneEvent(_ table: [UInt8: (name: String, rate: Int, channels: Int)], order: [String],
                                        rate: Int) -> Agreement.TelephoneEvent? {
         let events = order.compactMap { f -> (UInt8, Int)? in
-            guard let pt = UInt8(f), let e = table[pt], e.name.lowercased() == "telephone-event" else { return nil }
+            guard let pt = payloadType(f), let e = table[pt], e.name.lowercased() == "telephone-event" else { return nil }
             return (pt, e.rate)
         }
         guard let hit = events.first(where: { $0.1 == rate }) ?? events.first(where: { $0.1 == 8000 }) else { return nil }

@@ -50,10 +50,13 @@ final class HostileCallOfferTests: XCTestCase {
         XCTAssertEqual(outcome("m=audio -1 RTP/AVP 0\r\n"), "SDP line 6: m: port '-1' is not 0-65535")
         XCTAssertEqual(outcome("m=audio 99999999999999999999 RTP/AVP 0\r\n"), "SDP line 6: m: port '99999999999999999999' is not 0-65535")
         XCTAssertEqual(outcome("m=audio 4000/2 RTP/AVP 0\r\n"), "answered: pcmu pt 0 te none", "a port count is ignored")
-        for pt in ["128", "255", "256", "-1", "0x08", "8.0"] {
+        // "09" and "+9" are what UInt8(_:) reads as 9: the call fuzz target found an answer
+        // naming format 9 for an offer's "09" (corpus/call/leading-zero-payload-type-found-by-fuzzing).
+        for pt in ["128", "255", "256", "-1", "0x08", "8.0", "09", "+9", "00"] {
             XCTAssertEqual(outcome("m=audio 4000 RTP/AVP 0 \(pt)\r\n"), "SDP: m=audio: payload type '\(pt)' is not 0-127")
         }
         XCTAssertEqual(outcome("m=audio 4000 RTP/AVP 0\r\na=rtpmap:200 PCMU/8000\r\n").prefix(16), "SDP: a=rtpmap: '")
+        XCTAssertEqual(outcome("m=audio 4000 RTP/AVP 0\r\na=rtpmap:+0 PCMU/8000\r\n").prefix(16), "SDP: a=rtpmap: '")
     }
 
     func testRtpmapAndTelephoneEventGarbage() {
