@@ -301,18 +301,45 @@ public enum CallAudioNegotiation {
         return Agreement.Address(host: f[2], port: port)
     }
 
+    /// A dotted-quad IPv4 address as the socket layer (`inet_pton`) reads it: four decimal parts
+    /// 0-255 without leading zeros. A looser check let `096.0.2.7` through to an agreement whose
+    /// address no socket takes (the call fuzz target's second find): the call came up, then
+    /// CallLink hung up on it.
     static func isIPv4(_ s: String) -> Bool {
-        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { $0.count <= 3 && !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) && Int($0)! <= 255 }
+        let parts = s.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { part in
+            (1 ... 3).contains(part.count) && part.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+                && (part.count == 1 || part.first != 0x30) && Int(String(decoding: part, as: UTF8.self))! <= 255
+        }
     }
 
-    /// A textual IPv6 address's shape (hex groups and colons, an IPv4 tail allowed); the socket
-    /// layer parses it for real.
+    /// A textual IPv6 address as `inet_pton` reads it (RFC 4291 §2.2): eight groups of one to
+    /// four hex digits, or fewer around one `::` that stands for at least one group of zeros,
+    /// the last two groups possibly written as an IPv4 address. No zone (`%eth0`): SDP has none.
     static func isIPv6(_ s: String) -> Bool {
-        guard (2 ... 45).contains(s.utf8.count), s.contains(":") else { return false }
-        return s.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46) || c == 0x3A || c == 0x2E
+        guard (2 ... 45).contains(s.utf8.count) else { return false }
+        var body = Substring(s)
+        var groups = 8
+        if let colon = body.lastIndex(of: ":"), body[body.index(after: colon)...].contains(".") {
+            guard isIPv4(String(body[body.index(after: colon)...])) else { return false }
+            body = body[...colon]
+            if !body.hasSuffix("::") { body = body.dropLast() }
+            groups = 6
         }
+        /// The number of colon-separated hex groups in `text` ("" has none), nil if one is malformed.
+        func hexGroups(_ text: Substring) -> Int? {
+            if text.isEmpty { return 0 }
+            let parts = text.utf8.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+            guard parts.allSatisfy({ part in
+                (1 ... 4).contains(part.count) && part.allSatisfy { c in
+                    (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
+                }
+            }) else { return nil }
+            return parts.count
+        }
+        guard let gap = body.firstRange(of: "::") else { return hexGroups(body) == groups }
+        guard let left = hexGroups(body[..<gap.lowerBound]), let right = hexGroups(body[gap.upperBound...]) else { return false }
+        return left + right <= groups - 1
     }
 
     private static func connectionLine(_ address: String) -> String {

@@ -1,3 +1,4 @@
+import Glibc
 import XCTest
 @testable import RoomSDP
 
@@ -82,6 +83,8 @@ final class HostileCallOfferTests: XCTestCase {
         XCTAssertEqual(outcome(media, head: head("c=IN IP4 pbx.example")), "SDP: c: 'pbx.example' is not an IPv4 address")
         XCTAssertEqual(outcome(media, head: head("c=IN IP4 224.2.1.1/127")), "SDP: c: '224.2.1.1/127' is not an IPv4 address")
         XCTAssertEqual(outcome(media, head: head("c=IN IP4 1.2.3.4.5")), "SDP: c: '1.2.3.4.5' is not an IPv4 address")
+        XCTAssertEqual(outcome(media, head: head("c=IN IP4 096.0.2.7")), "SDP: c: '096.0.2.7' is not an IPv4 address")
+        XCTAssertEqual(outcome(media, head: head("c=IN IP6 1:::2")), "SDP: c: '1:::2' is not an IPv6 address")
         XCTAssertEqual(outcome(media, head: head("c=IN IP6 pbx.example")), "SDP: c: 'pbx.example' is not an IPv6 address")
         XCTAssertEqual(outcome(media, head: head("c=IN IP6 2001:db8::1")),
                        "SDP: c: an IP6 address, and this appliance's media address 10.0.0.2 is IP4")
@@ -90,6 +93,29 @@ final class HostileCallOfferTests: XCTestCase {
         XCTAssertEqual(outcome(media, head: head("c=IN IP6 2001:db8::1"), local: local(address: "2001:db8::2")), "answered: pcmu pt 0 te none")
         XCTAssertEqual(outcome(media, head: head("c=TN IP4 10.0.0.1")), "SDP: c: 'TN IP4 10.0.0.1' is not 'IN IP4|IP6 <address>'")
         XCTAssertEqual(outcome(media + "c=IN IP4 10.0.0.9 extra\r\n"), "SDP: c: 'IN IP4 10.0.0.9 extra' is not 'IN IP4|IP6 <address>'")
+    }
+
+    /// The address checks agree with `inet_pton`, which the media socket's address goes through
+    /// (`SocketAddress(ip:)`): the call fuzz target found `096.0.2.7` accepted by the old check
+    /// and refused by the socket layer (corpus/call/ipv4-leading-zero-found-by-fuzzing).
+    func testAddressChecksAgreeWithInetPton() {
+        func pton(_ family: Int32, _ s: String) -> Bool {
+            var buffer = [UInt8](repeating: 0, count: 16)
+            return inet_pton(family, s, &buffer) == 1
+        }
+        var samples = ["096.0.2.7", "1.02.3.4", "0.0.0.0", "255.255.255.255", "256.1.1.1", "1.2.3", "1.2.3.4.", "::", "::1", "1::",
+                       ":::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7::", "1:2:3:4:5:6:7:8::", "2001:db8::1::2",
+                       "ffff1::1", "::ffff:192.0.2.1", "::ffff:1.2.3.04", "::1.2.3.4", "1:2:3:4:5:6:1.2.3.4", "1:2:3:4:5:6:7:1.2.3.4",
+                       ":1::", "1:", "2001:DB8::A", "\u{FF11}::1", "fe80::1%eth0"]
+        var random = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789abcdefABCDEFg:.")
+        for _ in 0 ..< 20_000 {
+            samples.append(String((0 ..< Int.random(in: 1 ... 24, using: &random)).map { _ in alphabet.randomElement(using: &random)! }))
+        }
+        for s in samples {
+            XCTAssertEqual(CallAudioNegotiation.isIPv4(s), pton(AF_INET, s), "IPv4 '\(s)'")
+            XCTAssertEqual(CallAudioNegotiation.isIPv6(s), pton(AF_INET6, s), "IPv6 '\(s)'")
+        }
     }
 
     func testCryptoLines() {
