@@ -261,6 +261,54 @@ final class BadInputTests: XCTestCase {
                       logged[1])
     }
 
+    /// A hostile SDP inside a call: a 2xx to our INVITE whose answer cannot be used is ACKed and
+    /// the call hung up with the reason; a re-INVITE whose offer cannot be answered gets 488 and
+    /// the call keeps its media.
+    func testHostileAnswerHangsUpAndHostileReinviteKeepsTheCall() throws {
+        let loop = try EventLoop()
+        let ua = try agent(loop)
+        defer { ua.close() }
+        let peer = try FakePeer(loop: loop)
+        let plain = CallLocalMedia(address: "127.0.0.1", port: 40_000, security: .plain)
+        func response(_ request: String, _ status: String, body: String) -> String {
+            let lines = request.components(separatedBy: "\r\n")
+            func header(_ name: String) -> String { lines.first { $0.hasPrefix(name + ":") } ?? "" }
+            return "SIP/2.0 \(status)\r\n\(header("Via"))\r\n\(header("From"))\r\n\(header("To"));tag=callee\r\n\(header("Call-ID"))\r\n"
+                + "\(header("CSeq"))\r\nContact: <sip:fake@127.0.0.1:\(peer.port)>\r\nContent-Type: application/sdp\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+        var events: [SIPCallEvent] = []
+        let log = try capturingLog {
+            let call = try ua.call(uri: "sip:fake@127.0.0.1:\(peer.port)", localMedia: plain)
+            call.onEvent = { events.append($0) }
+            XCTAssertTrue(try run(loop, seconds: 3) { peer.count("INVITE ") == 1 })
+            let hostile = FakePeer.offer.replacingOccurrences(of: "c=IN IP4 127.0.0.1", with: "c=IN IP4 gw.example")
+            peer.send(response(peer.received.first { $0.hasPrefix("INVITE ") }!, "200 OK", body: hostile), to: ua.localAddress)
+            XCTAssertTrue(try run(loop, seconds: 3) { peer.count("ACK ") == 1 && peer.count("BYE ") == 1 })
+        }
+        XCTAssertEqual(events, [.ended(.failed("the answer is unusable: SDP: c: 'gw.example' is not an IPv4 address"))])
+        XCTAssertEqual(lines(log, containing: "sip: the answer of sip:fake@127.0.0.1:\(peer.port) is unusable, hanging up: SDP: c: 'gw.example'").count, 1, log)
+
+        var incoming: [SIPCallEvent] = []
+        ua.onIncomingCall = { call in call.onEvent = { incoming.append($0) }; try? call.answer(localMedia: plain) }
+        peer.send(peer.invite(callID: "reinvite@peer"), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { peer.received.contains { $0.hasPrefix("SIP/2.0 200") && $0.contains("Call-ID: reinvite@peer") } })
+        let ok = peer.received.last { $0.hasPrefix("SIP/2.0 200") && $0.contains("Call-ID: reinvite@peer") }!
+        let tag = String(ok.components(separatedBy: "\r\n").first { $0.hasPrefix("To:") }!.split(separator: "=").last!)
+        peer.send(peer.request("ACK", callID: "reinvite@peer", branch: "z9hG4bKa1", cseq: 1, toTag: tag), to: ua.localAddress)
+        XCTAssertTrue(try run(loop, seconds: 3) { incoming.count == 1 })
+        let reinvite = peer.invite(callID: "reinvite@peer", branch: "z9hG4bKre", cseq: 2, body: FakePeer.offer.replacingOccurrences(of: "RTP/AVP 0 8 101", with: "RTP/AVP 300"))
+            .replacingOccurrences(of: "To: <sip:room@127.0.0.1>", with: "To: <sip:room@127.0.0.1>;tag=\(tag)")
+        let reinviteLog = try capturingLog {
+            peer.send(reinvite, to: ua.localAddress)
+            XCTAssertTrue(try run(loop, seconds: 3) { peer.count("SIP/2.0 488") == 1 })
+        }
+        XCTAssertTrue(peer.received.last { $0.hasPrefix("SIP/2.0 488") }!.contains("payload type '300' is not 0-127"))
+        XCTAssertEqual(incoming.count, 1, "no update, no end: \(incoming)")
+        guard case .confirmed = ua.calls.first?.state else { return XCTFail("\(ua.calls.map(\.state))") }
+        XCTAssertEqual(lines(reinviteLog, containing: "sip: refused the re-INVITE of sip:fake@127.0.0.1 with 488, the call keeps its media").count, 1, reinviteLog)
+    }
+
     /// The log's cap: five lines at once, one more every twelve seconds, the rest counted by kind
     /// and source for the minute's summary.
     func testBadInputLogAllowsFiveLinesAMinuteAndSumsUpTheRest() {
