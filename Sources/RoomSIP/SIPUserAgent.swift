@@ -421,7 +421,9 @@ public final class SIPUserAgent {
             osip_ist_execute(osip)
             osip_nict_execute(osip)
             osip_nist_execute(osip)
-            for tr in finished {
+            // Each once: a transaction forgotten after its answer (`forgetAfterAnswer`) must not
+            // be freed twice should osip also report its end in the same step.
+            for tr in Set(finished) {
                 live.remove(tr)
                 destinations[tr] = nil
                 transactionCalls[tr] = nil
