@@ -3,17 +3,22 @@ import RoomSystem
 
 /// How the agent tells the log about bad input (issue 29: "each a clear log line"): a dropped
 /// datagram or a refused request gets a line of its own with the reason, but at most
-/// `linesPerMinute` of them a minute; beyond that they are counted and summed up in one line a
-/// minute later. Anyone may send to the SIP socket, so without the cap a flood of datagrams would
-/// become a flood of log lines (journald's rate limit would then drop roomd's other lines too).
+/// `linesPerMinute` of each kind a minute and `totalLinesPerMinute` in all; beyond that they are
+/// counted and summed up in one line a minute later. Anyone may send to the SIP socket, so
+/// without the cap a flood of datagrams would become a flood of log lines (journald's rate limit
+/// would then drop roomd's other lines too); the allowance is per kind so that a flood's drops
+/// do not use up the line a hostile offer arriving with it gets.
 struct SIPBadInputLog {
-    static let linesPerMinute = 5.0
+    static let linesPerMinute = 3.0
+    static let totalLinesPerMinute = 20.0
     static let summaryInterval: Duration = .seconds(60)
     /// Source addresses named in a summary; more are only counted.
     static let namedSources = 4
 
-    private var allowance = linesPerMinute
-    private var lastRefill: UInt64 = 0
+    /// Lines left (refilled continuously) for each kind, and for all kinds together: a token
+    /// bucket each. The kinds are the agent's own phrases, a few dozen at most.
+    private var allowances: [String: (lines: Double, last: UInt64)] = [:]
+    private var total: (lines: Double, last: UInt64) = (totalLinesPerMinute, 0)
     /// What was not logged on a line of its own since the last summary: a count per kind
     /// ("datagrams over budget", "INVITEs refused 486"), in the order first seen.
     private(set) var suppressed: [(kind: String, count: Int)] = []
@@ -21,14 +26,23 @@ struct SIPBadInputLog {
     private(set) var otherSources = 0
     var summaryTimer: EventLoop.TimerID?
 
-    /// Whether a line of its own may be written at `now` (monotonic nanoseconds).
-    mutating func admitLine(now: UInt64) -> Bool {
-        let elapsed = now > lastRefill ? Double(now - lastRefill) / 60e9 : 0
-        allowance = min(Self.linesPerMinute, allowance + elapsed * Self.linesPerMinute)
-        lastRefill = now
-        guard allowance >= 1 else { return false }
-        allowance -= 1
-        return true
+    /// Whether a line of its own about `kind` may be written at `now` (monotonic nanoseconds).
+    mutating func admitLine(_ kind: String, now: UInt64) -> Bool {
+        func refill(_ bucket: inout (lines: Double, last: UInt64), perMinute: Double) {
+            let elapsed = now > bucket.last ? Double(now - bucket.last) / 60e9 : 0
+            bucket.lines = min(perMinute, bucket.lines + elapsed * perMinute)
+            bucket.last = now
+        }
+        var own = allowances[kind] ?? (Self.linesPerMinute, now)
+        refill(&own, perMinute: Self.linesPerMinute)
+        refill(&total, perMinute: Self.totalLinesPerMinute)
+        let admitted = own.lines >= 1 && total.lines >= 1
+        if admitted {
+            own.lines -= 1
+            total.lines -= 1
+        }
+        allowances[kind] = own
+        return admitted
     }
 
     mutating func count(_ kind: String, from source: SocketAddress) {
@@ -94,7 +108,7 @@ extension SIPUserAgent {
     /// A line for one piece of bad input, or a count for the next summary when the log's
     /// allowance is spent (the summary follows `summaryInterval` later).
     func reportBadInput(kind: String, from source: SocketAddress, level: LogLevel, _ line: () -> String) {
-        if badInputLog.admitLine(now: monotonicNanoseconds()) {
+        if badInputLog.admitLine(kind, now: monotonicNanoseconds()) {
             Log.write(level, line())
             return
         }

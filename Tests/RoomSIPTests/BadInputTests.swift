@@ -110,7 +110,7 @@ final class BadInputTests: XCTestCase {
 
     /// 300 INVITEs from one source: the first rings, those within the source's budget are refused
     /// 486 once each (statelessly: nothing kept, nothing resent), the rest are dropped unread; the
-    /// log gets five lines, not 300. Another caller is then served: once the flood's call is
+    /// log gets three lines of each kind, not 300. Another caller is then served: once the flood's call is
     /// declined, its INVITE rings.
     func testInviteFloodFromOneSource() throws {
         let loop = try EventLoop()
@@ -137,11 +137,12 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(ua.datagramsDropped, ua.datagramsOverBudget)
         XCTAssertEqual(flooder.count("SIP/2.0 486"), ua.callsRefusedBusy, "each refusal sent once, none resent")
         XCTAssertEqual(ua.live.count, 1, "only the ringing call's transaction is kept")
-        let logged = log.split(separator: "\n").filter { $0.contains("sip: ") }
-        XCTAssertEqual(logged.count, 5, log)
-        // The agent reads a wake-up's datagrams (budget first) before osip answers them, so the
-        // first lines are drops; the refusals are in the minute's summary.
-        XCTAssertEqual(logged[0], "<4>sip: dropped a datagram from 127.0.0.1:\(flooder.port): over its source's budget (or the budget all unknown sources share)")
+        let drops = lines(log, containing: "sip: dropped a datagram from 127.0.0.1:\(flooder.port): over its source's budget")
+        let refusals = lines(log, containing: "sip: refused an INVITE from sip:fake@127.0.0.1 (127.0.0.1:\(flooder.port)): 486 Busy Here")
+        XCTAssertEqual(drops.count, 3, log)
+        XCTAssertEqual(refusals.count, 3, log)
+        XCTAssertEqual(log.split(separator: "\n").filter { $0.contains("sip: ") }.count, 6, log)
+        XCTAssertTrue(refusals[0].hasPrefix("<5>"), "a busy refusal is a notice")
         XCTAssertEqual(ua.badInputLog.suppressed.map(\.kind).sorted(), ["INVITEs refused 486", "datagrams over budget"].sorted())
 
         rang[0].decline()
@@ -255,7 +256,7 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(heard, offers.count - 2, "the 2,000 m-lines and the port do not parse: refused before the application hears")
         XCTAssertEqual(peer.count("SIP/2.0 180"), heard, "those that parse ring for the far end only, until the check refuses them")
         let logged = lines(log, containing: "sip: refused ")
-        XCTAssertEqual(logged.count, 5, "the log's allowance: five lines a minute, the rest summed up")
+        XCTAssertEqual(logged.count, 5, "three lines a minute for each kind (INVITEs refused, offers refused), the rest summed up: \(log)")
         XCTAssertTrue(logged[0].contains("488 Not Acceptable Here: SDP line") && logged[0].contains("more than 32 media sections"), logged[0])
         XCTAssertTrue(logged[1].contains("refused the offer of sip:fake@127.0.0.1 (127.0.0.1:\(peer.port)) with 488") && logged[1].contains("printer.example"),
                       logged[1])
@@ -309,14 +310,17 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(lines(reinviteLog, containing: "sip: refused the re-INVITE of sip:fake@127.0.0.1 with 488, the call keeps its media").count, 1, reinviteLog)
     }
 
-    /// The log's cap: five lines at once, one more every twelve seconds, the rest counted by kind
-    /// and source for the minute's summary.
-    func testBadInputLogAllowsFiveLinesAMinuteAndSumsUpTheRest() {
+    /// The log's cap: three lines of a kind at once, one more every twenty seconds, twenty of
+    /// all kinds a minute; the rest counted by kind and source for the minute's summary.
+    func testBadInputLogAllowsThreeLinesOfAKindAMinuteAndSumsUpTheRest() {
         var log = SIPBadInputLog()
         let start: UInt64 = 1_000_000_000
-        XCTAssertEqual((0 ..< 8).filter { _ in log.admitLine(now: start) }.count, 5)
-        XCTAssertFalse(log.admitLine(now: start + 11_000_000_000))
-        XCTAssertTrue(log.admitLine(now: start + 24_000_000_000))
+        XCTAssertEqual((0 ..< 8).filter { _ in log.admitLine("datagrams over budget", now: start) }.count, 3)
+        XCTAssertTrue(log.admitLine("offers refused 488", now: start), "another kind has its own allowance")
+        let kinds = (0 ..< 30).map { "kind \($0)" }
+        XCTAssertEqual(kinds.filter { log.admitLine($0, now: start) }.count, 16, "20 at once in all, 4 used")
+        XCTAssertFalse(log.admitLine("datagrams over budget", now: start + 19_000_000_000))
+        XCTAssertTrue(log.admitLine("datagrams over budget", now: start + 21_000_000_000))
         for port in 1 ... 7 { log.count("datagrams over budget", from: .ipv4Loopback(port: UInt16(port))) }
         log.count("INVITEs refused 486", from: .ipv4Loopback(port: 1))
         XCTAssertEqual(log.takeSummary(), "7 datagrams over budget, 1 INVITEs refused 486 in the last 60 s, not logged one by one "
