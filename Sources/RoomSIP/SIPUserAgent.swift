@@ -293,7 +293,9 @@ public final class SIPUserAgent {
         var failure = failure
         consecutiveFailures += 1
         let ceiling = max(maximumRetryInterval, retryInterval)
-        if failure.willRetry {
+        if askedExpires == 0 {
+            failure.retryDelay = nil   // an un-REGISTER that failed: nothing to register again
+        } else if failure.willRetry {
             failure.retryDelay = min(retryInterval * (1 << min(consecutiveFailures - 1, 16)), ceiling)
         } else {
             failure.retryDelay = ceiling

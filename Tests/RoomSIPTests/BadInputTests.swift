@@ -99,6 +99,27 @@ final class BadInputTests: XCTestCase {
         XCTAssertEqual(lines(log, containing: "failed: no answer from the registrar at \(silent.localAddress); next try in 0.2 s").count, 2, log)
     }
 
+    /// A failed un-REGISTER is not retried as a REGISTER (the retry after a failure registers
+    /// again, which must not undo an `unregister()`).
+    func testFailedUnregisterIsNotRetried() throws {
+        let loop = try EventLoop()
+        let registrar = try FakeRegistrar(loop: loop)
+        let account = try SIPAccount(registrar: registrar.socket.localAddress, domain: "example.org", user: "room", password: "x")
+        let ua = try SIPUserAgent(loop: loop, account: account, localAddress: .ipv4Loopback(port: 0))
+        defer { ua.close() }
+        ua.retryInterval = .milliseconds(100)
+        ua.register()
+        XCTAssertTrue(try run(loop, seconds: 3) { if case .registered = ua.registrationState { true } else { false } })
+        registrar.answer = { _ in ("503 Service Unavailable", "") }
+        _ = try capturingLog {
+            ua.unregister()
+            XCTAssertTrue(try run(loop, seconds: 3) { if case .failed = ua.registrationState { true } else { false } })
+            XCTAssertFalse(try run(loop, seconds: 0.3) { ua.registersSent > 2 })
+        }
+        guard case .failed(let failure) = ua.registrationState else { return XCTFail("\(ua.registrationState)") }
+        XCTAssertNil(failure.retryDelay)
+    }
+
     // MARK: INVITE floods
 
     /// An agent not registered anywhere, with `registrar` as its registrar's address (a known
