@@ -12,8 +12,9 @@ struct SIPBadInputLog {
     static let linesPerMinute = 3.0
     static let totalLinesPerMinute = 20.0
     static let summaryInterval: Duration = .seconds(60)
-    /// Source addresses named in a summary; more are only counted.
+    /// Source addresses named in a summary; more are only counted, up to `countedSources`.
     static let namedSources = 4
+    static let countedSources = 1000
 
     /// Lines left (refilled continuously) for each kind, and for all kinds together: a token
     /// bucket each. The kinds are the agent's own phrases, a few dozen at most.
@@ -23,7 +24,9 @@ struct SIPBadInputLog {
     /// ("datagrams over budget", "INVITEs refused 486"), in the order first seen.
     private(set) var suppressed: [(kind: String, count: Int)] = []
     private(set) var suppressedSources: [SocketAddress] = []
-    private(set) var otherSources = 0
+    /// The other sources, each counted once (a set, bounded: a flood of forged addresses must
+    /// not grow it without end).
+    private(set) var otherSources: Set<SocketAddress> = []
     var summaryTimer: EventLoop.TimerID?
 
     /// Whether a line of its own about `kind` may be written at `now` (monotonic nanoseconds).
@@ -48,7 +51,11 @@ struct SIPBadInputLog {
     mutating func count(_ kind: String, from source: SocketAddress) {
         if let i = suppressed.firstIndex(where: { $0.kind == kind }) { suppressed[i].count += 1 } else { suppressed.append((kind, 1)) }
         if !suppressedSources.contains(source) {
-            if suppressedSources.count < Self.namedSources { suppressedSources.append(source) } else { otherSources += 1 }
+            if suppressedSources.count < Self.namedSources {
+                suppressedSources.append(source)
+            } else if otherSources.count < Self.countedSources {
+                otherSources.insert(source)
+            }
         }
     }
 
@@ -57,10 +64,13 @@ struct SIPBadInputLog {
         guard !suppressed.isEmpty else { return nil }
         let kinds = suppressed.map { "\($0.count) \($0.kind)" }.joined(separator: ", ")
         var from = suppressedSources.map(\.description).joined(separator: ", ")
-        if otherSources > 0 { from += " and \(otherSources) other address\(otherSources == 1 ? "" : "es")" }
+        let others = otherSources.count
+        if others > 0 {
+            from += " and \(others == Self.countedSources ? "at least " : "")\(others) other address\(others == 1 ? "" : "es")"
+        }
         suppressed = []
         suppressedSources = []
-        otherSources = 0
+        otherSources = []
         return "\(kinds) in the last \(Self.summaryInterval.components.seconds) s, not logged one by one (from \(from))"
     }
 }
