@@ -131,7 +131,8 @@ extension SIPUserAgent {
         }
     }
 
-    /// Ends a server transaction with the step that sent its answer (`respond` first): osip
+    /// Ends a server transaction whose answer was given (`respond` first, and either inside an
+    /// osip callback, where osip sends it before the step ends, or followed by `step()`): osip
     /// forgets it (no retransmissions, no timers) and `step` frees it with the others that ended.
     func forgetAfterAnswer(_ tr: UnsafeMutablePointer<osip_transaction_t>) {
         guard let osip else { return }

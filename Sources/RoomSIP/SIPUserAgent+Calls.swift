@@ -129,6 +129,10 @@ extension SIPUserAgent {
             }
         }
         respondToInvite(call, tr, code: code, extra: warning.map { "Warning: 305 roomd \"\(Self.warningText($0))\"\r\n" } ?? "")
+        // An offer refused as it arrives is refused statelessly, like an INVITE refused before
+        // ringing (`inviteReceived`): the far end's own retransmission of the INVITE brings the
+        // answer again, and a forged source is not sent the 488 ten times over.
+        if warning != nil { forgetAfterAnswer(tr) }
         end(call, .rejected(code: code))
     }
 
@@ -334,9 +338,13 @@ extension SIPUserAgent {
         transactionCalls[tr] = call
         calls.append(call)
         respond(tr, response(to: request, code: 100, toTag: nil))
-        respond(tr, response(to: request, code: 180, toTag: tag, extra: "Contact: \(contactHeader)\r\n"))
         startRingTimer(call)
         onIncomingCall?(call)
+        // Ringing once the application has looked at the call: one it answered, declined or
+        // whose offer it refused at once never rings at the far end either.
+        if call.isRinging, call.serverInvite == tr {
+            respond(tr, response(to: request, code: 180, toTag: tag, extra: "Contact: \(contactHeader)\r\n"))
+        }
     }
 
     private func reinviteReceived(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ request: SIPMessageView) {

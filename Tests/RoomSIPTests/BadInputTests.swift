@@ -230,10 +230,11 @@ final class BadInputTests: XCTestCase {
 
     // MARK: Hostile SDP, malformed messages
 
-    /// Offers that cannot be answered get 488 with the reason in a Warning and in the log, and
-    /// leave no call: those that do not parse before the application hears of them, those that
-    /// parse but cannot be answered when the application checks them as they arrive (what
-    /// roomd's CallLink does with `refuseOffer(because:)`, so they never ring).
+    /// Offers that cannot be answered get 488 with the reason in a Warning and in the log, once
+    /// (statelessly), and leave no call: those that do not parse before the application hears of
+    /// them, those that parse but cannot be answered when the application checks them as they
+    /// arrive (what roomd's CallLink does with `refuseOffer(because:)`, so they never ring, here
+    /// or at the far end).
     func testHostileOffersAre488WithTheReasonAndLeaveNoCall() throws {
         let loop = try EventLoop()
         let ua = try agent(loop)
@@ -275,7 +276,10 @@ final class BadInputTests: XCTestCase {
         }
         XCTAssertTrue(ua.calls.isEmpty)
         XCTAssertEqual(heard, offers.count - 2, "the 2,000 m-lines and the port do not parse: refused before the application hears")
-        XCTAssertEqual(peer.count("SIP/2.0 180"), heard, "those that parse ring for the far end only, until the check refuses them")
+        XCTAssertEqual(peer.count("SIP/2.0 180"), 0, "refused as they arrive, they do not ring at the far end either")
+        _ = try run(loop, seconds: 0.6) { false }   // past timer G's first resend (0.5 s) of a refusal that would be kept
+        XCTAssertEqual(peer.count("SIP/2.0 488"), offers.count, "each refused once, statelessly")
+        XCTAssertTrue(ua.live.isEmpty, "no transaction kept")
         let logged = lines(log, containing: "sip: refused ")
         XCTAssertEqual(logged.count, 5, "three lines a minute for each kind (INVITEs refused, offers refused), the rest summed up: \(log)")
         XCTAssertTrue(logged[0].contains("488 Not Acceptable Here: SDP line") && logged[0].contains("more than 32 media sections"), logged[0])
