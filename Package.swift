@@ -237,7 +237,7 @@ let package = Package(
 // scratch path, .build/fuzz), so the normal builds and `swift test` see exactly the package above.
 if Context.environment["ROOMD_FUZZ"] == "1" {
     package.targets.append(.executableTarget(
-        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE", "RoomJSON", "RoomSIP"],
+        name: "roomfuzz", dependencies: ["RoomBase", "RoomMedia", "RoomSettings", "RoomSystem", "RoomProtocol", "RoomControl", "RoomServerKit", "RoomSDP", "RoomMediaCrypto", "RoomJanus", "RoomWebRTC", "RoomICE", "RoomJSON", "RoomSIP", "RoomCallMedia", "RoomTelephony"],
         path: "Tests/Fuzz/roomfuzz",
         // gold stops with an internal error (format_file_lineno) on libFuzzer's objects; lld links them.
         linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))

@@ -112,11 +112,8 @@ final class CallLink {
         self.settings = settings
         newAgent.onRegistrationChange = { [weak self] state in
             guard let self else { return }
-            switch state {
-            case .registered(let expires): Log.info("sip: registered as \(account.addressOfRecord) for \(expires) s")
-            case .failed(let why): Log.warning("sip: registration failed: \(why)")
-            default: break
-            }
+            // A failure is logged by the agent itself, with the account and the next try.
+            if case .registered(let expires) = state { Log.info("sip: registered as \(account.addressOfRecord) for \(expires) s") }
             self.onChange?(self)
         }
         newAgent.onIncomingCall = { [weak self] call in self?.incoming(call) }
@@ -276,6 +273,13 @@ final class CallLink {
             incoming.decline(busy: true)
             return
         }
+        // An offer this account could never answer (hostile, or no codec, key or address family
+        // in common) is refused with 488 before it rings: the room is not disturbed and
+        // nothing changes (the agent logs the reason).
+        if let offer = incoming.remoteOffer, let problem = unanswerable(offer) {
+            incoming.refuseOffer(because: problem)
+            return
+        }
         follow(incoming)
         let from = incoming.remoteURI
         phase = .ringing(from: from, name: incoming.remoteDisplayName)
@@ -373,6 +377,27 @@ final class CallLink {
         lastEnd = reason
         Log.notice("call: ended (\(reason))")
         onChange?(self)
+    }
+
+    /// Why `offer` could not be answered under this account's media settings, or nil: the
+    /// answer `answer()` would make, tried with a stand-in port and key (which change nothing
+    /// the negotiation decides).
+    private func unanswerable(_ offer: SessionDescription) -> String? {
+        guard let agent, let settings else { return nil }
+        let standIn = SDESKey(inline: String(repeating: "A", count: 40))!
+        let security: CallLocalMedia.Security = switch settings.mediaEncryption {
+        case .required: .required(standIn)
+        case .optional: .preferred(standIn)
+        case .off: .plain
+        }
+        let local = CallLocalMedia(address: agent.localAddress.host, port: 9,
+                                   codecs: settings.codecs.compactMap { CallCodec(rawValue: $0) }, security: security)
+        do throws(SDPError) {
+            _ = try CallAudioNegotiation.answer(to: offer, local: local, origin: SessionDescription.Origin(sessionID: "1"))
+            return nil
+        } catch {
+            return error.description
+        }
     }
 
     // MARK: media

@@ -66,12 +66,32 @@ public struct SIPRegistrationFailure: Sendable, Equatable, CustomStringConvertib
     /// The SIP status that ended it, or nil (no answer, a request we could not build).
     public let statusCode: Int?
     public let reason: String
-    /// Whether the agent tries again by itself (after `SIPUserAgent.retryInterval`): yes for
-    /// a silent registrar or a server error, no for refused credentials (each try would be
-    /// another failed login on the registrar).
+    /// Whether the failure is transient and retried soon (after `SIPUserAgent.retryInterval`,
+    /// doubling): yes for a silent registrar or a server error, no for refused credentials
+    /// and other refusals, where each try would be another failed login on the registrar
+    /// (those are retried only after `maximumRetryInterval`).
     public let willRetry: Bool
+    /// When the agent tries again, set by the agent as it reports the failure.
+    public internal(set) var retryDelay: Duration?
+
+    init(statusCode: Int?, reason: String, willRetry: Bool, retryDelay: Duration? = nil) {
+        self.statusCode = statusCode
+        self.reason = reason
+        self.willRetry = willRetry
+        self.retryDelay = retryDelay
+    }
 
     public var description: String {
-        (statusCode.map { "\($0) " } ?? "") + reason + (willRetry ? " (retrying)" : "")
+        (statusCode.map { "\($0) " } ?? "") + reason + (retryDelay.map { "; next try in \(Self.words($0))" } ?? "")
+    }
+
+    /// "45 s", "15 min", "1 h 30 min": what a person reads in the log and in `roomctl status`.
+    static func words(_ d: Duration) -> String {
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        if ms < 10_000 && ms % 1000 != 0 { return "\(Double(ms) / 1000) s" }
+        let s = ms / 1000
+        if s < 120 { return "\(s) s" }
+        if s < 7200 { return s % 60 == 0 ? "\(s / 60) min" : "\(s / 60) min \(s % 60) s" }
+        return "\(s / 3600) h" + (s % 3600 >= 60 ? " \(s % 3600 / 60) min" : "")
     }
 }

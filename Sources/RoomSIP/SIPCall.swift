@@ -86,6 +86,15 @@ public final class SIPCall {
         agent.rejectIncoming(self, code: busy ? 486 : 603)
     }
 
+    /// Refuses an incoming ringing call whose offer cannot be answered: 488 Not Acceptable Here
+    /// with `reason` in a Warning, and a log line. The application checks the offer against its
+    /// policy as the call arrives, so that an offer it could never answer (hostile, or only
+    /// codecs and keys it does not have) does not ring the room first.
+    public func refuseOffer(because reason: String) {
+        guard direction == .incoming, isRinging, let agent else { return }
+        agent.rejectIncoming(self, code: 488, warning: reason)
+    }
+
     /// Ends the call whatever its state: BYE when confirmed, CANCEL while our INVITE rings,
     /// 603 for an incoming call not answered yet.
     public func hangUp() {

@@ -121,6 +121,7 @@ extension SIPUserAgent {
         do throws(SDPError) {
             (answer, agreement) = try CallAudioNegotiation.answer(to: offer, local: localMedia, origin: call.nextOrigin())
         } catch {
+            Log.warning("sip: cannot answer the offer of \(call.remoteURI.prefix(80)), refused with 488: \(Self.warningText(error.description))")
             respondToInvite(call, tr, code: 488, extra: "Warning: 305 roomd \"\(Self.warningText(error.description))\"\r\n")
             end(call, .rejected(code: 488))
             throw SIPCallError("answer: \(error)")
@@ -129,9 +130,18 @@ extension SIPUserAgent {
         send2xx(call, tr, answer: answer, agreement: agreement, isInitial: true)
     }
 
-    func rejectIncoming(_ call: SIPCall, code: Int) {
+    func rejectIncoming(_ call: SIPCall, code: Int, warning: String? = nil) {
         guard let tr = call.serverInvite else { return }
-        respondToInvite(call, tr, code: code)
+        if let warning, let source = call.inviteSource {
+            reportBadInput(kind: "offers refused \(code)", from: source, level: .warning) {
+                "sip: refused the offer of \(call.remoteURI.prefix(80)) (\(source)) with \(code): \(Self.warningText(warning))"
+            }
+        }
+        respondToInvite(call, tr, code: code, extra: warning.map { "Warning: 305 roomd \"\(Self.warningText($0))\"\r\n" } ?? "")
+        // An offer refused as it arrives is refused statelessly, like an INVITE refused before
+        // ringing (`inviteReceived`): the far end's own retransmission of the INVITE brings the
+        // answer again, and a forged source is not sent the 488 ten times over.
+        if warning != nil { forgetAfterAnswer(tr) }
         end(call, .rejected(code: code))
     }
 
@@ -205,7 +215,7 @@ extension SIPUserAgent {
     func newRequest(_ event: UnsafeMutablePointer<osip_event_t>, _ message: UnsafeMutablePointer<osip_message_t>, from source: SocketAddress) {
         guard let osip, let view = SIPMessageView(message), let method = view.method, view.callID != nil,
               view.cseqNumber != nil, view.fromTag != nil, view.topViaBranch != nil else {
-            datagramsDropped += 1
+            drop(.requestWithoutTags, from: source)
             osip_event_free(event)
             return
         }
@@ -221,8 +231,17 @@ extension SIPUserAgent {
             osip_event_free(event)
             return
         }
+        // The calls in progress always get through (their BYE, CANCEL, re-INVITE): only new
+        // business waits for room in the table, and strangers may fill three quarters of it,
+        // so that the registrar's requests (the calls it relays) still find room in a flood.
+        let room = isKnownPeer(source) ? maximumTransactions : maximumTransactions * 3 / 4
+        guard live.count < room || calls.contains(where: { $0.dialog.callID == view.callID }) else {
+            drop(.transactionsFull, from: source)
+            osip_event_free(event)
+            return
+        }
         guard let tr = osip_create_transaction(osip, event) else {
-            datagramsDropped += 1
+            drop(.noTransaction, from: source)
             osip_event_free(event)
             return
         }
@@ -276,14 +295,28 @@ extension SIPUserAgent {
             return
         }
         let tag = Self.token(10)
+        let source = destinations[tr]
+        /// Refused before any call exists: the answer is sent once and the transaction forgotten
+        /// at once (a stateless refusal, RFC 3261 §8.2.7), instead of osip resending it for 32 s
+        /// until an ACK. A flood of INVITEs (forged sources included) then leaves nothing behind
+        /// and is not answered ten times over; a caller that missed the answer sends its INVITE
+        /// again and is refused again.
         func refuse(_ code: Int, _ why: String = "") {
             respond(tr, response(to: request, code: code, toTag: tag,
                                  extra: why.isEmpty ? "" : "Warning: 399 roomd \"\(Self.warningText(why))\"\r\n"))
+            forgetAfterAnswer(tr)
+            if let source {
+                let caller = SIPMessageView.nameAndURI(request.value("From") ?? "").uri
+                reportBadInput(kind: "INVITEs refused \(code)", from: source, level: code == 486 || code == 480 ? .notice : .warning) {
+                    "sip: refused an INVITE from \(caller.prefix(80)) (\(source)): \(code) \(Self.reasonPhrase(code))"
+                        + (why.isEmpty ? "" : ": \(Self.warningText(why))")
+                }
+            }
         }
-        guard onIncomingCall != nil else { refuse(480); return }
+        guard onIncomingCall != nil else { refuse(480, "no one takes calls here (no handler)"); return }
         if calls.contains(where: { !$0.isConfirmed }) || calls.count >= 2 {
             callsRefusedBusy += 1
-            refuse(486)
+            refuse(486, "a call rings already or two are up")
             return
         }
         guard let contact = request.contactURI, isUsableTarget(contact) else {
@@ -310,12 +343,17 @@ extension SIPUserAgent {
                            remoteOffer: offer, dialog: dialog, agent: self)
         call.serverInvite = tr
         call.inviteBranch = request.topViaBranch
+        call.inviteSource = source
         transactionCalls[tr] = call
         calls.append(call)
         respond(tr, response(to: request, code: 100, toTag: nil))
-        respond(tr, response(to: request, code: 180, toTag: tag, extra: "Contact: \(contactHeader)\r\n"))
         startRingTimer(call)
         onIncomingCall?(call)
+        // Ringing once the application has looked at the call: one it answered, declined or
+        // whose offer it refused at once never rings at the far end either.
+        if call.isRinging, call.serverInvite == tr {
+            respond(tr, response(to: request, code: 180, toTag: tag, extra: "Contact: \(contactHeader)\r\n"))
+        }
     }
 
     private func reinviteReceived(_ tr: UnsafeMutablePointer<osip_transaction_t>, _ request: SIPMessageView) {
@@ -347,6 +385,9 @@ extension SIPUserAgent {
         } catch {
             respond(tr, response(to: request, code: 488, toTag: nil,
                                  extra: "Warning: 305 roomd \"\(Self.warningText(error.description))\"\r\n"))
+            reportBadInput(kind: "re-INVITEs refused 488", from: destinations[tr] ?? account.registrar, level: .warning) {
+                "sip: refused the re-INVITE of \(call.remoteURI.prefix(80)) with 488, the call keeps its media: \(Self.warningText(error.description))"
+            }
         }
     }
 
@@ -427,6 +468,7 @@ extension SIPUserAgent {
             call.set(.confirmed(agreement), event: firstAnswer ? .confirmed(agreement) : .updated(agreement))
         } catch {
             if firstAnswer {
+                Log.warning("sip: the answer of \(call.remoteURI.prefix(80)) is unusable, hanging up: \(Self.warningText(error.description))")
                 sendBye(call, endingWith: .failed("the answer is unusable: \(error)"))
             } else {
                 Log.warning("sip: the answer to our re-INVITE is unusable (\(error)); the call keeps its media")

@@ -15,8 +15,17 @@ public final class SIPUserAgent {
     public private(set) var registrationState: SIPRegistrationState = .unregistered
     /// Called on the loop thread whenever `registrationState` changes.
     public var onRegistrationChange: ((SIPRegistrationState) -> Void)?
-    /// How long after a retryable failure (no answer, 5xx) the agent registers again.
+    /// How long after a retryable failure (no answer, 5xx) the agent registers again; each
+    /// further failure in a row doubles it, up to `maximumRetryInterval`.
     public var retryInterval: Duration = .seconds(60)
+    /// The longest wait between retries, and the wait after a refusal that needs a person
+    /// (wrong password, 403, 404): two failed logins a quarter of an hour are far below any
+    /// registrar's ban threshold, and a fix made on the registrar's side is still picked up
+    /// without touching the appliance.
+    public var maximumRetryInterval: Duration = .seconds(900)
+    /// How long a REGISTER waits for an answer, retransmissions included (osip's timer F,
+    /// 64·T1 = 32 s); tests shorten it.
+    public var registerTimeout: Duration = .seconds(32)
 
     /// Called on the loop thread when an INVITE starts a new call; the call rings (180 is sent)
     /// until the application answers or declines it. Without a handler calls are refused (480).
@@ -29,6 +38,13 @@ public final class SIPUserAgent {
     /// How long a call may ring, either way, before it ends `.timeout` (480 to a caller, CANCEL
     /// to a callee): a caller that never cancels would otherwise hold the one ringing slot.
     public var ringTimeout: Duration = .seconds(120)
+    /// The most transactions the agent keeps at once. A server transaction outlives its answer
+    /// by up to 32 s (osip's timers J and I, for retransmitted requests), so a stream of
+    /// requests from many addresses would otherwise grow the table without bound; past this,
+    /// new requests outside the calls in progress are dropped unread (`.transactionsFull`);
+    /// sources other than the registrar and the calls' far ends may fill three quarters of it.
+    /// Real use needs a handful: a REGISTER, two calls' INVITEs, BYEs, a proxy's OPTIONS.
+    public var maximumTransactions = 256
     /// Each source address's datagram budget: a burst, then a steady rate a second; beyond it
     /// datagrams are dropped unparsed (`datagramsOverBudget`). A fuzzing harness that is the
     /// only source widens it.
@@ -76,15 +92,16 @@ public final class SIPUserAgent {
     private var refreshTimer: EventLoop.TimerID?
     /// Transactions osip ended, freed after the step that ended them (osip reports the end
     /// from inside its own loop over the transaction list).
-    fileprivate var finished: [UnsafeMutablePointer<osip_transaction_t>] = []
+    var finished: [UnsafeMutablePointer<osip_transaction_t>] = []
     /// Transactions alive, freed at `close()`.
-    private var live: Set<UnsafeMutablePointer<osip_transaction_t>> = []
+    private(set) var live: Set<UnsafeMutablePointer<osip_transaction_t>> = []
     /// Where each transaction's messages go: a server transaction answers the datagram's
     /// source (RFC 3581 rport: NAT and proxies answer there), a client one its next hop.
     var destinations: [UnsafeMutablePointer<osip_transaction_t>: SocketAddress] = [:]
     /// The call each call transaction belongs to.
     var transactionCalls: [UnsafeMutablePointer<osip_transaction_t>: SIPCall] = [:]
     var budget = SIPSourceBudget()
+    var badInputLog = SIPBadInputLog()
     private var stepping = false
     private var stepAgain = false
     private var closeRequested = false
@@ -100,6 +117,8 @@ public final class SIPUserAgent {
     /// the credentials were refused.
     private var challengesAnswered = 0
     private var nonceCount: UInt32 = 0
+    /// Failures in a row since the last success: the retry's backoff.
+    private var consecutiveFailures = 0
     private var lastNonce = ""
     /// `register()` was asked for and `unregister()` not since: over TLS, a new connection
     /// registers again.
@@ -273,6 +292,14 @@ public final class SIPUserAgent {
             fail(SIPRegistrationFailure(statusCode: nil, reason: "could not build a REGISTER for \(account.addressOfRecord)", willRetry: false))
             return
         }
+        // osip starts timer F with the transaction, from its compiled-in T1; the agent's own
+        // timeout replaces it (on osip's clock, as osip set it).
+        if let nict = tr.pointee.nict_context {
+            let ms = Int32(clamping: registerTimeout.components.seconds * 1000 + registerTimeout.components.attoseconds / 1_000_000_000_000_000)
+            nict.pointee.timer_f_length = ms
+            osip_gettimeofday(&nict.pointee.timer_f_start, nil)
+            add_gettimeofday(&nict.pointee.timer_f_start, ms)
+        }
         pendingRegister = tr
         pendingGotFinal = false
         registersSent += 1
@@ -301,6 +328,7 @@ public final class SIPUserAgent {
             registeredContact = contactURI
             staleContact = nil
             tlsLink?.connectionProved()
+            consecutiveFailures = 0
             setState(.registered(expires: granted))
             scheduleRefresh(after: granted)
         case 401, 407:
@@ -312,10 +340,10 @@ public final class SIPUserAgent {
                 askedExpires = minimum
                 sendRegister(authorization: nil)
             } else {
-                fail(SIPRegistrationFailure(statusCode: code, reason: "registrar wants a longer registration (\(reasonPhrase))", willRetry: false))
+                fail(SIPRegistrationFailure(statusCode: code, reason: "registrar \(account.registrar) wants a longer registration (\(reasonPhrase))", willRetry: false))
             }
         default:
-            fail(SIPRegistrationFailure(statusCode: code, reason: "registrar refused: \(reasonPhrase)", willRetry: code >= 500))
+            fail(SIPRegistrationFailure(statusCode: code, reason: "registrar \(account.registrar) refused \(account.addressOfRecord): \(reasonPhrase)", willRetry: code >= 500))
         }
     }
 
@@ -326,7 +354,7 @@ public final class SIPUserAgent {
             return
         }
         if challengesAnswered > 0 && !challenge.stale {
-            fail(SIPRegistrationFailure(statusCode: code, reason: "credentials refused for \(account.authUser) (wrong user or password)", willRetry: false))
+            fail(SIPRegistrationFailure(statusCode: code, reason: "registrar \(account.registrar) refused the credentials of auth user \(account.authUser) (wrong user or password)", willRetry: false))
             return
         }
         challengesAnswered += 1
@@ -350,12 +378,26 @@ public final class SIPUserAgent {
         fail(SIPRegistrationFailure(statusCode: nil, reason: "no answer from the registrar at \(account.registrar)", willRetry: true))
     }
 
+    /// Reports the failure and schedules the next try: never a tight loop. A transient failure
+    /// (no answer, 5xx) is retried after `retryInterval`, doubled for each failure in a row up
+    /// to `maximumRetryInterval`; a refusal only a person can fix waits `maximumRetryInterval`.
+    /// `scheduleRetry` false: the TLS connection's own reconnect brings the next try.
     private func fail(_ failure: SIPRegistrationFailure, scheduleRetry: Bool = true) {
+        var failure = failure
+        consecutiveFailures += 1
+        let ceiling = max(maximumRetryInterval, retryInterval)
+        if askedExpires == 0 || !scheduleRetry {
+            failure.retryDelay = nil   // an un-REGISTER that failed: nothing to register again
+        } else if failure.willRetry {
+            failure.retryDelay = min(retryInterval * (1 << min(consecutiveFailures - 1, 16)), ceiling)
+        } else {
+            failure.retryDelay = ceiling
+        }
         Log.warning("sip: registration of \(account.addressOfRecord) failed: \(failure)")
         setState(.failed(failure))
         if let t = refreshTimer { loop.cancel(t); refreshTimer = nil }
-        if failure.willRetry && scheduleRetry {
-            refreshTimer = loop.schedule(after: retryInterval) { [weak self] in
+        if let delay = failure.retryDelay {
+            refreshTimer = loop.schedule(after: delay) { [weak self] in
                 self?.refreshTimer = nil
                 self?.register()
             }
@@ -482,7 +524,9 @@ public final class SIPUserAgent {
             osip_ist_execute(osip)
             osip_nict_execute(osip)
             osip_nist_execute(osip)
-            for tr in finished {
+            // Each once: a transaction forgotten after its answer (`forgetAfterAnswer`) must not
+            // be freed twice should osip also report its end in the same step.
+            for tr in Set(finished) {
                 live.remove(tr)
                 destinations[tr] = nil
                 transactionCalls[tr] = nil
@@ -511,8 +555,11 @@ public final class SIPUserAgent {
             guard let datagram else { break }
             guard !datagram.truncated else {
                 // Counted against its source's budget all the same.
-                if !budget.admit(datagram.source, now: monotonicNanoseconds()) { datagramsOverBudget += 1 }
-                datagramsDropped += 1
+                if budget.admit(datagram.source, now: monotonicNanoseconds(), isKnownPeer: { isKnownPeer(datagram.source) }) {
+                    drop(.truncated, from: datagram.source)
+                } else {
+                    drop(.overBudget, from: datagram.source)
+                }
                 continue
             }
             received(UnsafeRawBufferPointer(rebasing: receiveBuffer[0 ..< datagram.count]), from: datagram.source, onStream: false)
@@ -525,13 +572,12 @@ public final class SIPUserAgent {
     func received(_ bytes: UnsafeRawBufferPointer, from source: SocketAddress, onStream: Bool) {
         guard let osip else { return }
         // Anyone may call: each source gets a budget before osip parses anything of it.
-        guard budget.admit(source, now: monotonicNanoseconds()) else {
-            datagramsOverBudget += 1
-            datagramsDropped += 1
+        guard budget.admit(source, now: monotonicNanoseconds(), isKnownPeer: { onStream || isKnownPeer(source) }) else {
+            drop(.overBudget, from: source)
             return
         }
         guard bytes.count > 0, bytes.count < receiveBuffer.count else {
-            datagramsDropped += 1
+            drop(.truncated, from: source)
             return
         }
         // osip reads a NUL-terminated copy (the datagram is already in place).
@@ -541,11 +587,11 @@ public final class SIPUserAgent {
         receiveBuffer[bytes.count] = 0
         let base = receiveBuffer.baseAddress!.assumingMemoryBound(to: CChar.self)
         guard let event = osip_parse(base, bytes.count) else {
-            datagramsDropped += 1
+            drop(.unparseable, from: source)
             return
         }
         guard let message = event.pointee.sip, cosip_is_complete(message) else {
-            datagramsDropped += 1
+            drop(.incomplete, from: source)
             osip_event_free(event)
             return
         }
@@ -554,7 +600,7 @@ public final class SIPUserAgent {
             // ("SIP/2.0 42.3" is status 42, found by the sip fuzz target): a response outside
             // 100-699 is dropped here, before any transaction takes it as final.
             guard (100 ... 699).contains(message.pointee.status_code) else {
-                datagramsDropped += 1
+                drop(.statusOutOfRange, from: source)
                 osip_event_free(event)
                 return
             }
@@ -563,13 +609,13 @@ public final class SIPUserAgent {
             // everything is the registrar's, whose certificate was checked.
             guard onStream || destinations.values.contains(source)
                 || calls.contains(where: { $0.outgoingDestination == source || nextHop($0.dialog) == source }) else {
-                datagramsDropped += 1
+                drop(.responseFromStranger, from: source)
                 osip_event_free(event)
                 return
             }
             if osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {
                 // A 2xx resent after osip's INVITE transaction ended is the dialog's to ACK.
-                if !strayResponse(message, from: source) { datagramsDropped += 1 }
+                if !strayResponse(message, from: source) { drop(.responseToNothing, from: source) }
                 osip_event_free(event)
             }
         } else if !cosip_is_request(message) || osip_find_transaction_and_add_event(osip, event) != OSIP_SUCCESS {

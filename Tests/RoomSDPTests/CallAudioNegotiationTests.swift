@@ -117,7 +117,9 @@ final class CallAudioNegotiationTests: XCTestCase {
             a=crypto:4 AES_CM_128_HMAC_SHA1_80 inline:\(Self.ourKey.inline)\r\na=sendonly\r\n
             """
         let offer = try SessionDescription(parsing: text)
-        let (answer, agreement) = try CallAudioNegotiation.answer(to: offer, local: local(.required(Self.ourKey)), origin: origin)
+        var ours = local(.required(Self.ourKey))
+        ours.address = "2001:db8::1"   // an IPv6 offer is answered by an appliance on IPv6
+        let (answer, agreement) = try CallAudioNegotiation.answer(to: offer, local: ours, origin: origin)
         XCTAssertEqual(agreement.security, .sdes(suite: .aesCM128HMACSHA1_32, localKey: Self.ourKey, remoteKey: Self.theirKey))
         XCTAssertEqual(answer.media[0].attributes("crypto"), ["3 AES_CM_128_HMAC_SHA1_32 inline:\(Self.ourKey.inline)"])
         XCTAssertEqual(answer.media[0].proto, "RTP/SAVP")

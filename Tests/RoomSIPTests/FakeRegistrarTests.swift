@@ -53,7 +53,9 @@ final class FakeRegistrarTests: XCTestCase {
         ua.retryInterval = .milliseconds(300)
         ua.register()
         XCTAssertTrue(try run(loop, seconds: 3) { if case .failed = ua.registrationState { true } else { false } })
-        XCTAssertEqual(ua.registrationState, .failed(SIPRegistrationFailure(statusCode: 503, reason: "registrar refused: Service Unavailable", willRetry: true)))
+        XCTAssertEqual(ua.registrationState, .failed(SIPRegistrationFailure(
+            statusCode: 503, reason: "registrar \(registrar.socket.localAddress) refused sip:room@example.org: Service Unavailable",
+            willRetry: true, retryDelay: .milliseconds(300))))
         registrar.answer = { _ in ("200 OK", "") }
         XCTAssertTrue(try run(loop, seconds: 3) { ua.registrationState == .registered(expires: 60) }, "\(ua.registrationState)")
         XCTAssertEqual(registrar.requests.count, 2)

@@ -113,6 +113,14 @@ def envelope(x, rate):
     return 10 * np.log10(np.mean(x[:frames * n].reshape(frames, n) ** 2, axis=1) + 1e-10)
 
 
+# Nobody hears themselves: one's own voice back at least this far below one's speech. A level,
+# not a correlation: a residual of one's own speech correlates with it at any level (its envelope
+# is the speech's), and what makes it inaudible is how far down it is. 40 dB is our choice, under
+# the talker's own room noise in a meeting; the loss ITU-T G.131 asks of talker echo at long delays
+# is of the same order (its TELR also counts the terminals' loudness ratings).
+SELF_LEVEL_LIMIT_DB = -40.0
+
+
 def bridge(work):
     """For each recording (the caller's decoder output, A's and B's speakers) and each talker:
     PESQ-WB of the others' turns, and for the recorder's own talker the level of its own turn in
@@ -120,6 +128,7 @@ def bridge(work):
     with open(f"{work}/timeline.json") as f:
         segments = json.load(f)["segments"]
     recordings = {"far": dump(f"{work}/far"), "a": f"{work}/a-speaker.wav", "b": f"{work}/b-speaker.wav"}
+    heard_themselves = []
     for listener, path in recordings.items():
         try:
             rate, rec = read_wav(path)
@@ -142,6 +151,10 @@ def bridge(work):
             corr = float(np.corrcoef(e_ref[:k], e_own[:k])[0, 1]) if k > 10 else float("nan")
             emit(f"bridge_self_level_{listener}", level, "dB", what=f"{listener}'s own talker in its own recording, during its turn")
             emit(f"bridge_self_correlation_{listener}", corr, "", what="envelope correlation of its own talker there")
+            if not level <= SELF_LEVEL_LIMIT_DB:
+                heard_themselves.append(listener)
+    emit("bridge_heard_themselves", len(heard_themselves), "", who=",".join(heard_themselves),
+         limit_db=SELF_LEVEL_LIMIT_DB, what="listeners whose own talker came back above the limit (docs/benchmarks.md, call)")
 
 
 if __name__ == "__main__":

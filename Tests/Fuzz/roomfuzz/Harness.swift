@@ -95,6 +95,10 @@ enum FuzzTarget: String, CaseIterable {
     /// SIP datagrams at the user agent's socket: osip's parser and RoomSIP's reading of the
     /// registrar's answers (issue 29).
     case sip
+    /// What a call reads from the far end besides SIP: the offer/answer (`CallAudioNegotiation`,
+    /// SDES included), RFC 4733 events, G.722/G.711 payloads, RTP at a `CallMediaSession`.
+    case call
+
     func run(_ bytes: UnsafeRawBufferPointer) {
         switch self {
         case .control: fuzzControl(bytes)
@@ -113,6 +117,7 @@ enum FuzzTarget: String, CaseIterable {
         case .websocket: fuzzWebSocket(bytes)
         case .stun: fuzzSTUN(bytes)
         case .sip: fuzzSIP(bytes)
+        case .call: fuzzCall(bytes)
         }
     }
 }
