@@ -26,6 +26,9 @@ public final class CallLeg: @unchecked Sendable {
     public let outgoing = SPSCRing<MediaPacket>(capacity: 64)
     /// Woken after each frame pushed to `outgoing`. Set before the engine starts.
     public var outgoingSignal: EventSignal?
+    /// Digits to send in-band, as tones in the caller's audio (`sendInBand`; daemon → audio
+    /// thread). 64: a conference PIN and its passcode with room to spare.
+    private let inBandDigits = SPSCRing<UInt8>(capacity: 64)
 
     /// The call as the daemon last set it, one word so the audio thread never sees half a
     /// change: bits 0-7 the codec's raw value + 1 (0: no call), bit 8 bridged, bits 16-47 a
@@ -45,6 +48,20 @@ public final class CallLeg: @unchecked Sendable {
 
     @inline(__always)
     var ringAmplitude: Float { Float(bitPattern: ring.load(ordering: .relaxed)) }
+
+    /// Queues `digits` ("0-9*#A-D") to be sent as DTMF tones in the call's audio, for a far end
+    /// that agreed no telephone-event (RFC 4733); while a digit sounds the caller hears it alone.
+    /// All or nothing: false, and nothing queued, for another byte or when they do not fit.
+    public func sendInBand(_ digits: String) -> Bool {
+        let bytes = Array(digits.utf8)
+        guard !bytes.isEmpty, bytes.allSatisfy({ DTMFTone.frequencies(of: $0) != nil }),
+              bytes.count <= inBandDigits.availableToWrite else { return false }
+        for b in bytes { _ = inBandDigits.push(b) }
+        return true
+    }
+
+    @inline(__always)
+    func nextInBandDigit() -> UInt8? { inBandDigits.pop() }
 
     /// The frame duration sent to the caller: SIP's customary 20 ms (a G.711 gateway may not
     /// take anything else; RFC 3551's default `ptime`).
@@ -98,6 +115,8 @@ final class CallUplink {
     private let toWide: RateConverter
     private let frame: UnsafeMutablePointer<Float>
     private var fill = 0
+    private let rate: Int
+    private var dtmf: DTMFTone
     private let converted: UnsafeMutablePointer<Float>
     private let samples: UnsafeMutablePointer<Int16>
     private var packet = MediaPacket()
@@ -123,6 +142,8 @@ final class CallUplink {
         // Every engine rate (8, 16, 48 kHz) is a whole multiple or divisor of both.
         toNarrow = RateConverter(from: rate, to: 8000)!
         toWide = RateConverter(from: rate, to: 16_000)!
+        self.rate = rate
+        dtmf = DTMFTone(rate: rate)
         frame = .allocate(capacity: frameSamples)
         frame.initialize(repeating: 0, count: frameSamples)
         let most = max(toNarrow.outputCapacity(forInput: frameSamples), toWide.outputCapacity(forInput: frameSamples))
@@ -148,6 +169,8 @@ final class CallUplink {
             toNarrow.reset()
             toWide.reset()
             fill = 0
+            while leg.nextInBandDigit() != nil {}   // the last call's digits are not this one's
+            dtmf = DTMFTone(rate: rate)
             packet = MediaPacket()
             if let codec = CallLeg.codec(of: word) { packet.codec = codec }
         }
@@ -156,11 +179,17 @@ final class CallUplink {
     }
 
     /// Adds one block of the caller's mix to the frame; each full frame is encoded and queued.
+    /// While an in-band digit sounds, the frame holds its tone instead of the mix.
     func take(_ block: UnsafePointer<Float>, count: Int, codec: AudioCodec) {
         var offset = 0
         while offset < count {
-            let n = min(count - offset, frameSamples - fill)
-            (frame + fill).update(from: block + offset, count: n)
+            var n = min(count - offset, frameSamples - fill)
+            if !dtmf.isSending, let digit = leg.nextInBandDigit() { _ = dtmf.start(digit) }
+            if dtmf.isSending {
+                n = dtmf.write(into: frame + fill, count: n)
+            } else {
+                (frame + fill).update(from: block + offset, count: n)
+            }
             fill += n
             offset += n
             guard fill == frameSamples else { continue }

@@ -115,6 +115,49 @@ final class CallLegTests: XCTestCase {
         }
     }
 
+    /// In-band DTMF for a far end without telephone-event: the queued digits come out of G.711
+    /// as their two tones, one at a time, each 100 ms with a 100 ms pause, in order; the mic's
+    /// sound is replaced while a digit sounds and is back after the last. Bad digits queue nothing.
+    func testInBandDigitsReplaceTheMixAndDecodeInOrder() throws {
+        let leg = CallLeg()
+        let uplink = try CallUplink(leg: leg, rate: 48_000)
+        XCTAssertFalse(leg.sendInBand("1x"), "a byte that is no digit refuses the whole string")
+        XCTAssertFalse(leg.sendInBand(String(repeating: "1", count: 65)), "more than the queue holds")
+        leg.start(codec: .pcmu)
+        _ = uplink.follow()
+        XCTAssertTrue(leg.sendInBand("1#9"))
+        let voice = (0..<48_000).map { 0.3 * Float(sin(2 * Double.pi * 500 * Double($0) / 48_000)) }
+        voice.withUnsafeBufferPointer { v in
+            for block in 0..<100 { uplink.take(v.baseAddress! + (block % 50) * 480, count: 480, codec: .pcmu) }
+        }
+        var decoded: [Float] = []
+        while let f = leg.outgoing.pop() {
+            f.withPayload { p in for b in p { decoded.append(SampleConversion.float(fromInt16: G711.linear(fromMuLaw: b))) } }
+        }
+        XCTAssertEqual(decoded.count, 8000, "1 s at 8 kHz")
+        // A 20 ms window names a digit when one low and one high DTMF tone each hold most of
+        // their group's power and the voice's 500 Hz is far below them.
+        let lows = [697.0, 770.0, 852.0, 941.0], highs = [1209.0, 1336.0, 1477.0, 1633.0]
+        let keys = Array("123A456B789C*0#D")
+        var heard: [Character] = []
+        var last: Character? = nil
+        for start in stride(from: 0, to: decoded.count - 160, by: 80) {
+            let w = decoded[start..<(start + 160)]
+            let l = lows.map { Self.tonePower(w, frequency: $0, rate: 8000) }, h = highs.map { Self.tonePower(w, frequency: $0, rate: 8000) }
+            let li = l.indices.max { l[$0] < l[$1] }!, hi = h.indices.max { h[$0] < h[$1] }!
+            let voice = Self.tonePower(w, frequency: 500, rate: 8000)
+            let digit: Character? = l[li] > 1e-3 && h[hi] > 1e-3 && l[li] > 10 * (l.reduce(0, +) - l[li]) && h[hi] > 10 * (h.reduce(0, +) - h[hi]) && voice < 0.01 * l[li]
+                ? keys[li * 4 + hi] : nil
+            if let digit, digit != last { heard.append(digit) }
+            last = digit
+        }
+        XCTAssertEqual(String(heard), "1#9")
+        // After the three digits (0.6 s) the mic's sound is back at its level.
+        XCTAssertEqual(Self.dB(Self.tonePower(decoded[5200..<8000], frequency: 500, rate: 8000) / 0.045), 0, accuracy: 0.6)
+        XCTAssertLessThan(Self.tonePower(decoded[0..<800], frequency: 500, rate: 8000), 1e-4, "the mic is not mixed under a digit")
+        leg.end()
+    }
+
     /// The uplink to the caller: 20 ms frames of the call's codec, numbered and timed on the
     /// codec's RTP clock, restarted from 0 by a new call; the tone comes back at its level.
     func testTheCallerIsSentTwentyMillisecondFramesOfTheCallsCodec() throws {
