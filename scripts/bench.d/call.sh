@@ -16,6 +16,7 @@
 #   CALL_BRIDGE  0: without the bridged call (default 1)
 #   CALL_VOICES  espeak (default: espeak-ng's voices) or natural (alsa-utils' recorded voice)
 #   CALL_ROOMD_OPTS  extra options for both roomd of the bridged call (e.g. "--disable agc")
+#   CALL_M2E     0: without the mouth-to-ear calls (default 1)
 #   CALL_KEEP    a directory to copy the recordings and logs into
 # Installs kamailio and baresip-core (Debian) and pesq (PyPI) when missing.
 
@@ -97,6 +98,77 @@ cl_kamailio() { # DIR -> prints the port; kamailio's pid in CL_KAM
   CL_KPORT=$port
 }
 
+# --- Mouth-to-ear through the call: both ends on the simulated card --------------------------
+# The same calls again (baresip -> kamailio -> roomd, then baresip -> kamailio -> baresip), with
+# baresip's sound on the roomsim card instead of files, so each end's mic and speaker are a
+# simulated card's streams whose start times the card writes on CLOCK_MONOTONIC: the e2e bench's
+# mark train spoken into one end's mic is timed at the other end's speaker on one clock
+# (scripts/bench_analysis.py mouth_to_ear). Talkers in turn: the callee's marks from 4 s of its
+# mic, the caller's from 18 s of its own. baresip's card runs at 48 kHz mono (ausrc_srate,
+# auplay_srate, *_channels: baresip converts to the codec's rate and channels) and without the
+# room's echo path (baresip has no echo canceller: its speaker back into its mic would send the
+# marks round again); roomd's has the board's echo path, as the appliance lives.
+CL_BARESIP_CARD=("$ROOT/scripts/simcard-env" --build "$BIN" baresip)
+python3 "$ROOT/scripts/bench_analysis.py" marks "$CW/marks.wav"
+python3 "$ROOT/scripts/bench.d/call.py" m2e-timeline "$CW" "$CW/marks.wav"
+CL_M2E_SECONDS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$CW/m2e.json")"
+
+# cl_card_baresip DIR USER PASSWORD CODEC KAMAILIO_PORT [answermode]: cl_baresip's instance with
+# the roomsim card as its source and player (no file dump).
+cl_card_baresip() {
+  cl_baresip "$1" "$2" "$3" none "$4" "$5" ${6:+"$6"}
+  sed -i -e 's|^audio_source.*|audio_source\t\talsa,roomsim|; s|^audio_player.*|audio_player\t\talsa,roomsim|' \
+    -e '/^module[[:space:]]*sndfile.so/d; /^snd_path/d' "$1/config"
+  printf 'module\t\t\talsa.so\nausrc_srate\t\t48000\nauplay_srate\t\t48000\nausrc_channels\t\t1\nauplay_channels\t\t1\n' >> "$1/config"
+}
+
+# cl_m2e CODEC LEG: the two mouth-to-ear calls of one codec, through the running kamailio
+# (CL_KPORT). Leaves LEG/m2e-roomd and LEG/m2e-anchor, each with callee.* and caller.* (status
+# file, speaker recording) for `call.py m2e`.
+cl_m2e() {
+  local codec="$1" m="$2/m2e-roomd" a="$2/m2e-anchor" pid far callee
+  mkdir -p "$m" "$a"
+  echo "bench call: $codec, mouth to ear, baresip (card) -> kamailio -> roomd (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  room "$m/callee.conf" input="$CW/m2e-callee.wav" input_end=silence output="$m/callee-speaker.wav" status="$m/callee.status"
+  room "$m/caller.conf" input="$CW/m2e-caller.wav" input_end=silence output="$m/caller-speaker.wav" status="$m/caller.status" echo=off
+  ROOMSIM_CONFIG="$m/callee.conf" "$BIN/roomd" --board "$ROOT/board/sim" --config "$2/roomd.conf" --json --stats-interval 1 \
+    --duration $((CL_M2E_SECONDS + 5)) --control-socket "$m/roomd.sock" --state-dir none > "$m/roomd.jsonl" 2> "$m/roomd.log" &
+  pid=$!
+  CL_PIDS+=("$pid")
+  cl_wait_for "$m/roomd.log" "sip: registered" 10
+  cl_card_baresip "$m/far" far far-secret "$codec" "$CL_KPORT"
+  ROOMSIM_CONFIG="$m/caller.conf" "${CL_BARESIP_CARD[@]}" -f "$m/far" -t $((CL_M2E_SECONDS + 2)) -e "/dial sip:room@127.0.0.1:$CL_KPORT" \
+    < /dev/null > "$m/far/baresip.log" 2>&1 &
+  far=$!
+  CL_PIDS+=("$far")
+  cl_wait_for "$m/roomd.log" "call: up" 10
+  # The call's jitter buffer in the middle of the caller's turn (its marks from 18 s of the call);
+  # CPU and RSS of both ends over both turns.
+  (sleep 24; "$BIN/roomctl" --socket "$m/roomd.sock" --json stats > "$m/stats.json" 2> /dev/null || true) &
+  CL_PIDS+=("$!")
+  sleep 2
+  python3 "$ROOT/scripts/bench.d/baresip.py" cpu "$m/cpu.json" $((CL_M2E_SECONDS - 6)) roomd=$pid baresip=$far
+  wait $far || true
+  wait $pid || true
+
+  echo "bench call: $codec, mouth to ear, baresip (card) -> kamailio -> baresip (card), the anchor" >&2
+  room "$a/callee.conf" input="$CW/m2e-callee.wav" input_end=silence output="$a/callee-speaker.wav" status="$a/callee.status" echo=off
+  room "$a/caller.conf" input="$CW/m2e-caller.wav" input_end=silence output="$a/caller-speaker.wav" status="$a/caller.status" echo=off
+  cl_card_baresip "$a/b" farsec farsec-secret "$codec" "$CL_KPORT" auto
+  ROOMSIM_CONFIG="$a/callee.conf" "${CL_BARESIP_CARD[@]}" -f "$a/b" -t $((CL_M2E_SECONDS + 4)) < /dev/null > "$a/b/baresip.log" 2>&1 &
+  callee=$!
+  CL_PIDS+=("$callee")
+  cl_wait_for "$a/b/baresip.log" "200 OK" 10
+  cl_card_baresip "$a/a" far far-secret "$codec" "$CL_KPORT"
+  ROOMSIM_CONFIG="$a/caller.conf" "${CL_BARESIP_CARD[@]}" -f "$a/a" -t $((CL_M2E_SECONDS + 2)) -e "/dial sip:farsec@127.0.0.1:$CL_KPORT" \
+    < /dev/null > "$a/a/baresip.log" 2>&1 &
+  far=$!
+  CL_PIDS+=("$far")
+  wait $far || true
+  kill $callee 2> /dev/null || true
+  wait $callee 2> /dev/null || true
+}
+
 read -r -a CL_CODECS <<< "${CALL_CODECS:-opus g722 pcmu}"
 CL_SECONDS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$CW/timeline.json")"
 for codec in "${CL_CODECS[@]}"; do
@@ -140,6 +212,7 @@ for codec in "${CL_CODECS[@]}"; do
   wait $CL_A || true
   kill $CL_B 2> /dev/null || true
   wait $CL_B 2> /dev/null || true
+  [ "${CALL_M2E:-1}" != 1 ] || cl_m2e "$codec" "$leg"
   kill "$CL_KAM" 2> /dev/null || true
   wait "$CL_KAM" 2> /dev/null || true
   CL_PIDS=()
@@ -190,6 +263,9 @@ if [ "${CALL_BRIDGE:-1}" = 1 ]; then
   CL_PIDS+=("$CL_FAR")
   cl_wait_for "$bw/a.log" "call: up" 10
   "$BIN/roomctl" --socket "$bw/a.sock" bridge
+  # What A costs in the room and in the call at once, beside B in the same room without a call,
+  # over the same window (all three turns; ends before the caller hangs up).
+  python3 "$ROOT/scripts/bench.d/baresip.py" cpu "$bw/cpu.json" $((CL_SECONDS - 8)) A=$CL_A B=$CL_B
   wait $CL_FAR || true
   wait $CL_A || true
   wait $CL_B || true
@@ -200,4 +276,6 @@ trap - EXIT
 eval "$CL_PREV_EXIT"
 if [ -n "${CALL_KEEP:-}" ]; then mkdir -p "$CALL_KEEP" && cp -r "$CW"/. "$CALL_KEEP"/; fi
 python3 "$ROOT/scripts/bench.d/call.py" analyze "$CW" "${CL_CODECS[@]}"
+[ "${CALL_M2E:-1}" != 1 ] || python3 "$ROOT/scripts/bench.d/call.py" m2e "$CW" "${CL_CODECS[@]}"
 [ "${CALL_BRIDGE:-1}" != 1 ] || python3 "$ROOT/scripts/bench.d/call.py" bridge "$CW/bridge"
+[ "${CALL_BRIDGE:-1}" != 1 ] || python3 "$ROOT/scripts/bench.d/call.py" cost "$CW/bridge"
