@@ -200,6 +200,27 @@ def call_stream(stats_path):
     return {"roomd_jitter_buffer": {k: s.get(k) for k in ("delay_ms", "target_ms", "jitter_ms", "received", "late", "plc")}}
 
 
+def baresip_buffers(log):
+    """baresip's receive side as its `audio_debug` printed it in the middle of the turn it heard:
+    the audio buffer between decoder and player (cur, max) and the jitter buffer's line."""
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    rx = text.rfind("\n rx:")
+    if rx < 0:
+        return {}
+    block = [l.strip() for l in text[rx:].splitlines()[1:8] if l.strip()]
+    found = {}
+    for l in block:
+        if l.startswith("aubuf:") and "aubuf" not in found:
+            found["aubuf"] = l
+        if l.startswith("jbuf:") or "n=" in l and "jbuf" not in found:
+            found.setdefault("jbuf", l)
+    return {"baresip_rx": found} if found else {}
+
+
 def m2e(work, codecs):
     for codec in codecs:
         for leg, metric, callee_name in (("m2e-roomd", "sip.mouth_to_ear_ms", "roomd"),
@@ -210,15 +231,18 @@ def m2e(work, codecs):
             callee, caller = f"{d}/callee", f"{d}/caller"
             streams = {**card_streams(f"{callee}.status", "callee"), **card_streams(f"{caller}.status", "caller")}
             xruns, late, lead = bench_analysis.playback_health([f"{callee}.status", f"{caller}.status"])
-            for talker, listener, direction in ((callee, caller, f"{callee_name}_to_baresip"),
-                                                (caller, callee, f"baresip_to_{callee_name}")):
+            names = ("roomd_to_baresip", "baresip_to_roomd") if callee_name == "roomd" else ("callee_to_caller", "caller_to_callee")
+            for talker, listener, direction in ((callee, caller, names[0]), (caller, callee, names[1])):
                 try:
                     delays, sent = bench_analysis.mouth_to_ear(f"{work}/m2e-{os.path.basename(talker)}.wav", f"{talker}.status",
                                                                f"{listener}-speaker.wav", f"{listener}.status", window_ms=M2E_WINDOW_MS)
                 except (OSError, SystemExit, StopIteration) as e:
                     emit(metric, float("nan"), "ms", codec=codec, direction=direction, error=str(e)[:200])
                     continue
-                extra = call_stream(f"{d}/stats.json") if listener == callee and callee_name == "roomd" else {}
+                if listener == callee and callee_name == "roomd":
+                    extra = call_stream(f"{d}/stats.json")
+                else:
+                    extra = baresip_buffers(f"{d}/{'far' if callee_name == 'roomd' else ('a' if listener == caller else 'b')}/baresip.log")
                 if len(delays) < 5:
                     emit(metric, float("nan"), "ms", codec=codec, direction=direction, marks=len(delays), sent=len(sent),
                          error=f"only {len(delays)} marks heard of {len(sent)}")
