@@ -26,6 +26,7 @@ same room without a call, over the same window).
 """
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -202,7 +203,8 @@ def call_stream(stats_path):
 
 def baresip_buffers(log):
     """baresip's receive side as its `audio_debug` printed it in the middle of the turn it heard:
-    the audio buffer between decoder and player (cur, max) and the jitter buffer's line."""
+    the audio buffer between its decoder and its player (ms held, its maximum) and the jitter
+    buffer (frames: its minimum, now, its maximum)."""
     try:
         with open(log, errors="replace") as f:
             text = f.read()
@@ -211,14 +213,15 @@ def baresip_buffers(log):
     rx = text.rfind("\n rx:")
     if rx < 0:
         return {}
-    block = [l.strip() for l in text[rx:].splitlines()[1:8] if l.strip()]
-    found = {}
-    for l in block:
-        if l.startswith("aubuf:") and "aubuf" not in found:
-            found["aubuf"] = l
-        if l.startswith("jbuf:") or "n=" in l and "jbuf" not in found:
-            found.setdefault("jbuf", l)
-    return {"baresip_rx": found} if found else {}
+    out = {}
+    aubuf = re.search(r"aubuf:.*\(cur ([0-9.]+)ms, max ([0-9.]+)ms", text[rx:])
+    if aubuf:
+        out["baresip_rx_aubuf_ms"] = float(aubuf.group(1))
+        out["baresip_rx_aubuf_max_ms"] = float(aubuf.group(2))
+    jbuf = re.search(r"jitter buffer debug.*\n\s*running=\d+ (min=\d+ cur=\d+ max=\d+)", text[rx:])
+    if jbuf:
+        out["baresip_jbuf_frames"] = jbuf.group(1)
+    return out
 
 
 def m2e(work, codecs):
@@ -243,6 +246,8 @@ def m2e(work, codecs):
                     extra = call_stream(f"{d}/stats.json")
                 else:
                     extra = baresip_buffers(f"{d}/{'far' if callee_name == 'roomd' else ('a' if listener == caller else 'b')}/baresip.log")
+                pb = bench_analysis.status_fields(f"{listener}.status", "playback")
+                extra["listener_playback_restarted"] = pb.get("start_ns") != pb.get("first_start_ns")
                 if len(delays) < 5:
                     emit(metric, float("nan"), "ms", codec=codec, direction=direction, marks=len(delays), sent=len(sent),
                          error=f"only {len(delays)} marks heard of {len(sent)}")
