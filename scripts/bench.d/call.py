@@ -202,25 +202,22 @@ def call_stream(stats_path):
 
 
 def baresip_buffers(log):
-    """baresip's receive side as its `audio_debug` printed it in the middle of the turn it heard:
-    the audio buffer between its decoder and its player (ms held, its maximum) and the jitter
-    buffer (frames: its minimum, now, its maximum)."""
+    """baresip's receive side as its `audio_debug` printed it in the middle of the turn it heard
+    (five readings 0.25 s apart): the audio buffer between its decoder and its player (ms held:
+    the least and the most read) and the jitter buffer (frames: its minimum, now, its maximum)."""
     try:
         with open(log, errors="replace") as f:
             text = f.read()
     except OSError:
         return {}
-    rx = text.rfind("\n rx:")
-    if rx < 0:
-        return {}
+    held = [float(m.group(1)) for m in re.finditer(r"\n rx:.*\n\s*aubuf:.*\(cur ([0-9.]+)ms", text)]
+    jbuf = sorted(set(re.findall(r"jitter buffer debug.*\n\s*running=\d+ (min=\d+ cur=\d+ max=\d+)", text)))
     out = {}
-    aubuf = re.search(r"aubuf:.*\(cur ([0-9.]+)ms, max ([0-9.]+)ms", text[rx:])
-    if aubuf:
-        out["baresip_rx_aubuf_ms"] = float(aubuf.group(1))
-        out["baresip_rx_aubuf_max_ms"] = float(aubuf.group(2))
-    jbuf = re.search(r"jitter buffer debug.*\n\s*running=\d+ (min=\d+ cur=\d+ max=\d+)", text[rx:])
+    if held:
+        out["baresip_rx_aubuf_ms"] = [min(held), max(held)]
+        out["baresip_rx_aubuf_readings"] = len(held)
     if jbuf:
-        out["baresip_jbuf_frames"] = jbuf.group(1)
+        out["baresip_jbuf_frames"] = jbuf
     return out
 
 
@@ -271,10 +268,12 @@ def cost(work):
         use = json.load(f)
     window = f"{use['window_s']:.1f} s from the bridge on (all three turns), /proc/PID/stat utime+stime; RSS: VmRSS at its end"
     emit("call.cpu_pct_room_and_call", use["A"]["cpu_pct"], "%", window=window,
+         minus_room_alone=round(use["A"]["cpu_pct"] - use["B"]["cpu_pct"], 2),
          what="roomd A: a streamer in a roomserver room with B and the SIP caller bridged in (Opus)")
     emit("call.cpu_pct_room_alone", use["B"]["cpu_pct"], "%", window=window,
          what="roomd B: a streamer in the same room, no call, the same window")
-    emit("call.rss_mb_room_and_call", use["A"]["rss_mb"], "MB", what="roomd A, in the room and in the call")
+    emit("call.rss_mb_room_and_call", use["A"]["rss_mb"], "MB", minus_room_alone=round(use["A"]["rss_mb"] - use["B"]["rss_mb"], 2),
+         what="roomd A, in the room and in the call")
     emit("call.rss_mb_room_alone", use["B"]["rss_mb"], "MB", what="roomd B, in the same room, no call")
 
 

@@ -136,11 +136,15 @@ cl_card_baresip() {
   mkfifo "$1/in"
 }
 
-# cl_debug_at SECONDS FD...: `/audio_debug` to each baresip console after SECONDS (background).
+# cl_debug_at SECONDS FD...: `/audio_debug` to each baresip console after SECONDS, five times
+# 0.25 s apart (a reading of a buffer that a 20 ms reader empties is one point of its swing).
 cl_debug_at() {
   local t="$1" fd
   shift
-  (sleep "$t"; for fd in "$@"; do printf '/audio_debug\n' >&"$fd" 2> /dev/null || true; done) &
+  (sleep "$t"; for _ in 1 2 3 4 5; do
+    for fd in "$@"; do printf '/audio_debug\n' >&"$fd" 2> /dev/null || true; done
+    sleep 0.25
+  done) &
   CL_PIDS+=("$!")
 }
 
