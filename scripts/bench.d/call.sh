@@ -10,6 +10,12 @@
 # talker (scripts/bench.d/call.py), per codec. Beside it in the same run, the anchor: a baresip to
 # baresip call through the same kamailio with the same codec and the same two talkers' files (no
 # room, no canceller, baresip's own jitter buffer): what the codec and a plain SIP client give.
+# Then, per codec, mouth to ear (sip.mouth_to_ear_ms, both directions): the same two calls with
+# baresip on the simulated card, the e2e bench's mark train at each end's mic in turn, timed at
+# the other end's speaker on the cards' one clock (sip.anchor_mouth_to_ear_ms for baresip to
+# baresip), and what roomd costs in that call (call.cpu_pct_call_alone). The bridged call gives
+# call.cpu_pct_room_and_call / call.rss_mb_room_and_call (A: in the room and in the call) beside
+# call.cpu_pct_room_alone / call.rss_mb_room_alone (B, in the same room, the same window).
 #
 # Environment:
 #   CALL_CODECS  codecs to measure (default "opus g722 pcmu")
