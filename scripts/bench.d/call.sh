@@ -142,13 +142,14 @@ cl_card_baresip() {
   mkfifo "$1/in"
 }
 
-# cl_debug_at SECONDS FD...: `/audio_debug` to each baresip console after SECONDS, five times
-# 0.25 s apart (a reading of a buffer that a 20 ms reader empties is one point of its swing).
+# cl_debug_at SECONDS FIFO...: `/audio_debug` to each baresip console after SECONDS, five times
+# 0.25 s apart (a reading of a buffer that a 20 ms reader empties is one point of its swing). The
+# FIFOs are held open by this shell, so a write does not wait for a reader.
 cl_debug_at() {
-  local t="$1" fd
+  local t="$1" fifo
   shift
   (sleep "$t"; for _ in 1 2 3 4 5; do
-    for fd in "$@"; do printf '/audio_debug\n' >&"$fd" 2> /dev/null || true; done
+    for fifo in "$@"; do printf '/audio_debug\n' > "$fifo" || true; done
     sleep 0.25
   done) &
   CL_PIDS+=("$!")
@@ -179,7 +180,7 @@ cl_m2e() {
   # its mic, about 2.5 s of the call for roomd; the caller's from 18 s of the call): roomd's
   # jitter buffer (`roomctl stats`), baresip's (`audio_debug`). CPU and RSS of both ends over both
   # turns.
-  cl_debug_at 10 "$far_in"
+  cl_debug_at 10 "$m/far/in"
   (sleep 24; "$BIN/roomctl" --socket "$m/roomd.sock" --json stats > "$m/stats.json" 2> /dev/null || true) &
   CL_PIDS+=("$!")
   sleep 2
@@ -204,8 +205,8 @@ cl_m2e() {
   far=$!
   CL_PIDS+=("$far")
   cl_wait_for "$a/b/baresip.log" "Call established" 10
-  cl_debug_at 10 "$far_in"
-  cl_debug_at 24 "$callee_in"
+  cl_debug_at 10 "$a/a/in"
+  cl_debug_at 24 "$a/b/in"
   wait $far || true
   kill $callee 2> /dev/null || true
   wait $callee 2> /dev/null || true
