@@ -224,7 +224,8 @@ def baresip_buffers(log):
 def m2e(work, codecs):
     for codec in codecs:
         for leg, metric, callee_name in (("m2e-roomd", "sip.mouth_to_ear_ms", "roomd"),
-                                         ("m2e-anchor", "sip.anchor_mouth_to_ear_ms", "baresip")):
+                                         ("m2e-anchor", "sip.anchor_mouth_to_ear_ms", "baresip"),
+                                         ("m2e-pair", "sip.pair_mouth_to_ear_ms", "pair")):
             d = f"{work}/{codec}/{leg}"
             if not os.path.isdir(d):
                 continue
@@ -239,7 +240,9 @@ def m2e(work, codecs):
                 except (OSError, SystemExit, StopIteration) as e:
                     emit(metric, float("nan"), "ms", codec=codec, direction=direction, error=str(e)[:200])
                     continue
-                if listener == callee and callee_name == "roomd":
+                if callee_name == "pair":
+                    extra = call_stream(f"{listener}-stats.json")
+                elif listener == callee and callee_name == "roomd":
                     extra = call_stream(f"{d}/stats.json")
                 else:
                     extra = baresip_buffers(f"{d}/{'far' if callee_name == 'roomd' else ('a' if listener == caller else 'b')}/baresip.log")

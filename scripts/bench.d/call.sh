@@ -23,6 +23,7 @@
 #   CALL_VOICES  espeak (default: espeak-ng's voices) or natural (alsa-utils' recorded voice)
 #   CALL_ROOMD_OPTS  extra options for both roomd of the bridged call (e.g. "--disable agc")
 #   CALL_M2E     0: without the mouth-to-ear calls (default 1)
+#   CALL_M2E_PAIR  1: also roomd calling roomd, mouth to ear (sip.pair_mouth_to_ear_ms; default 0)
 #   CALL_PESQ    0: without the PESQ calls (default 1; the mouth-to-ear and bridged calls stay)
 #   CALL_BARESIP_EXTRA  baresip config lines for the mouth-to-ear calls' baresip, ";"-separated,
 #                each replacing the line of its key (e.g. "jitter_buffer_delay 1-10")
@@ -211,6 +212,41 @@ cl_m2e() {
   kill $callee 2> /dev/null || true
   wait $callee 2> /dev/null || true
   exec {far_in}>&- {callee_in}>&-
+  [ "${CALL_M2E_PAIR:-0}" != 1 ] || cl_m2e_pair "$codec" "$2"
+}
+
+# cl_m2e_pair CODEC LEG: roomd calls roomd (CALL_M2E_PAIR=1): a second roomd with the account
+# `far` dials the first (`roomctl call`), which answers by itself; both on the board's card with
+# its echo path. Neither end is baresip: what roomd's own sending and receiving give, per codec.
+cl_m2e_pair() {
+  local codec="$1" d="$2/m2e-pair" callee caller
+  mkdir -p "$d"
+  echo "bench call: $codec, mouth to ear, roomd -> kamailio -> roomd" >&2
+  printf 'far-secret\n' > "$d/far.password"
+  chmod 600 "$d/far.password"
+  printf '[sip]\nregistrar = 127.0.0.1:%s\nuser = far\npassword_file = %s\ntransport = udp\ncodecs = %s\n' \
+    "$CL_KPORT" "$d/far.password" "$codec" > "$d/far-roomd.conf"
+  room "$d/callee.conf" input="$CW/m2e-callee.wav" input_end=silence output="$d/callee-speaker.wav" status="$d/callee.status"
+  room "$d/caller.conf" input="$CW/m2e-caller.wav" input_end=silence output="$d/caller-speaker.wav" status="$d/caller.status"
+  ROOMSIM_CONFIG="$d/callee.conf" "$BIN/roomd" --board "$ROOT/board/sim" --config "$2/roomd.conf" --json --stats-interval 1 \
+    --duration $((CL_M2E_SECONDS + 5)) --control-socket "$d/callee.sock" --state-dir none > "$d/callee.jsonl" 2> "$d/callee.log" &
+  callee=$!
+  CL_PIDS+=("$callee")
+  cl_wait_for "$d/callee.log" "sip: registered" 10
+  ROOMSIM_CONFIG="$d/caller.conf" "$BIN/roomd" --board "$ROOT/board/sim" --config "$d/far-roomd.conf" --json --stats-interval 1 \
+    --duration $((CL_M2E_SECONDS + 3)) --control-socket "$d/caller.sock" --state-dir none > "$d/caller.jsonl" 2> "$d/caller.log" &
+  caller=$!
+  CL_PIDS+=("$caller")
+  cl_wait_for "$d/caller.log" "sip: registered" 10
+  "$BIN/roomctl" --socket "$d/caller.sock" call "sip:room@127.0.0.1:$CL_KPORT" > /dev/null
+  cl_wait_for "$d/callee.log" "call: up" 10
+  # Each listener's jitter buffer in the middle of the turn it hears.
+  (sleep 10; "$BIN/roomctl" --socket "$d/caller.sock" --json stats > "$d/caller-stats.json" 2> /dev/null || true) &
+  CL_PIDS+=("$!")
+  (sleep 24; "$BIN/roomctl" --socket "$d/callee.sock" --json stats > "$d/callee-stats.json" 2> /dev/null || true) &
+  CL_PIDS+=("$!")
+  wait $caller || true
+  wait $callee || true
 }
 
 read -r -a CL_CODECS <<< "${CALL_CODECS:-opus g722 pcmu}"
