@@ -17,6 +17,7 @@ looping an espeak-ng sentence, each from its own offset; the others join muted a
 Over the measured window it reads Janus's CPU (utime + stime of /proc/PID/stat, as % of one
 core) and RSS, and its own, and prints JSON lines (`emit` as in scripts/bench_analysis.py).
 
+  janus-load.py idle --janus-pid PID [--duration 20]   Janus's CPU with no room of ours
   janus-load.py fit FILE.jsonl   the sweep's per-room and per-participant cost (least squares)
 """
 import array
@@ -338,42 +339,58 @@ def idle(args):
     emit("janus.rss_mb", rss_mb(jpid), "MB", rooms=0, participants=0, per_room=0, streamers_per_room=0)
 
 
-def fit(path):
-    """cpu = a + b·rooms + c·participants over the sweep's points (idle included), least squares."""
-    pts = [json.loads(l) for l in open(path) if l.startswith("{")]
-    pts = [p for p in pts if p.get("metric") == "janus.cpu_pct"]
-    gen = {(p["rooms"], p["participants"], p.get("streamers_per_room")): p["value"]
-           for p in (json.loads(l) for l in open(path) if l.startswith("{")) if p.get("metric") == "janus.generator_cpu_pct"}
-    if len(pts) < 3:
-        raise SystemExit("janus-load fit: fewer than 3 points")
-    # Normal equations for 3 unknowns, solved by Cramer's rule (standard library only).
-    X = [(1.0, p["rooms"], p["participants"]) for p in pts]
-    y = [p["value"] for p in pts]
-    A = [[sum(x[i] * x[j] for x in X) for j in range(3)] for i in range(3)]
-    b = [sum(x[i] * v for x, v in zip(X, y)) for i in range(3)]
+def solve(A, b):
+    """A x = b by Gaussian elimination with partial pivoting (standard library only)."""
+    n = len(b)
+    M = [row[:] + [v] for row, v in zip(A, b)]
+    for c in range(n):
+        r = max(range(c, n), key=lambda k: abs(M[k][c]))
+        if abs(M[r][c]) < 1e-9:
+            raise SystemExit("janus-load fit: the sweep's points do not separate rooms, talkers and listeners")
+        M[c], M[r] = M[r], M[c]
+        for k in range(n):
+            if k != c:
+                f = M[k][c] / M[c][c]
+                M[k] = [x - f * y for x, y in zip(M[k], M[c])]
+    return [M[k][n] / M[k][k] for k in range(n)]
 
-    def det(m):
-        return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
-                + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
-    d = det(A)
-    if abs(d) < 1e-9:
-        raise SystemExit("janus-load fit: the points do not separate rooms from participants")
-    coef = []
-    for k in range(3):
-        m = [row[:] for row in A]
-        for i in range(3):
-            m[i][k] = b[i]
-        coef.append(det(m) / d)
-    resid = max(abs(v - (coef[0] + coef[1] * x[1] + coef[2] * x[2])) for x, v in zip(X, y))
-    extra = {"points": len(pts), "max_residual": round(resid, 2)}
+
+def fit(path):
+    """Janus's CPU = idle + a·rooms + b·talking participants + c·muted participants, least
+    squares over the sweep's points (the idle point included)."""
+    rows = [json.loads(l) for l in open(path) if l.startswith("{")]
+    pts = [p for p in rows if p.get("metric") == "janus.cpu_pct"]
+    key = lambda p: (p["rooms"], p["per_room"], p["streamers_per_room"])
+    gen = {key(p): p["value"] for p in rows if p.get("metric") == "janus.generator_cpu_pct"}
+    mix = {key(p): p["value"] for p in rows if p.get("metric") == "janus.mix_received_per_participant_s"}
+    # A point where Janus fell behind (its mix under 49 packets/s a participant) is saturated:
+    # reported, but kept out of the fit.
+    used = [p for p in pts if p["participants"] == 0 or mix.get(key(p), 0) >= 49]
+    X = [(1.0, p["rooms"], p["rooms"] * p["streamers_per_room"],
+          p["rooms"] * (p["per_room"] - p["streamers_per_room"])) for p in used]
+    y = [p["value"] for p in used]
+    listeners = any(x[3] for x in X)
+    if not listeners:
+        X = [x[:3] for x in X]
+    k = len(X[0]) if X else 0
+    if len(X) < k + 1:
+        raise SystemExit(f"janus-load fit: {len(X)} unsaturated points, too few for {k} unknowns")
+    A = [[sum(x[i] * x[j] for x in X) for j in range(k)] for i in range(k)]
+    b = [sum(x[i] * v for x, v in zip(X, y)) for i in range(k)]
+    coef = solve(A, b)
+    resid = max(abs(v - sum(c * xi for c, xi in zip(coef, x))) for x, v in zip(X, y))
+    extra = {"points": len(X), "saturated_points_left_out": len(pts) - len(used), "max_residual": round(resid, 2)}
     emit("janus.cpu_pct_idle_fit", coef[0], "% of one core", **extra)
     emit("janus.cpu_pct_per_room", coef[1], "% of one core", **extra)
-    emit("janus.cpu_pct_per_participant", coef[2], "% of one core", **extra)
+    emit("janus.cpu_pct_per_participant", coef[2], "% of one core", talking=True, **extra)
+    if listeners:
+        emit("janus.cpu_pct_per_muted_participant", coef[3], "% of one core", talking=False, **extra)
     for p in pts:
         if p["participants"]:
             emit("janus.cpu_pct_per_participant_at_point", p["value"] / p["participants"], "% of one core",
                  rooms=p["rooms"], participants=p["participants"], streamers_per_room=p["streamers_per_room"],
-                 generator_cpu_pct=gen.get((p["rooms"], p["participants"], p["streamers_per_room"])))
+                 janus_cpu_pct=p["value"], generator_cpu_pct=gen.get(key(p)),
+                 mix_packets_s=mix.get(key(p)))
 
 
 if __name__ == "__main__":
