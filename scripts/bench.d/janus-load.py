@@ -17,7 +17,8 @@ looping an espeak-ng sentence, each from its own offset; the others join muted a
 Over the measured window it reads Janus's CPU (utime + stime of /proc/PID/stat, as % of one
 core) and RSS, and its own, and prints JSON lines (`emit` as in scripts/bench_analysis.py).
 
-  janus-load.py idle --janus-pid PID [--duration 20]   Janus's CPU with no room of ours
+  janus-load.py idle --janus-pid PID [--duration 20] [--warmup 0] [--webrtc N]
+                                 Janus's CPU with no room of ours, or while N appliances talk
   janus-load.py fit FILE.jsonl   the sweep's per-room and per-participant cost (least squares)
 """
 import array
@@ -330,13 +331,19 @@ def run(args):
 
 
 def idle(args):
-    """Janus with no room of ours: its CPU over the window (the baseline)."""
+    """Janus's CPU over a window without our generator: with no room of ours (the baseline), or,
+    with --webrtc N, while N roomd appliances (WebRTC: ICE, DTLS-SRTP) talk in one room."""
     jpid, duration = int(args["--janus-pid"]), float(args.get("--duration", 20))
+    webrtc = int(args.get("--webrtc", 0))
+    time.sleep(float(args.get("--warmup", 0)))
     t0, c0 = time.monotonic(), cpu_seconds(jpid)
     time.sleep(duration)
-    emit("janus.cpu_pct", 100 * (cpu_seconds(jpid) - c0) / (time.monotonic() - t0), "% of one core",
-         rooms=0, participants=0, per_room=0, streamers_per_room=0, window_s=duration, janus_threads=threads(jpid))
-    emit("janus.rss_mb", rss_mb(jpid), "MB", rooms=0, participants=0, per_room=0, streamers_per_room=0)
+    point = {"rooms": 1 if webrtc else 0, "participants": webrtc, "per_room": webrtc,
+             "streamers_per_room": webrtc, "window_s": duration}
+    name = "janus.cpu_pct_webrtc" if webrtc else "janus.cpu_pct"
+    emit(name, 100 * (cpu_seconds(jpid) - c0) / (time.monotonic() - t0), "% of one core", **point,
+         janus_threads=threads(jpid))
+    emit("janus.rss_mb_webrtc" if webrtc else "janus.rss_mb", rss_mb(jpid), "MB", **point)
 
 
 def solve(A, b):
@@ -385,6 +392,12 @@ def fit(path):
     emit("janus.cpu_pct_per_participant", coef[2], "% of one core", talking=True, **extra)
     if listeners:
         emit("janus.cpu_pct_per_muted_participant", coef[3], "% of one core", talking=False, **extra)
+    # The appliances over WebRTC against plain-RTP participants in a room of the same size.
+    for w in (r for r in rows if r.get("metric") == "janus.cpu_pct_webrtc"):
+        plain = next((p for p in pts if (p["rooms"], p["per_room"], p["streamers_per_room"]) == (1, w["per_room"], w["per_room"])), None)
+        if plain:
+            emit("janus.webrtc_extra_pct_per_participant", (w["value"] - plain["value"]) / w["participants"], "% of one core",
+                 participants=w["participants"], janus_cpu_pct_webrtc=w["value"], janus_cpu_pct_plain_rtp=plain["value"])
     for p in pts:
         if p["participants"]:
             emit("janus.cpu_pct_per_participant_at_point", p["value"] / p["participants"], "% of one core",

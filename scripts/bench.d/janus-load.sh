@@ -41,4 +41,34 @@ for point in $JANUS_LOAD_POINTS; do
   sleep 2
 done
 kill "$JANUS_DEV"; wait "$JANUS_DEV" 2>/dev/null || true
+
+# The check on the generator: the same room size with real appliances (roomd --backend janus on
+# the simulated card, WebRTC: ICE, DTLS-SRTP, RTCP), every one talking the far-end sentence, in
+# AudioBridge room 1234 of a fresh Janus on CPU 0 (the appliances on CPU 1), next to the
+# plain-RTP point of the same size: what ICE and DTLS-SRTP add per participant at Janus, which
+# the plain-RTP sweep leaves out. JANUS_LOAD_WEBRTC appliances (default 3; 0 skips it).
+JANUS_LOAD_WEBRTC="${JANUS_LOAD_WEBRTC:-3}"
+if [ "$JANUS_LOAD_WEBRTC" -gt 0 ]; then
+  taskset -c 0 "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
+  JANUS_DEV=$!
+  for _ in $(seq 150); do [ -s "$WORK/janus-load/ws_port" ] && break; sleep 0.1; done
+  [ -s "$WORK/janus-load/ws_port" ] || { echo "bench janus-load: Janus did not start: $(cat "$WORK/janus-load-dev.log")" >&2; exit 1; }
+  JL_PORT="$(cat "$WORK/janus-load/ws_port")"
+  JL_PID="$(cat "$WORK/janus-load/janus.pid")"
+  APPLIANCES=()
+  for i in $(seq "$JANUS_LOAD_WEBRTC"); do
+    room "$WORK/jl$i.conf" input="$WORK/far.wav" input_end=loop status="$WORK/jl$i.status" output=none
+    ROOMSIM_CONFIG="$WORK/jl$i.conf" taskset -c 1 "$BIN/roomd" --board "$ROOT/board/sim" --json --stats-interval 1 \
+      --backend janus --janus-room 1234 --server "127.0.0.1:$JL_PORT" --plaintext-signalling --display-name "load-$i" \
+      --role streamer --duration $((JANUS_LOAD_WARMUP + JANUS_LOAD_DURATION + 5)) > "$WORK/jl$i.jsonl" 2> "$WORK/jl$i.log" &
+    APPLIANCES+=($!)
+  done
+  python3 "$ROOT/scripts/bench.d/janus-load.py" idle --janus-pid "$JL_PID" --webrtc "$JANUS_LOAD_WEBRTC" \
+    --warmup $((JANUS_LOAD_WARMUP + 2)) --duration "$JANUS_LOAD_DURATION" | tee -a "$WORK/janus-load.jsonl"
+  wait "${APPLIANCES[@]}" || true
+  kill "$JANUS_DEV"; wait "$JANUS_DEV" 2>/dev/null || true
+  # The appliances must have had their media up (else the figure is Janus without them).
+  up="$(grep -c 'WebRTC media is now available' "$WORK/janus-load/janus.log" || true)"
+  [ "$up" -ge "$JANUS_LOAD_WEBRTC" ] || echo "bench janus-load: only $up of $JANUS_LOAD_WEBRTC appliances had WebRTC media up (Janus's log: $WORK/janus-load/janus.log)" >&2
+fi
 python3 "$ROOT/scripts/bench.d/janus-load.py" fit "$WORK/janus-load.jsonl"
