@@ -11,8 +11,9 @@ one process, on one thread: one WebSocket to Janus, one Janus session, one handl
 participant, one UDP socket per participant on ADDR (the address of
 Janus's media interface: its plain-RTP sockets are bound there, not on loopback). The first S of each room (default:
 all) send Opus at 48 kHz mono in 20 ms frames (the appliance's frames on the Janus path),
-looping an espeak-ng sentence, each from its own offset; the others join muted and send nothing
-(an appliance in the audience role). Everyone receives and counts the room's mix.
+looping an espeak-ng sentence, each from its own offset; the others join muted (an appliance in
+the audience role) and send one packet a second, which Janus drops (without any, Janus 1.1.2
+sends a plain-RTP participant no mix). Everyone receives and counts the room's mix.
 
 Over the measured window it reads Janus's CPU (utime + stime of /proc/PID/stat, as % of one
 core) and RSS, and its own, and prints JSON lines (`emit` as in scripts/bench_analysis.py).
@@ -273,8 +274,6 @@ def run(args):
             ws.request({"janus": "keepalive", "session_id": session}, wait=False)
             last_keepalive = now
         for peer in peers:
-            if not peer["sending"]:
-                continue
             while peer["next"] <= now:
                 pkt = struct.pack("!BBHII", 0x80, peer["pt"], peer["seq"], peer["ts"], peer["ssrc"]) + packets[peer["index"]]
                 try:
@@ -285,8 +284,11 @@ def run(args):
                 peer["index"] = (peer["index"] + 1) % len(packets)
                 peer["seq"] = (peer["seq"] + 1) & 0xFFFF
                 peer["ts"] = (peer["ts"] + 960) & 0xFFFFFFFF
-                peer["next"] += 0.020
-        nxt = min([p["next"] for p in peers if p["sending"]] + [end, sample_next])
+                # A muted participant sends one packet a second: Janus 1.1.2 sends a plain-RTP
+                # participant the mix only once a packet has come from it (with none it got
+                # nothing: checked), and drops a muted one's packets before decoding them.
+                peer["next"] += 0.020 if peer["sending"] else 1.0
+        nxt = min([p["next"] for p in peers] + [end, sample_next])
         readable, _, _ = select.select(socks, [], [], max(0.0, nxt - time.monotonic()))
         for s in readable:
             if s is ws.sock:
@@ -321,7 +323,7 @@ def run(args):
     # The mix's mean RTP payload: a few bytes would be Opus coding silence (the mix not carrying
     # the talkers); speech at Janus's default bitrate is tens of bytes.
     emit("janus.mix_payload_bytes", mix_bytes / max(received, 1), "bytes", **point)
-    emit("janus.sent_per_streamer_s", sent / window / max(rooms * streamers, 1), "packets/s", **point)
+    emit("janus.sent_per_participant_s", sent / window / max(n, 1), "packets/s", **point)
     for rid in room_ids:
         plugin_data(ws.request({"janus": "message", "session_id": session, "handle_id": control,
                                 "body": {"request": "destroy", "room": rid}}))

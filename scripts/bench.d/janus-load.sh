@@ -15,7 +15,7 @@
 #                       talk; the others join muted and send nothing, as an audience appliance)
 # Needs janus (scripts/setup installs it) and libopus (janus depends on it).
 command -v janus > /dev/null 2>&1 || { echo "bench janus-load: janus is not installed (apt-get install janus)" >&2; exit 1; }
-JANUS_LOAD_POINTS="${JANUS_LOAD_POINTS:-1x3 5x3 10x3 2x10/3 5x10/3 10x6}"
+JANUS_LOAD_POINTS="${JANUS_LOAD_POINTS:-1x3 5x3 10x3 2x10/3 5x10/3 10x6 15x6}"
 JANUS_LOAD_WARMUP="${JANUS_LOAD_WARMUP:-5}"
 JANUS_LOAD_DURATION="${JANUS_LOAD_DURATION:-20}"
 speech far "$FAR_TEXT" en-us
