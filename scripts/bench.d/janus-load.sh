@@ -49,6 +49,7 @@ kill "$JANUS_DEV"; wait "$JANUS_DEV" 2>/dev/null || true
 # the plain-RTP sweep leaves out. JANUS_LOAD_WEBRTC appliances (default 3; 0 skips it).
 JANUS_LOAD_WEBRTC="${JANUS_LOAD_WEBRTC:-3}"
 if [ "$JANUS_LOAD_WEBRTC" -gt 0 ]; then
+  rm -f "$WORK/janus-load/ws_port" "$WORK/janus-load/janus.pid" # the first Janus's, else read before janus-dev clears them
   taskset -c 0 "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
   JANUS_DEV=$!
   for _ in $(seq 150); do [ -s "$WORK/janus-load/ws_port" ] && break; sleep 0.1; done
