@@ -254,14 +254,12 @@ final class CallLink {
         if let bad = CallMediaSession.invalidDigit(in: digits) {
             throw Refusal(digits.isEmpty ? "no digits" : "\"\(bad)\" is not a DTMF digit (0-9, *, #, A-D)")
         }
-        // RFC 4733 events where the far end agreed them; otherwise tones in the call's audio, as
-        // a gateway or an IVR that only listens wants them.
-        if media.parameters.telephoneEventPayloadType != nil {
-            guard media.sendDigits(digits) else { throw Refusal("the digits could not be sent") }
-        } else {
-            guard engine.call.sendInBand(digits) else { throw Refusal("too many digits waiting to be sent in-band (at most 64)") }
-            Log.info("call: sending \(digits.utf8.count) digit(s) in-band (the far end agreed no telephone-event)")
-        }
+        // RFC 4733 events where the far end agreed them (the digits are checked above, so a
+        // refusal here means it did not); otherwise tones in the call's audio, as a gateway or
+        // an IVR that only listens wants them.
+        guard !media.sendDigits(digits) else { return }
+        guard engine.call.sendInBand(digits) else { throw Refusal("too many digits waiting to be sent in-band (at most 64)") }
+        Log.info("call: sending \(digits.utf8.count) digit(s) in-band (the far end agreed no telephone-event)")
     }
 
     var phaseName: String {

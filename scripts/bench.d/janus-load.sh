@@ -19,12 +19,18 @@ JANUS_LOAD_POINTS="${JANUS_LOAD_POINTS:-1x3 5x3 10x3 2x10/3 5x10/3 10x6 15x6}"
 JANUS_LOAD_WARMUP="${JANUS_LOAD_WARMUP:-5}"
 JANUS_LOAD_DURATION="${JANUS_LOAD_DURATION:-20}"
 speech far "$FAR_TEXT" en-us
-taskset -c 0 "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
-JANUS_DEV=$!
-for _ in $(seq 150); do [ -s "$WORK/janus-load/ws_port" ] && break; sleep 0.1; done
-[ -s "$WORK/janus-load/ws_port" ] || { echo "bench janus-load: Janus did not start: $(cat "$WORK/janus-load-dev.log")" >&2; exit 1; }
-JL_PORT="$(cat "$WORK/janus-load/ws_port")"
-JL_PID="$(cat "$WORK/janus-load/janus.pid")"
+# Janus on CPU 0 (scripts/janus-dev): sets JANUS_DEV, JL_PORT, JL_PID. The files of an earlier
+# Janus go first, or they would be read before janus-dev clears them.
+jl_start_janus() {
+  rm -f "$WORK/janus-load/ws_port" "$WORK/janus-load/janus.pid"
+  taskset -c 0 "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
+  JANUS_DEV=$!
+  for _ in $(seq 150); do [ -s "$WORK/janus-load/ws_port" ] && break; sleep 0.1; done
+  [ -s "$WORK/janus-load/ws_port" ] || { echo "bench janus-load: Janus did not start: $(cat "$WORK/janus-load-dev.log")" >&2; exit 1; }
+  JL_PORT="$(cat "$WORK/janus-load/ws_port")"
+  JL_PID="$(cat "$WORK/janus-load/janus.pid")"
+}
+jl_start_janus
 # The address of the interface Janus's media is on (scripts/janus-dev: the first non-loopback one).
 JL_IP="$(ip -4 -o addr show up scope global | awk '{print $4; exit}' | cut -d/ -f1)"
 sleep 2
@@ -49,13 +55,7 @@ kill "$JANUS_DEV"; wait "$JANUS_DEV" 2>/dev/null || true
 # the plain-RTP sweep leaves out. JANUS_LOAD_WEBRTC appliances (default 3; 0 skips it).
 JANUS_LOAD_WEBRTC="${JANUS_LOAD_WEBRTC:-3}"
 if [ "$JANUS_LOAD_WEBRTC" -gt 0 ]; then
-  rm -f "$WORK/janus-load/ws_port" "$WORK/janus-load/janus.pid" # the first Janus's, else read before janus-dev clears them
-  taskset -c 0 "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
-  JANUS_DEV=$!
-  for _ in $(seq 150); do [ -s "$WORK/janus-load/ws_port" ] && break; sleep 0.1; done
-  [ -s "$WORK/janus-load/ws_port" ] || { echo "bench janus-load: Janus did not start: $(cat "$WORK/janus-load-dev.log")" >&2; exit 1; }
-  JL_PORT="$(cat "$WORK/janus-load/ws_port")"
-  JL_PID="$(cat "$WORK/janus-load/janus.pid")"
+  jl_start_janus
   APPLIANCES=()
   for i in $(seq "$JANUS_LOAD_WEBRTC"); do
     room "$WORK/jl$i.conf" input="$WORK/far.wav" input_end=loop status="$WORK/jl$i.status" output=none
