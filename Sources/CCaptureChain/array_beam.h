@@ -86,11 +86,12 @@ struct Beam {
     float *ola, *rt;
     int current, previous, fade;              // fade: blocks of the fade still to come
     // While the speaker's echo is in the room (the far end plays, and its hangover) every beam is
-    // its fixed design (fwr/fwi, kFixedCandidate), and the adaptive choice (wr/wi) only in the far
-    // end's pauses. Why: a choice per bin puts different designs side by side in frequency, which
-    // the beam's short frames cannot apply as a time-invariant filter; the canceller behind it
-    // then found no echo path to learn below ~20 dB of echo reduction (a caller bridged into a
-    // two-appliance room heard itself at -24 dB; with the fixed design -45 dB: scripts/bench call).
+    // one design across frequency (fwr/fwi: kEchoCandidate, or a beam that does not choose its
+    // own), and the adaptive choice (wr/wi) only in the far end's pauses. Why: a choice per bin
+    // puts different designs side by side in frequency, which the beam's short frames cannot
+    // apply as a time-invariant filter; the canceller behind it then found no echo path to learn
+    // below ~20 dB of echo reduction (a caller bridged into a two-appliance room heard itself at
+    // -24 dB; with delay-and-sum during the echo -52.8 dB: scripts/bench call, BeamEchoTests).
     // So the banks model the fixed design alone, and a choice moving changes no echo path.
     float *fwr, *fwi;
     bool echo_design, previous_echo_design;   // the tables in use now and before the fade
@@ -279,8 +280,9 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
                 const size_t at = ((size_t)beam * mics + m) * Kr + k;
                 b->wr[at] = (float)w[in_use][m].real();
                 b->wi[at] = (float)-w[in_use][m].imag();   // stored conjugated
-                b->fwr[at] = (float)w[kEchoCandidate][m].real();
-                b->fwi[at] = (float)-w[kEchoCandidate][m].imag();
+                const int in_echo = b->adapt ? kEchoCandidate : in_use;   // a fixed beam stays itself
+                b->fwr[at] = (float)w[in_echo][m].real();
+                b->fwi[at] = (float)-w[in_echo][m].imag();
                 for (int cand = 0; b->adapt && cand < kCandidates; cand++) {
                     const size_t cat = (((size_t)beam * Kr + k) * kCandidates + cand) * mics + m;
                     b->cwr[cat] = (float)w[cand][m].real();
@@ -446,7 +448,7 @@ static void process(Beam *b, const float *const *mics, float *out) {
     }
     if (b->far_active) b->far_hangover = kFarEndHangover;
     else if (b->far_hangover > 0) b->far_hangover--;
-    const bool echo = (b->far_active || b->far_hangover > 0);
+    const bool echo = b->far_active || b->far_hangover > 0;
     if (echo != b->echo_design) {
         // the same beam, the other table: faded as a turn is
         if (b->fade == 0) { b->previous = b->current; b->previous_echo_design = b->echo_design; b->fade = kFadeBlocks; }
