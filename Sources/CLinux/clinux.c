@@ -12,6 +12,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <linux/filter.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,4 +142,29 @@ int clinux_sendmmsg(int fd, const struct clinux_datagram *datagrams, unsigned in
         messages[i].msg_hdr.msg_iovlen = 1;
     }
     return sendmmsg(fd, messages, count, 0);
+}
+
+int clinux_usable_cpu_count(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    return CPU_COUNT(&set);
+}
+
+int clinux_reuseport_steer_by_ssrc(int fd, unsigned int groups) {
+    if (groups < 1) { errno = EINVAL; return -1; }
+    // The reuseport program sees the UDP payload from its first byte. A binding datagram
+    // ('R' first) names its participant at byte 4, RTP its SSRC at byte 8: the group is that
+    // number modulo `groups`. A load past the end ends the program with 0 (group 0).
+    struct sock_filter program[] = {
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x52, 0, 2),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
+        BPF_JUMP(BPF_JMP | BPF_JA, 1, 0, 0),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 8),
+        BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, groups),
+        BPF_STMT(BPF_RET | BPF_A, 0),
+    };
+    struct sock_fprog fprog = { .len = sizeof program / sizeof program[0], .filter = program };
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fprog, sizeof fprog);
 }

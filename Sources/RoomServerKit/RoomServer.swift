@@ -27,7 +27,7 @@ import RoomTLS
 /// ```
 public final class RoomServer {
     /// Timing and limits; the defaults are protocol 1's numbers. Tests shorten them.
-    public struct Options {
+    public struct Options: Sendable {
         /// A connection from which nothing arrived for this long is closed; its participant
         /// keeps its seat for the reconnect grace and is then removed with reason `timeout`
         /// (protocol: 15 s).
@@ -63,6 +63,12 @@ public final class RoomServer {
     public internal(set) var statistics = RoomServerStatistics()
 
     let loop: EventLoop
+    /// The group this server is one worker of, and its index there; nil when it works alone.
+    let workers: RoomServerWorkers?
+    let workerIndex: Int
+    /// Participant ids and SSRCs this worker gives out are `workerIndex` modulo the worker count:
+    /// the kernel steers their datagrams here by that (`RoomServerWorkers`).
+    var workerCount: Int { workers?.count ?? 1 }
     private(set) var verifier: RoomTokenVerifier
     private var listeners: [TCPListener] = []
     /// The bound listeners that speak plain signalling (`server.plain_listen`, development).
@@ -96,7 +102,7 @@ public final class RoomServer {
     /// Binding budgets by source address, hashed into a fixed table: spoofed sources cost
     /// no memory, and an address that shares a slot shares its budget (rarely: 4096 slots).
     var sourceBindingBudgets = [BindingBudget](repeating: BindingBudget(BindingBudget.perSource), count: 4096)
-    var nextParticipantID: RoomParticipantID = 1
+    var nextParticipantID: RoomParticipantID
     /// Participants to remove at once with reason `timeout` (cut off by the server), drained
     /// outside any effect loop.
     var lostQueue: [RoomParticipantID] = []
@@ -119,16 +125,33 @@ public final class RoomServer {
     /// room's members are walked; a room larger than this sends a batch whenever it is full.
     let sendBatch = UDPSendBatch(capacity: 64)
 
-    public init(configuration: RoomServerConfiguration, loop: EventLoop, options: Options = Options()) {
+    public convenience init(configuration: RoomServerConfiguration, loop: EventLoop, options: Options = Options()) {
+        self.init(configuration: configuration, loop: loop, options: options, workers: nil, index: 0, media: nil)
+    }
+
+    /// One worker of `workers`: index 0 listens for signalling; `media` is this worker's
+    /// socket of the steered group.
+    init(configuration: RoomServerConfiguration, loop: EventLoop, options: Options, workers: RoomServerWorkers?, index: Int,
+         media: UDPSocket?) {
         self.configuration = configuration
         self.options = options
         self.loop = loop
+        self.workers = workers
+        workerIndex = index
+        self.media = media
+        nextParticipantID = Self.firstParticipantID(index: index, count: workers?.count ?? 1)
         connectionCapacity = configuration.limits.maxConnections
         verifier = Self.verifier(configuration, clock: options.wallClock)
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 8)
         datagramBuffer = .allocate(byteCount: 2048, alignment: 8)
         replyBuffer = .allocate(byteCount: 64, alignment: 8)
         forwardBuffer = .allocate(byteCount: Self.forwardSlotSize * sendBatch.capacity, alignment: 8)
+    }
+
+    /// The first id worker `index` of `count` gives: the smallest positive one equal to `index`
+    /// modulo `count` (0 marks the server in binding datagrams).
+    static func firstParticipantID(index: Int, count: Int) -> RoomParticipantID {
+        RoomParticipantID(index == 0 ? count : index)
     }
 
     deinit {
@@ -145,14 +168,19 @@ public final class RoomServer {
 
     /// Binds the signalling listeners and the media socket and starts the room tick.
     public func start() throws(SystemError) {
+        // Of several workers, the first is the front door (RoomServerWorkers): it listens, and
+        // it alone says what the process as a whole does.
+        let listens = workerIndex == 0
         // Each connection is a file descriptor: take the hard limit (the usual soft 1024 let
         // 1100 idle connections block every join), and keep a reserve below it for the
-        // listeners, the media socket, the event loop and log output.
+        // listeners, the media sockets, the event loops and log output.
         let descriptors = FileDescriptorLimit.raiseToHard()
-        let reserve = 32
+        let reserve = 32 + 4 * workerCount
         connectionCapacity = max(1, min(configuration.limits.maxConnections, descriptors.soft - reserve))
-        Log.info("roomserver: file descriptor limit \(descriptors.soft) (hard \(descriptors.hard)); up to \(connectionCapacity) connections")
-        if !configuration.listen.isEmpty {
+        if listens {
+            Log.info("roomserver: file descriptor limit \(descriptors.soft) (hard \(descriptors.hard)); up to \(connectionCapacity) connections")
+        }
+        if !configuration.listen.isEmpty && listens {
             guard let files = configuration.tls else {
                 throw SystemError("server.listen is TLS: [tls] cert_file and key_file are required (server.plain_listen serves plain signalling, for development only)")
             }
@@ -160,20 +188,21 @@ public final class RoomServer {
             tlsContext = context
             Log.info("roomserver: TLS certificate \(files.certFile) (\(context.pin))")
         }
-        for address in configuration.listen {
+        for address in configuration.listen where listens {
             let listener = try TCPListener(address: address, loop: loop, outgoingLimit: options.outgoingLimit) {
                 [unowned self] connection in self.accept(connection, tls: true)
             }
             listeners.append(listener)
         }
-        for address in configuration.plainListen {
+        for address in configuration.plainListen where listens {
             let listener = try TCPListener(address: address, loop: loop, outgoingLimit: options.outgoingLimit) {
                 [unowned self] connection in self.accept(connection, tls: false)
             }
             plainListeners.append(listener)
             Log.warning("roomserver: plain signalling on \(listener.localAddress): tokens and media keys cross the network in clear (development only)")
         }
-        let socket = try UDPSocket(bindingTo: configuration.media)
+        let socket: UDPSocket
+        if let media { socket = media } else { socket = try UDPSocket(bindingTo: configuration.media) }
         // One socket carries every participant's media: give bursts room (roomload showed
         // keepalive bursts overflowing the default buffer and starving listeners).
         socket.setBufferSizes(receive: 4 << 20, send: 4 << 20)
@@ -185,12 +214,14 @@ public final class RoomServer {
         helloDeadlineTimer = loop.schedule(after: .milliseconds(50), repeating: .milliseconds(50)) { [weak self] in
             self?.closeSilentConnections()
         }
-        Log.info("roomserver: signalling on \((signallingAddresses + plainSignallingAddresses).map(\.description).joined(separator: ", ")), media on \(socket.localAddress)")
+        if listens {
+            Log.info("roomserver: signalling on \((signallingAddresses + plainSignallingAddresses).map(\.description).joined(separator: ", ")), media on \(socket.localAddress)\(workerCount > 1 ? ", rooms over \(workerCount) workers" : "")")
+        }
         if configuration.srtp {
-            // Now, not at the first join: libsrtp's set-up runs known-answer tests of every cipher.
+            // Now, not at the first join (once per process: the library is ready after the first).: libsrtp's set-up runs known-answer tests of every cipher.
             do { try SRTPLibrary.ready() } catch { Log.error("roomserver: SRTP unavailable (joins will be refused): \(error)") }
-            Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName) by \(SRTPLibrary.gcmBackend), keys per participant)")
-        } else {
+            if listens { Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName) by \(SRTPLibrary.gcmBackend), keys per participant)") }
+        } else if listens {
             Log.warning("roomserver: media is NOT encrypted (media.srtp = no): anyone on the network path hears the rooms")
         }
     }
@@ -252,8 +283,10 @@ public final class RoomServer {
         func poll() {
             reapSessions()
             if sessions.isEmpty || nowMs() >= deadline {
-                for s in sessions.values { s.connection.close() }
-                sessions = [:]
+                for (key, s) in sessions {
+                    s.connection.close()
+                    forgetSession(key)
+                }
                 completion()
             } else {
                 loop.schedule(after: .milliseconds(20)) { poll() }
@@ -309,6 +342,7 @@ public final class RoomServer {
             tls = new.tls
         }
         if new.media != old.media { report.restartNeeded.append("server.media") }
+        if new.workers != old.workers { report.restartNeeded.append("server.workers") }
         // Every participant's keys and sessions follow this; switching under a call would
         // leave the room half encrypted.
         if new.srtp != old.srtp { report.restartNeeded.append("media.srtp") }
@@ -327,6 +361,7 @@ public final class RoomServer {
         kept.plainListen = old.plainListen
         kept.tls = tls
         kept.media = old.media
+        kept.workers = old.workers
         kept.srtp = old.srtp
         configuration = kept
         if new.keys != old.keys || new.publicKeys != old.publicKeys || new.tokenLeeway != old.tokenLeeway {

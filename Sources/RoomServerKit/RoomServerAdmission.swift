@@ -31,8 +31,9 @@ extension RoomServer {
         if waiting >= configuration.limits.maxUnjoinedPerAddress {
             return "\(host) has \(waiting) connections that have not joined"
         }
-        // Closing sessions count: they hold their descriptor until flushed.
-        let open = sessions.count
+        // Closing sessions count: they hold their descriptor until flushed. Of several workers,
+        // every worker's count (only the front door has connections waiting to be evicted).
+        let open = openConnectionCount
         if open >= connectionCapacity {
             guard let victim = oldestWaiting() else { return "\(open) connections open and joined, the most this server takes" }
             statistics.connectionsEvicted += 1
@@ -86,8 +87,15 @@ extension RoomServer {
             refuseJoin(.roomClosed, "the server is shutting down")
             return
         }
-        let state: RoomState
         let key = RoomKey(app: claims.app, name: claims.room)
+        if let workers, case let worker = workers.worker(for: key), worker != workerIndex {
+            // Its room is another worker's: the connection goes there (`readAvailable`), which
+            // checks the token again and joins it.
+            stopWaiting(s)
+            s.handOff = (worker, hello, requestID)
+            return
+        }
+        let state: RoomState
         if let existing = rooms[key] {
             state = existing
         } else {
@@ -99,7 +107,7 @@ extension RoomServer {
                 return
             }
             rooms[key] = state
-            Log.info("roomserver: room \(key) opened")
+            Log.info("roomserver: room \(key) opened\(workerCount > 1 ? " on worker \(workerIndex)" : "")")
         }
         if let seat = resumableSeat(in: state, claims: claims, hello: hello) {
             resume(seat, session: s, claims: claims, requestID: requestID)
@@ -119,7 +127,8 @@ extension RoomServer {
             return
         }
         let id = nextParticipantID
-        nextParticipantID = nextParticipantID == UInt32.max ? 1 : nextParticipantID + 1
+        let step = RoomParticipantID(workerCount)
+        nextParticipantID = id > UInt32.max - step ? Self.firstParticipantID(index: workerIndex, count: workerCount) : id + step
         let now = nowMs()
         let request = RoomJoinRequest(
             participantID: id, userID: claims.sub, name: claims.name, grants: claims.grants,
@@ -253,9 +262,15 @@ extension RoomServer {
     }
 
     /// An SSRC nobody uses and nobody who left `retired`'s room used.
+    /// Of several workers, one equal to this worker's index modulo their count, which is how its
+    /// media finds this worker (`RoomServerWorkers`).
     private func newSSRC(avoiding retired: Set<UInt32>) -> UInt32 {
+        let count = UInt32(workerCount), index = UInt32(workerIndex)
         while true {
-            let ssrc = options.ssrcCandidate()
+            let candidate = options.ssrcCandidate()
+            let base = candidate - candidate % count
+            guard base <= UInt32.max - index else { continue }
+            let ssrc = base + index
             if ssrc != 0, !usedSSRCs.contains(ssrc), !retired.contains(ssrc) { return ssrc }
         }
     }

@@ -126,6 +126,9 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     public var maxParticipants: Int
     /// Seconds of clock difference tolerated on a token's `nbf`/`exp` (`server.token_leeway`).
     public var tokenLeeway = 30
+    /// Event-loop threads the rooms are spread over (`server.workers`, 1-64); nil (`auto`, the
+    /// default) is one per CPU the process may run on (docs/roomserver.md, "Workers").
+    public var workers: Int?
     /// What one peer may take from the server (`[limits]`).
     public var limits = RoomServerLimits()
     /// Media encrypted with SRTP (`media.srtp`, default yes). `no` sends and expects plain RTP
@@ -149,7 +152,7 @@ public struct RoomServerConfiguration: Sendable, Equatable {
     }
 
     static let sections: [(name: String, keys: [String])] = [
-        ("server", ["listen", "plain_listen", "media", "log_level", "token_leeway"]),
+        ("server", ["listen", "plain_listen", "media", "log_level", "token_leeway", "workers"]),
         ("tls", ["cert_file", "key_file"]),
         ("keys", []),
         ("public_keys", []),
@@ -266,6 +269,12 @@ public struct RoomServerConfiguration: Sendable, Equatable {
         configuration.placement = placement
         configuration.tls = tls
         configuration.tokenLeeway = try values.int("server.token_leeway", in: 0 ... 300) ?? 30
+        if let workers = try values.string("server.workers"), workers != "auto" {
+            guard let n = Int(workers), (1 ... RoomServerWorkers.most).contains(n) else {
+                throw values.error("server.workers", "\"\(workers)\" is not auto or a whole number from 1 to \(RoomServerWorkers.most)")
+            }
+            configuration.workers = n
+        }
         var limits = RoomServerLimits()
         limits.helloTimeoutMs = Int64(try values.int("limits.hello_timeout_ms", in: 100 ... 60_000) ?? Int(limits.helloTimeoutMs))
         limits.maxConnections = try values.int("limits.max_connections", in: 1 ... 1_000_000) ?? limits.maxConnections

@@ -25,6 +25,9 @@ extension RoomServer {
         /// Accepted, not joined, not closing: counted in `waitingByHost` and queued in
         /// `waitingQueue` until `stopWaiting`.
         var waitingToJoin = true
+        /// Its `hello` named a room another worker holds: the connection goes there once the
+        /// frames read with the hello are known (`readAvailable`).
+        var handOff: (worker: Int, hello: SignalMessage.Hello, requestID: Int?)?
 
         init(connection: any StreamTransport, maxFrameSize: Int, now: Int64) {
             self.connection = connection
@@ -34,6 +37,16 @@ extension RoomServer {
             windowStartMs = now
             acceptedMs = now
         }
+    }
+
+    /// A session on its way from one worker's thread to another's: nothing touches it between
+    /// `handOff` and `adopt`, hence `@unchecked`.
+    struct SessionParcel: @unchecked Sendable {
+        let session: Session
+        let hello: SignalMessage.Hello
+        let requestID: Int?
+        let frames: [[UInt8]]
+        let framingError: FrameError?
     }
 
     func accept(_ stream: StreamConnection, tls: Bool) {
@@ -64,9 +77,27 @@ extension RoomServer {
         }
         statistics.connectionsAccepted += 1
         let session = Session(connection: connection, maxFrameSize: options.maxFrameSize, now: nowMs())
-        sessions[ObjectIdentifier(connection)] = session
+        keepSession(session)
         waitingByHost[session.host, default: 0] += 1
         waitingQueue.append(session)
+        watch(session)
+    }
+
+    /// Sessions held here, and the group's count of open connections with them.
+    func keepSession(_ s: Session) {
+        sessions[ObjectIdentifier(s.connection)] = s
+        workers?.openConnections.add(1, ordering: .relaxed)
+    }
+
+    func forgetSession(_ key: ObjectIdentifier) {
+        if sessions.removeValue(forKey: key) != nil { workers?.openConnections.subtract(1, ordering: .relaxed) }
+    }
+
+    /// Open connections in the process, on every worker.
+    var openConnectionCount: Int { workers?.openConnections.load(ordering: .relaxed) ?? sessions.count }
+
+    private func watch(_ session: Session) {
+        let connection = session.connection
         connection.setEventHandler { [unowned self, weak session] event in
             guard let session else { return }
             switch event {
@@ -101,9 +132,13 @@ extension RoomServer {
             } catch {
                 framingError = error
             }
-            for frame in frames {
+            for (index, frame) in frames.enumerated() {
                 if s.closing { return }
                 process(frame, from: s)
+                if s.handOff != nil {
+                    handOff(s, frames: Array(frames[(index + 1)...]), framingError: framingError)
+                    return
+                }
             }
             if let framingError, !s.closing {
                 statistics.framingErrors += 1
@@ -154,11 +189,58 @@ extension RoomServer {
         } else {
             s.connection.close()
         }
-        if !s.connection.isOpen { sessions[ObjectIdentifier(s.connection)] = nil }
+        if !s.connection.isOpen { forgetSession(ObjectIdentifier(s.connection)) }
     }
 
     func reapSessions() {
-        for (key, s) in sessions where s.closing && !s.connection.isOpen { sessions[key] = nil }
+        for (key, s) in sessions where s.closing && !s.connection.isOpen { forgetSession(key) }
+    }
+
+    // MARK: - Between workers
+
+    /// Gives `s`, whose hello named a room another worker holds, to that worker with the
+    /// frames read after the hello: off this loop, posted to the other one, which joins it
+    /// (`adopt`). Still open, it stays in the group's connection count.
+    private func handOff(_ s: Session, frames: [[UInt8]], framingError: FrameError?) {
+        guard let workers, let (target, hello, requestID) = s.handOff else { return }
+        let key = ObjectIdentifier(s.connection)
+        sessions[key] = nil
+        s.connection.setEventHandler(nil)
+        guard s.connection.leaveLoop() else {
+            // Closed or failing meanwhile: nothing to hand over.
+            s.connection.close()
+            workers.openConnections.subtract(1, ordering: .relaxed)
+            return
+        }
+        let parcel = SessionParcel(session: s, hello: hello, requestID: requestID, frames: frames, framingError: framingError)
+        workers.perform(on: target) { server in server.adopt(parcel) }
+    }
+
+    /// A session handed over by another worker, on this worker's thread: watched by this loop,
+    /// then its hello joined here and the frames that came with it processed.
+    func adopt(_ parcel: SessionParcel) {
+        let s = parcel.session
+        do {
+            try s.connection.joinLoop(loop)
+        } catch {
+            Log.warning("roomserver: \(s.connection.peerAddress): cannot take the connection over: \(error)")
+            s.connection.close()
+            workers?.openConnections.subtract(1, ordering: .relaxed)
+            return
+        }
+        s.handOff = nil
+        sessions[ObjectIdentifier(s.connection)] = s
+        watch(s)
+        join(s, parcel.hello, requestID: parcel.requestID)
+        for frame in parcel.frames {
+            if s.closing { break }
+            process(frame, from: s)
+        }
+        if let framingError = parcel.framingError, !s.closing {
+            statistics.framingErrors += 1
+            refuse(s, .malformedMessage, framingError.description, requestID: nil, close: true)
+        }
+        drainLost()
     }
 
     /// Removes participants whose connections were lost, outside any effect loop.

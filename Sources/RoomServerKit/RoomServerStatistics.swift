@@ -84,10 +84,54 @@ public struct RoomServerStatistics: Sendable, Equatable {
         /// too old).
         public var srtpReplay = 0
 
+        mutating func add(_ other: Drops) {
+            garbage += other.garbage
+            truncated += other.truncated
+            badBinding += other.badBinding
+            bindingReplay += other.bindingReplay
+            bindingRateLimited += other.bindingRateLimited
+            unknownAddress += other.unknownAddress
+            malformedRTP += other.malformedRTP
+            wrongSSRC += other.wrongSSRC
+            notPublishing += other.notPublishing
+            notForwarded += other.notForwarded
+            rateLimited += other.rateLimited
+            disconnected += other.disconnected
+            srtpAuthentication += other.srtpAuthentication
+            srtpReplay += other.srtpReplay
+        }
+
         public var total: Int {
             garbage + truncated + badBinding + bindingReplay + bindingRateLimited + unknownAddress + malformedRTP + wrongSSRC
                 + notPublishing + notForwarded + rateLimited + disconnected + srtpAuthentication + srtpReplay
         }
+    }
+
+    /// Adds another worker's counts (a server of several workers reports their sum).
+    public mutating func add(_ other: RoomServerStatistics) {
+        connectionsAccepted += other.connectionsAccepted
+        joins += other.joins
+        resumes += other.resumes
+        joinsRefused += other.joinsRefused
+        framesReceived += other.framesReceived
+        badMessages += other.badMessages
+        framingErrors += other.framingErrors
+        floodDisconnects += other.floodDisconnects
+        backpressureDisconnects += other.backpressureDisconnects
+        keepaliveTimeouts += other.keepaliveTimeouts
+        requestsRefused += other.requestsRefused
+        receiverLossSent += other.receiverLossSent
+        helloTimeouts += other.helloTimeouts
+        connectionsRefused += other.connectionsRefused
+        connectionsEvicted += other.connectionsEvicted
+        appMessagesRefused += other.appMessagesRefused
+        datagramsReceived += other.datagramsReceived
+        bindingsAccepted += other.bindingsAccepted
+        bindingChallenges += other.bindingChallenges
+        packetsForwarded += other.packetsForwarded
+        datagramsSent += other.datagramsSent
+        sendFailures += other.sendFailures
+        dropped.add(other.dropped)
     }
 
     public init() {}
@@ -107,7 +151,7 @@ public struct TenantStatistics: Sendable, Equatable {
 
     public init() {}
 
-    mutating func add(_ other: TenantStatistics) {
+    public mutating func add(_ other: TenantStatistics) {
         joins += other.joins
         roomsOpened += other.roomsOpened
         packetsForwarded += other.packetsForwarded

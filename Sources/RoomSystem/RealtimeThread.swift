@@ -145,6 +145,10 @@ public final class NativeThread: @unchecked Sendable {
         return bytes.map { CChar(bitPattern: $0) } + [0]
     }
 
+    /// How many CPUs this process may run on (its affinity mask: taskset, systemd's
+    /// CPUAffinity, a container's cpuset), at least 1.
+    public static func usableCPUCount() -> Int { max(1, Int(clinux_usable_cpu_count())) }
+
     /// The calling thread's name, as /proc/self/task/TID/comm shows it.
     public static func currentName() -> String {
         var buffer = [CChar](repeating: 0, count: 16)

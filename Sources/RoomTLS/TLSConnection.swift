@@ -22,7 +22,7 @@ public final class TLSConnection: StreamTransport {
     public let stream: StreamConnection
     private let raw: OpaquePointer
     private let role: Role
-    private let loop: EventLoop
+    private var loop: EventLoop
     private var handler: ((StreamConnection.Event) -> Void)?
     public private(set) var isHandshakeComplete = false
     /// The connection failed because the server's certificate did not pass a check (chain,
@@ -33,10 +33,8 @@ public final class TLSConnection: StreamTransport {
     private var peerEnded = false
     private var failed = false
     private var sawWouldBlock = false
-    private var renotifyScheduled = false
+    private var renotifyTimer: EventLoop.TimerID?
     private var closing = false
-    /// The context's ciphertext buffer (shared by its connections, all on this loop thread).
-    private let scratch: TLSScratch
 
     /// While true, no `.readable` events, and once `inputHighWater` bytes wait here the socket is
     /// not read either: the peer's writes then back up in TCP, as with a plain connection.
@@ -69,10 +67,6 @@ public final class TLSConnection: StreamTransport {
             conn = roomtls_conn_new(context.raw, 1, nil, 0, &error, error.count)
         }
         guard let conn else { throw SystemError("TLS: \(cText(error))") }
-        switch role {
-        case .client(let context, _): scratch = context.scratch
-        case .server(let context): scratch = context.scratch
-        }
         raw = conn
         self.stream = stream
         self.role = role
@@ -81,6 +75,7 @@ public final class TLSConnection: StreamTransport {
     }
 
     deinit {
+        if let renotifyTimer { loop.cancel(renotifyTimer) }
         stream.handler = nil
         stream.close()
         roomtls_conn_free(raw)
@@ -146,6 +141,23 @@ public final class TLSConnection: StreamTransport {
         stream.closeAfterFlush()
     }
 
+    /// After the handshake only (the server's connections move once their `hello` names a
+    /// room): a connection that failed or is closing stays where it is.
+    public func leaveLoop() -> Bool {
+        guard isHandshakeComplete, !failed, !closing, stream.isOpen, early.isEmpty else { return false }
+        guard stream.leaveLoop() else { return false }
+        if let renotifyTimer { loop.cancel(renotifyTimer) }
+        renotifyTimer = nil
+        return true
+    }
+
+    public func joinLoop(_ loop: EventLoop) throws(SystemError) {
+        self.loop = loop
+        try stream.joinLoop(loop)
+        // Decrypted bytes already in OpenSSL would not wake the new loop: the socket has none.
+        if !isReadingPaused && (roomtls_buffered_input(raw) > 0 || peerEnded) { scheduleRenotify() }
+    }
+
     /// The most ciphertext `count` plaintext bytes become: TLS 1.3 records carry at most 16 KiB,
     /// each with a 5-byte header, the content-type byte and a 16-byte AEAD tag.
     static func ciphertextBound(_ count: Int) -> Int { count + (count / 16384 + 1) * 22 }
@@ -175,14 +187,14 @@ public final class TLSConnection: StreamTransport {
         for _ in 0 ..< 4 where roomtls_buffered_input(raw) < Self.inputHighWater {
             let result: StreamConnection.ReadResult
             do {
-                result = try stream.read(into: scratch.bytes)
+                result = try stream.read(into: loop.scratch)
             } catch {
                 fail(error)
                 return
             }
             switch result {
             case .bytes(let n):
-                let ok = roomtls_feed(raw, scratch.bytes.baseAddress, n)
+                let ok = roomtls_feed(raw, loop.scratch.baseAddress, n)
                 if ok != 0 { fail(SystemError("TLS from \(peerAddress): cannot buffer received data")); return }
                 continue
             case .endOfStream:
@@ -250,11 +262,10 @@ public final class TLSConnection: StreamTransport {
     }
 
     private func scheduleRenotify() {
-        guard !renotifyScheduled else { return }
-        renotifyScheduled = true
-        loop.schedule(after: .zero) { [weak self] in
+        guard renotifyTimer == nil else { return }
+        renotifyTimer = loop.schedule(after: .zero) { [weak self] in
             guard let self else { return }
-            self.renotifyScheduled = false
+            self.renotifyTimer = nil
             if self.stream.isOpen && !self.failed && !self.isReadingPaused { self.notifyReadable() }
         }
     }
@@ -262,9 +273,9 @@ public final class TLSConnection: StreamTransport {
     /// Hands OpenSSL's output to the socket.
     private func flushOutput() {
         while stream.isOpen {
-            let n = roomtls_take_output(raw, scratch.bytes.baseAddress, scratch.bytes.count)
+            let n = roomtls_take_output(raw, loop.scratch.baseAddress, loop.scratch.count)
             if n == 0 { return }
-            switch stream.write(UnsafeRawBufferPointer(rebasing: scratch.bytes[0 ..< n])) {
+            switch stream.write(UnsafeRawBufferPointer(rebasing: loop.scratch[0 ..< n])) {
             case .accepted: continue
             case .backpressure:
                 failLater(SystemError("TLS to \(peerAddress): more than \(outgoingLimit) bytes queued"))

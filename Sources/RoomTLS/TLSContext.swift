@@ -23,20 +23,11 @@ public struct TLSClientSettings: Sendable, Equatable {
 
 }
 
-/// The buffer ciphertext passes through between the socket and OpenSSL, one per context rather
-/// than one per connection: a server holding thousands of connections would otherwise keep
-/// 17 KiB each for a copy that lasts a moment. Every connection of a context runs on the one
-/// loop thread its owner uses (the server's, the session's), so they never use it at once.
-final class TLSScratch {
-    let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 17 * 1024, alignment: 16)
-    deinit { bytes.deallocate() }
-}
-
 /// The appliance's side: one per session configuration (the CA file is read when it is made).
-/// Its connections must share one loop thread (see `TLSScratch`).
+/// Its connections may run on any loops (OpenSSL contexts are thread-safe; the ciphertext
+/// passes through each loop's `scratch`).
 public final class TLSClientContext {
     let raw: OpaquePointer
-    let scratch = TLSScratch()
     public let settings: TLSClientSettings
 
     public init(settings: TLSClientSettings) throws(SystemError) {
@@ -65,11 +56,10 @@ public final class TLSClientContext {
 }
 
 /// The server's side: its certificate chain and key, read when it is made. `RoomServer` makes
-/// a new one on reload; connections already open keep theirs. Its connections must share one
-/// loop thread (see `TLSScratch`).
+/// a new one on reload; connections already open keep theirs. Its connections may run on any
+/// loops (see `TLSClientContext`).
 public final class TLSServerContext {
     let raw: OpaquePointer
-    let scratch = TLSScratch()
     public let certificateChainFile: String
     public let keyFile: String
     /// The SPKI pin of the leaf certificate (what appliances may pin).

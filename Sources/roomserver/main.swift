@@ -192,52 +192,65 @@ if let problem = PrivateMemory.keep() { Log.warning("roomserver: cannot keep key
 
 /// SIGHUP: the configuration file again. Everything is checked first (`load` validates the
 /// whole file); an error leaves the server exactly as it was and says so with file, line and
-/// key. Not in top-level code's closure, so nothing here is main-actor isolated.
-func reloadConfiguration(_ server: RoomServer, path: String, logLevelOverridden: Bool) {
+/// key. Every worker takes it; the outcome is logged once. Not in top-level code's closure, so
+/// nothing here is main-actor isolated.
+func reloadConfiguration(_ workers: RoomServerWorkers, path: String, logLevelOverridden: Bool) {
     _ = try? SystemdNotifier().notify("RELOADING=1")
-    defer { _ = try? SystemdNotifier().notify("READY=1") }
     let next: RoomServerConfiguration
     do {
         next = try RoomServerConfiguration.load(path: path)
     } catch {
         Log.error("roomserver: SIGHUP: configuration not reloaded, nothing changed: \(error)")
+        _ = try? SystemdNotifier().notify("READY=1")
         return
     }
-    let report = server.reload(next)
-    var applied = report.applied
-    if !logLevelOverridden { Log.level = next.logLevel } else { applied.removeAll { $0 == "server.log_level" } }
-    var parts: [String] = []
-    if !applied.isEmpty { parts.append("applied " + applied.joined(separator: ", ")) }
-    if !report.restartNeeded.isEmpty { parts.append("restart needed for " + report.restartNeeded.joined(separator: ", ")) }
-    for refusal in report.refused { Log.error("roomserver: SIGHUP: \(refusal)") }
-    Log.notice("roomserver: SIGHUP: configuration \(path) reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
-    if next.keys.isEmpty && next.publicKeys.isEmpty { Log.warning("roomserver: no [keys] or [public_keys] configured; every token will be refused") }
+    workers.reload(next) { report in
+        var applied = report.applied
+        if !logLevelOverridden { Log.level = next.logLevel } else { applied.removeAll { $0 == "server.log_level" } }
+        var parts: [String] = []
+        if !applied.isEmpty { parts.append("applied " + applied.joined(separator: ", ")) }
+        if !report.restartNeeded.isEmpty { parts.append("restart needed for " + report.restartNeeded.joined(separator: ", ")) }
+        for refusal in report.refused { Log.error("roomserver: SIGHUP: \(refusal)") }
+        Log.notice("roomserver: SIGHUP: configuration \(path) reloaded: \(parts.isEmpty ? "no change" : parts.joined(separator: "; "))")
+        if next.keys.isEmpty && next.publicKeys.isEmpty { Log.warning("roomserver: no [keys] or [public_keys] configured; every token will be refused") }
+        _ = try? SystemdNotifier().notify("READY=1")
+    }
 }
 
+/// The workers, once started: the signal handler is set up before them (their threads must
+/// inherit the blocked signal mask), so it finds them here.
+final class Running: @unchecked Sendable {
+    var workers: RoomServerWorkers?
+}
+
+let workerCount = configuration.workers ?? min(NativeThread.usableCPUCount(), RoomServerWorkers.most)
+let running = Running()
 let loop: EventLoop
-let server: RoomServer
+let workers: RoomServerWorkers
 let signals: SignalSource
 do {
     loop = try EventLoop()
-    server = RoomServer(configuration: configuration, loop: loop)
-    try server.start()
     let path = configPath ?? ""
     let logLevelOverridden = options.logLevel != nil
     // SIGHUP used to end the process (its default action) without closing the rooms.
     signals = try SignalSource(signals: [SIGINT, SIGTERM, SIGHUP], loop: loop) { signal in
+        guard let workers = running.workers else { return }
         if signal == SIGHUP {
-            reloadConfiguration(server, path: path, logLevelOverridden: logLevelOverridden)
+            reloadConfiguration(workers, path: path, logLevelOverridden: logLevelOverridden)
             return
         }
         Log.notice("roomserver: signal \(signal): closing rooms")
         _ = try? SystemdNotifier().stopping()
-        server.shutdown { loop.stop() }
+        workers.shutdown()
+        loop.stop()
     }
+    workers = try RoomServerWorkers(configuration: configuration, count: workerCount)
+    running.workers = workers
 } catch {
     Log.error("roomserver: \(error)")
     exit(ExitStatus.osError)
 }
-Log.notice("roomserver \(roomdVersion) running (protocol \(roomProtocolVersion), \(configuration.keys.count) keys, policy \(configuration.room.policy.rawValue))")
+Log.notice("roomserver \(roomdVersion) running (protocol \(roomProtocolVersion), \(configuration.keys.count) keys, policy \(configuration.room.policy.rawValue), \(workerCount) worker\(workerCount == 1 ? "" : "s"))")
 _ = try? SystemdNotifier().ready(status: "serving")
 do {
     try loop.run()
@@ -245,10 +258,11 @@ do {
     Log.error("roomserver: event loop: \(error)")
     exit(ExitStatus.osError)
 }
-let stats = server.statistics
+workers.wait()
+let (stats, tenants) = workers.totals()
 Log.notice("roomserver: stopped; \(stats.joins) joins, \(stats.packetsForwarded) packets forwarded, \(stats.dropped.total) datagrams dropped"
            + " (\(stats.dropped.srtpAuthentication) failed SRTP authentication, \(stats.dropped.srtpReplay) SRTP replays, \(stats.dropped.badBinding + stats.dropped.bindingReplay) bad or replayed bindings)")
-for (app, tenant) in server.tenantStatistics.sorted(by: { $0.key < $1.key }) {
+for (app, tenant) in tenants.sorted(by: { $0.key < $1.key }) {
     Log.notice("roomserver: application \(app): \(tenant.joins) joins, \(tenant.roomsOpened) rooms, \(tenant.packetsForwarded) packets forwarded")
 }
 withExtendedLifetime(signals) {}

@@ -7,18 +7,21 @@ import RoomSystem
 import XCTest
 
 /// A server and its clients on one loop, turned by the test thread (`runOnce`): everything
-/// in-process, loopback only, deterministic ordering.
+/// in-process, loopback only, deterministic ordering. With `workers`, the server is a group of
+/// worker threads (`RoomServerWorkers`, `group`) and only the clients are on the test's loop.
 final class ServerHarness {
     static let secret = [UInt8](repeating: 7, count: 32)
     static let app = "test-app"
 
     let loop: EventLoop
-    let server: RoomServer
+    /// The server on the test's loop (nil with `workers`).
+    let server: RoomServer!
+    let group: RoomServerWorkers?
     var clients: [TestClient] = []
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
          reconnectGraceMs: Int64 = 20_000, limits: RoomServerLimits = RoomServerLimits(), srtp: Bool = true,
-         topN: Int = 3, speakerTurnMs: Int64 = RoomConfig().speakerTurnMs,
+         topN: Int = 3, speakerTurnMs: Int64 = RoomConfig().speakerTurnMs, workers: Int? = nil,
          configure: (inout RoomServer.Options) -> Void = { _ in }) throws {
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
@@ -37,12 +40,23 @@ final class ServerHarness {
         configuration.srtp = srtp
         var options = RoomServer.Options()
         configure(&options)
-        server = RoomServer(configuration: configuration, loop: loop, options: options)
-        try server.start()
+        if let workers {
+            group = try RoomServerWorkers(configuration: configuration, options: options, count: workers)
+            server = nil
+        } else {
+            group = nil
+            server = RoomServer(configuration: configuration, loop: loop, options: options)
+            try server.start()
+        }
     }
 
-    var signallingPort: UInt16 { server.plainSignallingAddresses[0].port! }
-    var mediaPort: UInt16 { server.mediaAddress!.port! }
+    deinit {
+        group?.shutdown()
+        group?.wait()
+    }
+
+    var signallingPort: UInt16 { (group?.plainSignallingAddresses ?? server.plainSignallingAddresses)[0].port! }
+    var mediaPort: UInt16 { (group?.mediaAddress ?? server.mediaAddress)!.port! }
 
     func token(room: String = "lobby", user: String, name: String? = nil, publish: Bool = false,
                moderate: Bool = false, expiresIn: Int = 3600, notBefore: Int = 0, keyID: String = "k1",

@@ -29,6 +29,33 @@ final class SignallingTLSTests: XCTestCase {
         XCTAssertFalse(a.states.contains { if case .failed = $0 { true } else { false } })
     }
 
+    /// roomd's session over TLS to a server of two workers: the front door's TLS session moves
+    /// to the worker of the room, and requests and events go on through it there.
+    func testATLSSessionMovesToTheWorkerOfItsRoom() throws {
+        let certs = try TestCertificates()
+        try certs.issue()
+        let h = try TLSHarness(certificates: certs, workers: 2)
+        let group = try XCTUnwrap(h.group)
+        var rooms = [String?](repeating: nil, count: 2)
+        for n in 0 ..< 100 where rooms.contains(nil) {
+            let worker = group.worker(for: RoomKey(app: "app", name: "room-\(n)"))
+            if rooms[worker] == nil { rooms[worker] = "room-\(n)" }
+        }
+        for (worker, room) in rooms.map({ $0! }).enumerated() {
+            let a = try h.member("alice", tls: TLSClientSettings(caFile: certs.path("ca.pem")), room: room)
+            let b = try h.member("bob", tls: TLSClientSettings(caFile: certs.path("ca.pem")), room: room)
+            XCTAssertTrue(h.run { a.joined && b.joined && a.session.participants.count == 2 },
+                          "worker \(worker): a: \(a.session.connectionState), b: \(b.session.connectionState)")
+            var answered = false
+            a.session.setAttribute(key: "topic", value: "w\(worker)") { result in
+                if case .success = result { answered = true }
+            }
+            XCTAssertTrue(h.run { answered && b.session.attributes["topic"] == "w\(worker)" }, "worker \(worker)")
+            a.session.stop()
+            b.session.stop()
+        }
+    }
+
     func testWrongCAIsRefusedWithTheReason() throws {
         let certs = try TestCertificates()
         try certs.issue()

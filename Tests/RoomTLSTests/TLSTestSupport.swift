@@ -15,10 +15,12 @@ import XCTest
 final class TLSHarness {
     static let secret = [UInt8](repeating: 7, count: 32)
     let loop: EventLoop
-    let server: RoomServer
+    /// The server on the test's loop; nil with `workers` (then `group` runs it on threads).
+    let server: RoomServer!
+    let group: RoomServerWorkers?
     let certificates: TestCertificates
 
-    init(certificates: TestCertificates, cert: String = "server", helloTimeoutMs: Int64? = nil) throws {
+    init(certificates: TestCertificates, cert: String = "server", helloTimeoutMs: Int64? = nil, workers: Int? = nil) throws {
         self.certificates = certificates
         loop = try EventLoop()
         var configuration = RoomServerConfiguration(
@@ -28,17 +30,28 @@ final class TLSHarness {
         configuration.plainListen = [.ipv4Loopback(port: 0)]
         if let helloTimeoutMs { configuration.limits.helloTimeoutMs = helloTimeoutMs }
         configuration.tls = RoomServerTLSFiles(certFile: certificates.path("\(cert).pem"), keyFile: certificates.path("\(cert).key"))
-        server = RoomServer(configuration: configuration, loop: loop)
-        try server.start()
+        if let workers {
+            group = try RoomServerWorkers(configuration: configuration, count: workers)
+            server = nil
+        } else {
+            group = nil
+            server = RoomServer(configuration: configuration, loop: loop)
+            try server.start()
+        }
     }
 
-    var tlsAddress: SocketAddress { server.signallingAddresses[0] }
-    var plainAddress: SocketAddress { server.plainSignallingAddresses[0] }
+    deinit {
+        group?.shutdown()
+        group?.wait()
+    }
 
-    func token(user: String) -> String {
+    var tlsAddress: SocketAddress { (group?.signallingAddresses ?? server.signallingAddresses)[0] }
+    var plainAddress: SocketAddress { (group?.plainSignallingAddresses ?? server.plainSignallingAddresses)[0] }
+
+    func token(user: String, room: String = "lobby") -> String {
         let now = RoomTokenVerifier.systemClock()
         return RoomToken.mint(
-            claims: RoomTokenClaims(app: "app", room: "lobby", sub: user, name: user,
+            claims: RoomTokenClaims(app: "app", room: room, sub: user, name: user,
                                     grants: RoomGrants(publish: true), exp: now + 3600, nbf: now, iat: now),
             keyID: "k1", secret: Self.secret)
     }
@@ -56,9 +69,10 @@ final class TLSHarness {
     }
 
     /// A session to `address` (default: the TLS listener) with `tls` (nil: plain).
-    func member(_ user: String, tls: TLSClientSettings?, address: SocketAddress? = nil, serverName: String? = nil) throws -> Member {
+    func member(_ user: String, tls: TLSClientSettings?, address: SocketAddress? = nil, serverName: String? = nil,
+                room: String = "lobby") throws -> Member {
         let m = Member()
-        var config = RoomSessionConfiguration(servers: [address ?? tlsAddress], token: token(user: user), role: .streamer)
+        var config = RoomSessionConfiguration(servers: [address ?? tlsAddress], token: token(user: user, room: room), role: .streamer)
         config.tls = tls
         if let serverName { config.tls?.serverName = serverName }
         config.backoff = RoomBackoff(initial: .milliseconds(50), maximum: .milliseconds(200))

@@ -100,4 +100,15 @@ enum { CLINUX_SENDMMSG_MAX = 64 };
 /// with errno set when the first one failed.
 int clinux_sendmmsg(int fd, const struct clinux_datagram *datagrams, unsigned int count);
 
+/// How many CPUs this thread may run on (sched_getaffinity): what taskset, systemd's
+/// CPUAffinity or a container's cpuset leave, not the machine's count. -1 with errno set.
+int clinux_usable_cpu_count(void);
+
+/// Steers datagrams among the sockets of `fd`'s SO_REUSEPORT group (SO_ATTACH_REUSEPORT_CBPF):
+/// the socket that joined the group n-th gets the datagrams whose RTP SSRC (byte 8) or, for a
+/// roomserver binding datagram ('R' first, participant id at byte 4), whose number modulo
+/// `groups` is n; a datagram too short for the load goes to the first. Returns 0, or -1 with
+/// errno set.
+int clinux_reuseport_steer_by_ssrc(int fd, unsigned int groups);
+
 #endif

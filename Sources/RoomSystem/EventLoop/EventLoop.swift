@@ -67,6 +67,12 @@ public final class EventLoop {
     /// The cross-thread side: `post`, `wake`, `stop`. Keep a copy on other threads.
     public let remote: EventLoopRemote
 
+    /// 17 KiB for use within one callback, never across two (RoomTLS moves ciphertext through
+    /// it: a TLS record is at most 16 KiB and its overhead). One per loop, so connections on
+    /// different threads never share it, and a connection moved to another loop uses the new
+    /// loop's.
+    public let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 17 * 1024, alignment: 16)
+
     private let epollFD: Int32
     private let eventBuffer: UnsafeMutablePointer<LinuxAPI.ReadyEvent>
     private let eventCapacity: Int
@@ -102,6 +108,7 @@ public final class EventLoop {
     deinit {
         Glibc.close(epollFD)
         eventBuffer.deallocate()
+        scratch.deallocate()
     }
 
     // MARK: File descriptors

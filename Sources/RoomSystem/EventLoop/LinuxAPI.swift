@@ -55,5 +55,7 @@ enum LinuxAPI {
         return Array(groups.prefix(Int(n)))
     }
 
+    static func steerReusePortGroup(_ fd: Int32, groups: Int) -> Int32 { clinux_reuseport_steer_by_ssrc(fd, UInt32(groups)) }
+
     static var socketFlags: Int32 { Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue) }
 }

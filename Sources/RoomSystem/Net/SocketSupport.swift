@@ -29,10 +29,12 @@ enum SocketSupport {
 
     /// An IP socket of `type` bound to `address` (IPv6 sockets are v6-only, so a v4 and a v6
     /// socket can share a port); closed again if any step fails.
-    static func openBound(_ address: SocketAddress, type: Int32, reuseAddress: Bool, what: String) throws(SystemError) -> Int32 {
+    static func openBound(_ address: SocketAddress, type: Int32, reuseAddress: Bool, reusePort: Bool = false,
+                          what: String) throws(SystemError) -> Int32 {
         let fd = try open(family: domain(of: address), type: type, what: what)
         do {
             if reuseAddress { try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
+            if reusePort { try setOption(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT") }
             if address.family == .ipv6 { try setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, "IPV6_V6ONLY") }
             try bind(fd, address)
         } catch {

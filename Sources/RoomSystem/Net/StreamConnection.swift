@@ -89,7 +89,7 @@ public final class StreamConnection {
         didSet { if oldValue != isReadingPaused { updateInterest() } }
     }
 
-    private let loop: EventLoop
+    private var loop: EventLoop
     private var fd: Int32
     private var registration: EventLoop.IORegistration?
     private var pending: [UInt8] = []
@@ -139,6 +139,30 @@ public final class StreamConnection {
     }
 
     deinit { close() }
+
+    // MARK: Moving to another loop
+
+    /// Stops the loop watching the connection, keeping it open, so another loop's thread can
+    /// take it with `joinLoop` (roomserver hands a joined connection to the worker that holds
+    /// its room). Call on the current loop's thread; from then until `joinLoop` nothing may
+    /// touch the connection. False, and nothing changed, when it cannot move: closed, or
+    /// closing after a flush.
+    public func leaveLoop() -> Bool {
+        guard fd >= 0, isConnected, !closeWhenDrained, let registration else { return false }
+        loop.deregister(registration)
+        self.registration = nil
+        return true
+    }
+
+    /// Continues on `loop` (call on its thread) after `leaveLoop`: what was queued to send
+    /// still goes, and bytes that arrived meanwhile are reported as `.readable`.
+    public func joinLoop(_ loop: EventLoop) throws(SystemError) {
+        precondition(registration == nil && fd >= 0, "joinLoop without leaveLoop")
+        self.loop = loop
+        var interest: EventLoop.Interest = isReadingPaused ? [] : .readable
+        if bufferedByteCount > 0 { interest.insert(.writable) }
+        try attach(interest: interest)
+    }
 
     // MARK: Reading and writing
 

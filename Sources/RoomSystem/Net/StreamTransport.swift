@@ -15,6 +15,10 @@ public protocol StreamTransport: AnyObject {
     @discardableResult func write(_ bytes: [UInt8]) -> StreamConnection.WriteResult
     func close()
     func closeAfterFlush()
+    /// Moving to another loop's thread: `leaveLoop` on the old one (false: it cannot move, close
+    /// it), then `joinLoop` on the new one; nothing touches it in between. See StreamConnection.
+    func leaveLoop() -> Bool
+    func joinLoop(_ loop: EventLoop) throws(SystemError)
 }
 
 extension StreamConnection: StreamTransport {

@@ -28,6 +28,44 @@ public final class UDPSocket {
         localAddress = SocketSupport.localAddress(fd)
     }
 
+    private init(adopting fd: Int32) {
+        fileDescriptor = fd
+        localAddress = SocketSupport.localAddress(fd)
+    }
+
+    /// `count` sockets bound to one address (an SO_REUSEPORT group), each datagram steered to
+    /// one of them by its RTP SSRC or binding participant id modulo `count`
+    /// (`clinux_reuseport_steer_by_ssrc`): socket n gets exactly the media of the participants
+    /// whose numbers are n modulo `count`, so a worker thread owning socket n owns their
+    /// media without any hand-over in user space. One socket, no SO_REUSEPORT, when `count` is 1.
+    ///
+    /// SO_REUSEPORT would also let another process of the same user bind the port and take a
+    /// share of the datagrams; so the port is first bound once without it, which fails
+    /// (EADDRINUSE, named in the error) when anything holds it.
+    public static func steeredGroup(bindingTo address: SocketAddress, count: Int) throws(SystemError) -> [UDPSocket] {
+        guard count > 1 else { return [try UDPSocket(bindingTo: address)] }
+        guard address.family == .ipv4 || address.family == .ipv6 else {
+            throw SystemError("UDP socket \(address): not an IP address")
+        }
+        let type = Int32(SOCK_DGRAM.rawValue)
+        if address.port != 0 {
+            let probe = try SocketSupport.openBound(address, type: type, reuseAddress: false, what: "udp \(address)")
+            Glibc.close(probe)
+        }
+        var sockets: [UDPSocket] = []
+        var bound = address
+        for _ in 0 ..< count {
+            let fd = try SocketSupport.openBound(bound, type: type, reuseAddress: false, reusePort: true, what: "udp \(bound)")
+            let socket = UDPSocket(adopting: fd)
+            if sockets.isEmpty { bound = socket.localAddress }
+            sockets.append(socket)
+        }
+        if LinuxAPI.steerReusePortGroup(sockets[0].fileDescriptor, groups: count) != 0 {
+            throw .errno("SO_ATTACH_REUSEPORT_CBPF on \(bound)")
+        }
+        return sockets
+    }
+
     deinit { close() }
 
     /// Asks the kernel for larger socket buffers. A server that receives bursts (every client's
