@@ -175,7 +175,7 @@ public final class RoomServer {
         // 1100 idle connections block every join), and keep a reserve below it for the
         // listeners, the media sockets, the event loops and log output.
         let descriptors = FileDescriptorLimit.raiseToHard()
-        let reserve = 32 + 4 * workerCount
+        let reserve = 32 + 4 * (workerCount - 1)
         connectionCapacity = max(1, min(configuration.limits.maxConnections, descriptors.soft - reserve))
         if listens {
             Log.info("roomserver: file descriptor limit \(descriptors.soft) (hard \(descriptors.hard)); up to \(connectionCapacity) connections")

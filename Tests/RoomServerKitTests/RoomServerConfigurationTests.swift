@@ -72,6 +72,13 @@ final class RoomServerConfigurationTests: XCTestCase {
         XCTAssertThrowsError(try RoomServerConfiguration.parse(text: base + "[media]\nsrtp_profile = x\n", file: "t.conf"))
     }
 
+    func testWorkers() throws {
+        let base = "[server]\nplain_listen = 127.0.0.1:7702\n"
+        XCTAssertNil(try RoomServerConfiguration.parse(text: base, file: "t.conf").workers, "auto by default")
+        XCTAssertNil(try RoomServerConfiguration.parse(text: base + "workers = auto\n", file: "t.conf").workers)
+        XCTAssertEqual(try RoomServerConfiguration.parse(text: base + "workers = 3\n", file: "t.conf").workers, 3)
+    }
+
     func testDefaultsAndLists() throws {
         let b64 = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
         let config = try RoomServerConfiguration.parse(text: """
@@ -127,6 +134,9 @@ final class RoomServerConfigurationTests: XCTestCase {
             ("[server]\nlog_level = loud\n", 2, "server.log_level", "loud"),
             ("[server]\nlog_level = warn\n", 2, "server.log_level", "\"warn\" is not error, warning, notice, info or debug"),
             ("[server]\nlisten = 127.0.0.1:1,,127.0.0.1:2\n", 2, "server.listen", "empty"),
+            ("[server]\nworkers = 0\n", 2, "server.workers", "\"0\" is not auto or a whole number from 1 to 64"),
+            ("[server]\nworkers = all\n", 2, "server.workers", "\"all\" is not auto"),
+            ("[server]\nworkers = 65\n", 2, "server.workers", "from 1 to 64"),
             ("[server]\nlisen = 127.0.0.1:1\n", 2, "server.lisen", "did you mean \"listen\""),
             ("\n[rooms]\npolicy = anarchy\n", 3, "rooms.policy", "open or moderated"),
             ("[rooms]\n\ntop_n = 0\n", 3, "rooms.top_n", "out of range"),

@@ -132,4 +132,24 @@ final class RoomServerWorkersTests: XCTestCase {
         let third = try h.connect()
         XCTAssertTrue(h.run { third.closed }, "a third connection is refused while two are joined elsewhere")
     }
+
+    /// SIGHUP's reload reaches every worker: a key added in the file admits a join to a room on
+    /// the second worker, and a changed worker count is reported as needing a restart.
+    func testAReloadReachesEveryWorker() throws {
+        let h = try ServerHarness(workers: 2)
+        let group = try XCTUnwrap(h.group)
+        let room = roomsByWorker(group)[1]
+        let secret = [UInt8](repeating: 3, count: 32)
+        var next = h.configuration
+        next.keys["k2"] = RoomServerKey(keyID: "k2", appID: ServerHarness.app, secret: secret)
+        next.workers = 3
+        let report = Mutex<RoomServer.ReloadReport?>(nil)
+        group.reload(next) { r in report.withLock { $0 = r } }
+        XCTAssertTrue(h.run { report.withLock { $0 } != nil })
+        XCTAssertEqual(report.withLock { $0 }?.applied, ["keys"])
+        XCTAssertEqual(report.withLock { $0 }?.restartNeeded, ["server.workers"])
+        let client = try h.connect()
+        client.send(.hello(.init(client: "test/1", token: h.token(room: room, user: "carol", keyID: "k2", secret: secret), role: .audience)))
+        XCTAssertTrue(h.run { client.welcome != nil }, "\(client.messages)")
+    }
 }

@@ -17,6 +17,8 @@ final class ServerHarness {
     /// The server on the test's loop (nil with `workers`).
     let server: RoomServer!
     let group: RoomServerWorkers?
+    /// What the server was started with.
+    let configuration: RoomServerConfiguration
     var clients: [TestClient] = []
 
     init(policy: RoomStagePolicy = .open, speakerLimit: Int = 6, maxParticipants: Int = 50,
@@ -38,6 +40,7 @@ final class ServerHarness {
         configuration.plainListen = [.ipv4Loopback(port: 0)]
         configuration.limits = limits
         configuration.srtp = srtp
+        self.configuration = configuration
         var options = RoomServer.Options()
         configure(&options)
         if let workers {
