@@ -85,6 +85,12 @@ configure() { # configure EXAMPLE LISTEN_KEY > FILE
     "$1"
 }
 configure "$EXAMPLE" "$SERVER_LISTEN_KEY" > "$WORK/server.conf"
+# SERVER_WORKERS=N: the server's event-loop threads (server.workers; unset: its default, one per
+# CPU it may run on, so a server pinned to one CPU runs one).
+if [ -n "${SERVER_WORKERS:-}" ]; then
+  grep -q '^# workers = auto' "$WORK/server.conf" || { echo "bench_server: $EXAMPLE has no workers key" >&2; exit 2; }
+  sed -i -E "s/^# workers = auto/workers = $SERVER_WORKERS/" "$WORK/server.conf"
+fi
 # roomload reads its signing key from a configuration in today's format (the keys are the same).
 configure "$ROOT/docs/roomserver.conf.example" "$LISTEN_KEY" > "$WORK/load.conf"
 case "${SRTP:-yes}" in
