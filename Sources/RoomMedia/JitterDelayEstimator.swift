@@ -233,7 +233,10 @@ struct JitterDelayEstimator: ~Copyable {
         i = windowHead
         for _ in 0 ..< windowCount {
             let bin = min(Int((windowDelay[i] - smallest) / samplesPerMs), histogramBins - 1)
-            histogram[bin] += 1
+            // Not `+= 1`: Swift 6.3.1 built with -sanitize=thread emits an invalid bitcast for that
+            // read-modify-write through a pointer stored in a non-copyable struct, and the
+            // compiler aborts (scripts/sanitize could not build).
+            histogram[bin] = histogram[bin] + 1
             i = i + 1 == windowCapacity ? 0 : i + 1
         }
         let rank = Int((percentile * Double(windowCount)).rounded(.up))
