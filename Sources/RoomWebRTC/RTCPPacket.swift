@@ -251,7 +251,7 @@ public struct RTCPWriter: ~Copyable {
         put32(block.jitter)
         put32(block.lastSenderReport)
         put32(block.delaySinceLastSenderReport)
-        buffer[at] += 1
+        buffer[at] = buffer[at] + 1  // not `+=`: see JitterDelayEstimator (ThreadSanitizer build)
         setLength(of: at)
         return true
     }
