@@ -136,7 +136,12 @@ extension RoomServer {
                 if s.closing { return }
                 process(frame, from: s)
                 if s.handOff != nil {
-                    handOff(s, frames: Array(frames[(index + 1)...]), framingError: framingError)
+                    // Not from here: the connection's own code (TLS's read loop) is on the stack
+                    // below this handler and touches it after the handler returns. Deaf until
+                    // then; what arrives meanwhile waits in the socket and TLS buffers and moves.
+                    s.connection.setEventHandler(nil)
+                    let rest = Array(frames[(index + 1)...])
+                    loop.schedule(after: .zero) { [weak self] in self?.handOff(s, frames: rest, framingError: framingError) }
                     return
                 }
             }
@@ -200,12 +205,14 @@ extension RoomServer {
 
     /// Gives `s`, whose hello named a room another worker holds, to that worker with the
     /// frames read after the hello: off this loop, posted to the other one, which joins it
-    /// (`adopt`). Still open, it stays in the group's connection count.
+    /// (`adopt`). Still open, it stays in the group's connection count. Runs from a timer of
+    /// its own, so that nothing of the connection is on the stack when it leaves.
     private func handOff(_ s: Session, frames: [[UInt8]], framingError: FrameError?) {
         guard let workers, let (target, hello, requestID) = s.handOff else { return }
         let key = ObjectIdentifier(s.connection)
+        // Closed meanwhile (shutdown): `closeSession` has it, and its count.
+        guard sessions[key] === s, !s.closing else { return }
         sessions[key] = nil
-        s.connection.setEventHandler(nil)
         guard s.connection.leaveLoop() else {
             // Closed or failing meanwhile: nothing to hand over.
             s.connection.close()
