@@ -33,6 +33,44 @@ final class StreamSocketTests: XCTestCase {
         XCTAssertTrue(try runLoop(loop) { server.connections.isEmpty }, "server saw end of stream")
     }
 
+    /// `leaveLoop` / `joinLoop` (roomserver hands a joined connection to its room's worker):
+    /// what was queued to send still goes, what arrived meanwhile is read on the new loop.
+    func testAConnectionMovesToAnotherLoopWithNothingLost() throws {
+        let first = try EventLoop(), second = try EventLoop()
+        var accepted: StreamConnection?
+        let listener = try TCPListener(address: .ipv4Loopback(port: 0), loop: first, outgoingLimit: 8 << 20) { accepted = $0 }
+        var toClient: [UInt8] = []
+        let client = try TCPConnection.connect(to: .ipv4Loopback(port: listener.localPort), loop: first) { c, event in
+            if case .readable = event { drain(c, into: &toClient) }
+        }
+        client.isReadingPaused = true  // so the server's big write stays partly queued
+        XCTAssertTrue(try runLoop(first) { accepted != nil && client.isConnected })
+        let server = try XCTUnwrap(accepted)
+        var toServer: [UInt8] = []
+        server.handler = { c, event in if case .readable = event { drain(c, into: &toServer) } }
+        client.write(Array("one".utf8))
+        XCTAssertTrue(try runLoop(first) { toServer.count == 3 })
+
+        let big = (0 ..< 4_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        XCTAssertEqual(server.write(big), .accepted)
+        XCTAssertGreaterThan(server.bufferedByteCount, 0, "the kernel took it all: nothing queued to move")
+        client.write(Array("two".utf8))
+        XCTAssertTrue(server.leaveLoop())
+        try server.joinLoop(second)
+        client.isReadingPaused = false
+        let deadline = monotonicNanoseconds() + 5_000_000_000
+        while (toClient.count < big.count || toServer.count < 6) && monotonicNanoseconds() < deadline {
+            _ = try first.runOnce(timeout: .milliseconds(1))
+            _ = try second.runOnce(timeout: .milliseconds(1))
+        }
+        XCTAssertEqual(String(decoding: toServer, as: UTF8.self), "onetwo")
+        XCTAssertEqual(toClient.count, big.count)
+        XCTAssertTrue(toClient == big)
+
+        server.close()
+        XCTAssertFalse(server.leaveLoop(), "a closed connection does not move")
+    }
+
     func testTCPOverIPv6() throws {
         let loop = try EventLoop()
         let server: EchoServer
