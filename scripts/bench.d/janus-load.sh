@@ -13,17 +13,20 @@
 #
 #   JANUS_LOAD_POINTS   ROOMSxPARTICIPANTS[/STREAMERS] ... (default below; STREAMERS default: all
 #                       talk; the others join muted and send nothing, as an audience appliance)
+#   JANUS_LOAD_CPUS     the CPUs Janus may use (taskset -c; default 0). 0-1 lets it spread its
+#                       rooms' mixer threads over both CPUs of this VM, sharing CPU 1 with the
+#                       generator; the CPU figure is then of all its threads (100 = one core).
 # Needs janus (scripts/setup installs it) and libopus (janus depends on it).
 command -v janus > /dev/null 2>&1 || { echo "bench janus-load: janus is not installed (apt-get install janus)" >&2; exit 1; }
 JANUS_LOAD_POINTS="${JANUS_LOAD_POINTS:-1x3 5x3 10x3 2x10/3 5x10/3 10x6 15x6}"
 JANUS_LOAD_WARMUP="${JANUS_LOAD_WARMUP:-5}"
 JANUS_LOAD_DURATION="${JANUS_LOAD_DURATION:-20}"
 speech far "$FAR_TEXT" en-us
-# Janus on CPU 0 (scripts/janus-dev): sets JANUS_DEV, JL_PORT, JL_PID. The files of an earlier
+# Janus on CPU 0, or JANUS_LOAD_CPUS (scripts/janus-dev): sets JANUS_DEV, JL_PORT, JL_PID. The files of an earlier
 # Janus go first, or they would be read before janus-dev clears them.
 jl_start_janus() {
   rm -f "$WORK/janus-load/ws_port" "$WORK/janus-load/janus.pid"
-  taskset -c 0 "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
+  taskset -c "${JANUS_LOAD_CPUS:-0}" "$ROOT/scripts/janus-dev" "$WORK/janus-load" > "$WORK/janus-load-dev.log" 2>&1 &
   JANUS_DEV=$!
   for _ in $(seq 150); do [ -s "$WORK/janus-load/ws_port" ] && break; sleep 0.1; done
   [ -s "$WORK/janus-load/ws_port" ] || { echo "bench janus-load: Janus did not start: $(cat "$WORK/janus-load-dev.log")" >&2; exit 1; }
