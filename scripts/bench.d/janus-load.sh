@@ -38,14 +38,15 @@ jl_start_janus
 JL_IP="$(ip -4 -o addr show up scope global | awk '{print $4; exit}' | cut -d/ -f1)"
 sleep 2
 : > "$WORK/janus-load.jsonl"
-python3 "$ROOT/scripts/bench.d/janus-load.py" idle --janus-pid "$JL_PID" --duration "$JANUS_LOAD_DURATION" | tee -a "$WORK/janus-load.jsonl"
+jl_tag() { sed "s/^{/{\"janus_cpus\":\"${JANUS_LOAD_CPUS:-0}\",/"; }
+python3 "$ROOT/scripts/bench.d/janus-load.py" idle --janus-pid "$JL_PID" --duration "$JANUS_LOAD_DURATION" | jl_tag | tee -a "$WORK/janus-load.jsonl"
 base=9000
 for point in $JANUS_LOAD_POINTS; do
   rooms="${point%%x*}"; rest="${point#*x}"; per_room="${rest%%/*}"
   streamers="$per_room"; [ "$rest" != "$per_room" ] && streamers="${rest#*/}"
   taskset -c 1 python3 "$ROOT/scripts/bench.d/janus-load.py" run --ws "$JL_PORT" --janus-pid "$JL_PID" --ip "$JL_IP" \
     --rooms "$rooms" --participants "$per_room" --streamers "$streamers" --room-base "$base" \
-    --warmup "$JANUS_LOAD_WARMUP" --duration "$JANUS_LOAD_DURATION" --speech "$WORK/far.wav" | tee -a "$WORK/janus-load.jsonl"
+    --warmup "$JANUS_LOAD_WARMUP" --duration "$JANUS_LOAD_DURATION" --speech "$WORK/far.wav" | jl_tag | tee -a "$WORK/janus-load.jsonl"
   base=$((base + 1000))
   sleep 2
 done
