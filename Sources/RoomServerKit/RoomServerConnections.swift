@@ -220,7 +220,11 @@ extension RoomServer {
             return
         }
         let parcel = SessionParcel(session: s, hello: hello, requestID: requestID, frames: frames, framingError: framingError)
-        workers.perform(on: target) { server in server.adopt(parcel) }
+        if !workers.perform(on: target, { server in server.adopt(parcel) }) {
+            // Not running (a worker that failed to start takes the process down with it).
+            s.connection.close()
+            workers.openConnections.subtract(1, ordering: .relaxed)
+        }
     }
 
     /// A session handed over by another worker, on this worker's thread: watched by this loop,

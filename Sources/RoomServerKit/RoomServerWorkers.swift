@@ -56,7 +56,9 @@ public final class RoomServerWorkers: Sendable {
             worker.media = socket
             return worker
         }
-        for index in 0 ..< count {
+        // The front door (worker 0) last: by the time it accepts, every worker it may hand a
+        // connection to is running.
+        for index in (0 ..< count).reversed() {
             let worker = workers[index]
             do {
                 let thread = try NativeThread(name: "roomserver-w\(index)") { [self] in
@@ -67,7 +69,7 @@ public final class RoomServerWorkers: Sendable {
                 stopAll()
                 throw error
             }
-            // One at a time: worker 0 binds the listeners first, and an error stops the rest.
+            // One at a time: an error (worker 0's listeners, say) stops those already running.
             while true {
                 let result = worker.state.withLock { $0.started }
                 if case .failure(let error)? = result {
@@ -109,14 +111,16 @@ public final class RoomServerWorkers: Sendable {
     }
 
     /// Runs `body` with worker `index`'s server on its thread (later, in posting order). Not
-    /// run once that worker has stopped.
-    public func perform(on index: Int, _ body: @escaping @Sendable (RoomServer) -> Void) {
+    /// run once that worker has stopped; false when it has not started.
+    @discardableResult
+    public func perform(on index: Int, _ body: @escaping @Sendable (RoomServer) -> Void) -> Bool {
         let worker = workers[index]
-        guard let remote = worker.state.withLock({ $0.remote }) else { return }
+        guard let remote = worker.state.withLock({ $0.remote }) else { return false }
         remote.post {
             guard let server = worker.server else { return }
             body(server)
         }
+        return true
     }
 
     /// The worker that holds the room `key`: FNV-1a of its application and name, modulo

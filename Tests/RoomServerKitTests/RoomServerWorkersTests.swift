@@ -152,4 +152,16 @@ final class RoomServerWorkersTests: XCTestCase {
         client.send(.hello(.init(client: "test/1", token: h.token(room: room, user: "carol", keyID: "k2", secret: secret), role: .audience)))
         XCTAssertTrue(h.run { client.welcome != nil }, "\(client.messages)")
     }
+
+    /// A listener that cannot bind fails start-up as with one worker, and the workers already
+    /// running are stopped, not left behind.
+    func testAListenerThatCannotBindFailsTheStartAndStopsTheOthers() throws {
+        let loop = try EventLoop()
+        let taken = try TCPListener(address: .ipv4Loopback(port: 0), loop: loop) { _ in }
+        var configuration = RoomServerConfiguration(listen: [], media: .ipv4Loopback(port: 0), keys: [:])
+        configuration.plainListen = [taken.localAddress]
+        XCTAssertThrowsError(try RoomServerWorkers(configuration: configuration, count: 3)) { error in
+            XCTAssertTrue("\(error)".contains("\(taken.localAddress)"), "\(error)")
+        }
+    }
 }
