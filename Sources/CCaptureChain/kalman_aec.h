@@ -513,7 +513,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     ghi = KLr > from ? ghi / (KLr - from) : 1;
     for (int k = KLr; k < Kro; k++) a->G[k] = ghi;
     derev_apply(&a->derev, a->Fr, a->Fi, a->G, Kro);
-    ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro);
+    ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro, a->derev.on ? a->derev.reverberance : 0);
     for (int k = 0; k < Kro; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
     for (int k = Kro; k < Kr; k++) { a->Fr[k] = 0; a->Fi[k] = 0; }
     room_fft_inverse(&a->fftr, a->Fr, a->Fi, a->rt, 1.0f / a->fftr.n);
