@@ -522,7 +522,8 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     for (int k = KLr; k < Kro; k++) a->G[k] = ghi;
     derev_apply(&a->derev, a->Fr, a->Fi, a->G, Kro);
     {
-        const float target = a->derev.on && a->far_quiet_blocks >= Canceller::kNsEchoHangover ? a->derev.reverberance : 0;
+        const bool room_talks = a->far_quiet_blocks >= Canceller::kNsEchoHangover || a->dtf < 0.1f;
+        const float target = a->derev.on && room_talks ? a->derev.reverberance : 0;
         a->ns_reverb += 0.1f * (target - a->ns_reverb);
     }
     ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro, a->ns_reverb);
