@@ -280,6 +280,8 @@ static Canceller *create(const Params &prm, int banks = 1) {
     a->G = zeros(a->Kr); a->Fr = zeros(a->Kr); a->Fi = zeros(a->Kr); a->rt = zeros(a->Nr);
     a->near_share = zeros(a->Kr);
     ok = ns_init(&a->ns, a->Kr, prm.ns_level) && ok;
+    a->ns.k0 = (int)(300.0f * a->Nr / prm.rate);
+    a->ns.k1 = (int)(4000.0f * a->Nr / prm.rate);
     ok = derev_init(&a->derev, a->Kr, a->Nr, prm.rate, a->H) && ok;
     float *need[] = ROOMAEC_BUFFERS(a);
     for (float *b : need) ok = ok && b;
