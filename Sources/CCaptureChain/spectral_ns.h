@@ -70,6 +70,8 @@ static bool ns_init(NoiseSuppressor *n, int K, int level) {
     n->floor_gain = ns_floor_for_level(level);
     n->blocks = 0;
     n->on = false;
+    n->k0 = n->k1 = 0;  // no speech presence, and so no raised floor, unless the owner sets them
+    n->speech = 0;
     return n->smoothed && n->noise && n->cleaned;
 }
 
@@ -80,7 +82,8 @@ static bool ns_init(NoiseSuppressor *n, int K, int level) {
 static void ns_apply(NoiseSuppressor *n, const float *Fr, const float *Fi, float *G, int count,
                      float reverberance = 0) {
     if (!n->on) return;
-    // Speech present: at least a fifth of the 0.3-4 kHz bins 6 dB above the floor (with its bias);
+    // Speech present: at least a fifth of the 0.3-4 kHz bins 8 dB above the noise estimate with
+    // its 2 dB bias (6.3 × 1.585);
     // the raised floor follows within ~30 ms and leaves over ~200 ms.
     float floor_gain = n->floor_gain;
     if (n->blocks > 0 && n->k1 > n->k0) {
