@@ -49,8 +49,9 @@ enum AllowedImports {
                       "RoomSystem", "RoomTelephony", "Synchronization"],
         "RoomClient": ["RoomBase", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol", "RoomSystem", "RoomTLS"],
         "RoomControl": ["RoomBase", "RoomJSON", "RoomModel", "RoomSettings", "RoomSystem"],
+        // Synchronization: the worker threads' shared count and hand-over table (RoomServerWorkers).
         "RoomServerKit": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomMedia", "RoomMediaCrypto", "RoomModel", "RoomProtocol",
-                          "RoomSettings", "RoomSystem", "RoomTLS"],
+                          "RoomSettings", "RoomSystem", "RoomTLS", "Synchronization"],
         "RoomWebRTC": ["FoundationEssentials", "RoomDTLS", "RoomICE", "RoomMedia", "RoomMediaCrypto", "RoomProtocol", "RoomSDP", "RoomSystem"],
         "RoomJanus": ["FoundationEssentials", "RoomBase", "RoomCrypto", "RoomJSON", "RoomSystem", "RoomTLS"],
         "RoomJanusBackend": ["RoomBase", "RoomJanus", "RoomMedia", "RoomModel", "RoomProtocol", "RoomSDP", "RoomSystem", "RoomTLS",
