@@ -38,7 +38,7 @@ extension AudioLoop {
         let now = mediaClockSamples(nanoseconds: monotonicNanoseconds())
         while let received = incoming.pop() { remotes.insert(received) }
         while let received = listening.pop() { remotes.insert(received, leg: .listen) }
-        while let received = call.incoming.pop() { remotes.insert(received, leg: .call) }
+        while let received = callIncoming.pop() { remotes.insert(received, leg: .call) }
         // After the packets: those that came before the release are filed, then freed with it.
         while let departed = releases.pop() {
             let (leg, ssrc) = MediaLeg.split(departed)

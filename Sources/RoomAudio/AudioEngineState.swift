@@ -56,6 +56,9 @@ final class AudioLoop: @unchecked Sendable {
     let incoming: SPSCRing<MediaPacket>
     let listening: SPSCRing<MediaPacket>
     let call: CallLeg
+    /// `call.incoming`, held here: read through `call` each period it cost a retain/release pair
+    /// (measured: `engine.retains_per_frame` 1.0), as a ring held by the loop does not.
+    let callIncoming: SPSCRing<MediaPacket>
     let callUplink: CallUplink
     /// The block's raw mix of the room's streams and of the call's (before volumes): what the
     /// caller and, while bridged, the room are sent beside the mic (`CallLeg`).
@@ -188,6 +191,7 @@ final class AudioLoop: @unchecked Sendable {
         self.incoming = incoming
         self.listening = listening
         self.call = call
+        callIncoming = call.incoming
         callUplink = try CallUplink(leg: call, rate: c.rate)
         ringTone = RingTone(rate: c.rate)
         self.releases = releases
