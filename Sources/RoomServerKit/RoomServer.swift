@@ -218,7 +218,8 @@ public final class RoomServer {
             Log.info("roomserver: signalling on \((signallingAddresses + plainSignallingAddresses).map(\.description).joined(separator: ", ")), media on \(socket.localAddress)\(workerCount > 1 ? ", rooms over \(workerCount) workers" : "")")
         }
         if configuration.srtp {
-            // Now, not at the first join (once per process: the library is ready after the first).: libsrtp's set-up runs known-answer tests of every cipher.
+            // Now, not at the first join: libsrtp's set-up runs known-answer tests of every cipher
+            // (once per process: every worker asks, the first one pays).
             do { try SRTPLibrary.ready() } catch { Log.error("roomserver: SRTP unavailable (joins will be refused): \(error)") }
             if listens { Log.info("roomserver: media encrypted (SRTP \(MediaEncryption.profileName) by \(SRTPLibrary.gcmBackend), keys per participant)") }
         } else if listens {
