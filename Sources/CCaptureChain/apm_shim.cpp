@@ -42,6 +42,20 @@ namespace roomagc {
 // double-talk bench's rev120-loud, near-end loss 6.0 dB against 0.06).
 constexpr float kEchoAloneFactor = 0.5f;
 inline bool echo_dominates(const roomaec::Canceller *k) { return k->echo_present && k->dtf > kEchoAloneFactor; }
+// Told "echo", the AGC does not raise its gain, but it still applies the gain it has (up to its
+// compression gain) to the canceller's residual and the room's noise: the chain sent more than
+// the canceller alone (the double-talk bench's rev120-loud, 0.03-0.06 dB; 1.95 dB less with the
+// AGC off). A block the canceller calls echo alone and whose level is below any talker's
+// (kResidualCeiling, low-band RMS) leaves the AGC no louder than it came in. A talker over the
+// far end is not told "echo" (above). Tried and not kept (docs/benchmarks.md, "doubletalk"):
+// holding louder blocks near the canceller's recent residual-to-echo ratio, and holding blocks
+// at far-end onsets, which the canceller does not yet call echo alone: both cost rev120-loud's
+// double talk (PESQ 2.83-2.85 against 3.05).
+constexpr float kResidualCeiling = 1.0e-3f;  // -60 dBFS
+inline float residual_gain(bool echo, float energy_in, float energy_out, int frames) {
+    if (!echo || energy_out <= energy_in || energy_in > kResidualCeiling * kResidualCeiling * (float)frames) return 1.0f;
+    return sqrtf(energy_in / energy_out);
+}
 constexpr int16_t kAdaptiveDigital = 2;     // the legacy AGC's mode numbers
 inline int16_t to_s16(float x) {
     float v = x * 32768.0f;
@@ -324,13 +338,25 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
             // canceller whether echo is present (then the AGC does not raise its level).
             int16_t *bands[1] = {a->agc_buf};
             for (int i = 0; i < a->kc_count && rc == 0; i++) {
-                for (int j = 0; j < a->low_frames; j++) a->agc_buf[j] = roomagc::to_s16(a->low_out[i][j]);
+                float energy_in = 0.0f, energy_out = 0.0f;
+                for (int j = 0; j < a->low_frames; j++) {
+                    a->agc_buf[j] = roomagc::to_s16(a->low_out[i][j]);
+                    energy_in += a->low_out[i][j] * a->low_out[i][j];
+                }
                 int32_t level = 0, level_after = 0;
                 uint8_t saturated = 0;
+                bool echo = roomagc::echo_dominates(a->kc[i]);
                 if (WebRtcAgc_VirtualMic(a->agc[i], bands, 1, (size_t)a->low_frames, 0, &level) != 0 ||
                     WebRtcAgc_Process(a->agc[i], bands, 1, (size_t)a->low_frames, bands, level, &level_after,
-                                      (int16_t)(roomagc::echo_dominates(a->kc[i]) ? 1 : 0), &saturated) != 0) { rc = -1; break; }
-                for (int j = 0; j < a->low_frames; j++) a->low_out[i][j] = a->agc_buf[j] * (1.0f / 32768.0f);
+                                      (int16_t)(echo ? 1 : 0), &saturated) != 0) { rc = -1; break; }
+                for (int j = 0; j < a->low_frames; j++) {
+                    float y = a->agc_buf[j] * (1.0f / 32768.0f);
+                    a->low_out[i][j] = y;
+                    energy_out += y * y;
+                }
+                float g = roomagc::residual_gain(echo, energy_in, energy_out, a->low_frames);
+                if (g < 1.0f)
+                    for (int j = 0; j < a->low_frames; j++) a->low_out[i][j] *= g;
             }
         }
         for (int i = 0; i < a->kc_count; i++) roomband::merge(&a->band, a->band_ch[i], a->low_out[i], a->low_in[i], a->frames, out[i]);
