@@ -363,6 +363,8 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     roombeam::steer(a->beam, b);
     if (a->kc_count == 0) return;
     roomaec::Canceller *k = a->kc[0];
+    // a beam whose echo path is still to learn takes the echo-time design the room calls for
+    if (b < roombeam::kBeams && k->bLeft[b] < 0) roombeam::choose_echo_design(a->beam, b);
     if (k->bLeft[b] >= 0 || a->beam->echo_blocks < 30) { roomaec::select_bank(k, b); return; }
     // A beam not served before: its echo path from the left one's through the relative transfer
     // functions, per bin of the filter (the beam's grid has half the bins: nearest).

@@ -59,6 +59,16 @@ constexpr int kFixedCandidate = 2;            // −3 dB: the design of a beam t
 // as the adaptive beam starts. Measured against the −3 dB design (kFixedCandidate) in the
 // double-talk bench's rev120-loud: 3.10 against 2.70 (2026-11-30).
 constexpr int kEchoCandidate = kStartCandidate;
+// … unless the room says otherwise when a beam is taken up with its echo path still to learn
+// (choose_echo_design): then that beam's echo-time design is the one candidate, the same across
+// frequency, whose output the mics' cross-spectra (adapt) say would be quietest over the codec's
+// band, by at least kEchoChoiceMarginDB in the mean of its per-bin powers in dB. Where the mics'
+// own noise is what there is (the double-talk bench's rooms) that is delay-and-sum; in a room with
+// a vent and reverberation, superdirective (the far-field double-talk scene, whose far end never
+// pauses, so the per-bin choice never runs: STOI 0.799 with delay-and-sum, 0.851 with the −15 dB
+// design; −3, −6, −10 dB: 0.832, 0.833, 0.836).
+constexpr float kEchoChoiceMarginDB = 0.5f;
+constexpr float kEchoChoiceLowHz = 300, kEchoChoiceHighHz = 8000;
                                               // (rbeam, ROOMD_BEAM_ADAPT=off)
 constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
 constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
@@ -94,6 +104,8 @@ struct Beam {
     // -24 dB; with delay-and-sum during the echo -52.8 dB: scripts/bench call, BeamEchoTests).
     // So the banks model the fixed design alone, and a choice moving changes no echo path.
     float *fwr, *fwi;
+    unsigned char echo_choice[kBeams];        // the candidate in fwr/fwi per beam (choose_echo_design)
+    int rate;
     bool echo_design, previous_echo_design;   // the tables in use now and before the fade
     // The echo's relative transfer from mic 0 to each mic, learnt while the far end plays alone
     // (learn_echo): smoothed cross-spectra X_m·X_0* and |X_0|². With it, the echo path a beam
@@ -211,7 +223,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     if (mics < 2 || mics > kMaxMics) return nullptr;
     Beam *b = (Beam *)calloc(1, sizeof(Beam));
     if (!b) return nullptr;
-    b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D;
+    b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D; b->rate = rate;
+    memset(b->echo_choice, kEchoCandidate, sizeof b->echo_choice);
     const int Kr = b->Kr;
     const size_t table = (size_t)(kBeams + 1) * mics * Kr;
     bool ok = (room_fft_init(&b->fft, Nr) == 0);
@@ -376,6 +389,44 @@ static inline float power_through(const Beam *b, int cand, int beam, int k) {
             sum += i == j ? re : 2 * re;
         }
     return sum;
+}
+
+// The echo-time design of beam `beam` (its fwr/fwi table): the candidate whose output would be
+// quietest over what the mics heard (kEchoChoiceLowHz … kEchoChoiceHighHz, the mean of the
+// per-bin powers in dB, kEchoChoiceMarginDB to leave the one in use), one design at every
+// frequency, so the canceller behind the beam still sees a time-invariant echo path. Called when
+// the beam is taken up with an echo path still to learn (rapm_steer: its bank is new), before
+// that bank's start is mapped through echo_gain. Returns whether the design changed. Needs the
+// adaptive tables and ~1 s heard; about 30 k multiply-adds, nothing allocated.
+static bool choose_echo_design(Beam *b, int beam) {
+    if (!b->adapt || beam < 0 || beam >= kBeams || b->heard_blocks < kBlocksToChoose) return false;
+    const int Kr = b->Kr, M = b->mics;
+    int k0 = (int)(kEchoChoiceLowHz * b->Nr / b->rate), k1 = (int)(kEchoChoiceHighHz * b->Nr / b->rate);
+    if (k0 < 1) k0 = 1;
+    if (k1 > Kr - 1) k1 = Kr - 1;
+    if (k1 <= k0) return false;
+    float mean_db[kCandidates] = {0};
+    for (int k = k0; k <= k1; k++)
+        for (int cand = 0; cand < kCandidates; cand++)
+            mean_db[cand] += 10 * log10f(power_through(b, cand, beam, k) + 1e-30f);
+    const int sel = b->echo_choice[beam];
+    int best = sel;
+    float least = mean_db[sel] / (k1 - k0 + 1) - kEchoChoiceMarginDB;
+    for (int cand = 0; cand < kCandidates; cand++) {
+        const float db = mean_db[cand] / (k1 - k0 + 1);
+        if (cand != sel && db < least) { least = db; best = cand; }
+    }
+    if (best == sel) return false;
+    b->echo_choice[beam] = (unsigned char)best;
+    for (int k = 0; k < Kr; k++) {
+        const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + best) * M;
+        const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + best) * M;
+        for (int m = 0; m < M; m++) {
+            b->fwr[((size_t)beam * M + m) * Kr + k] = cr[m];
+            b->fwi[((size_t)beam * M + m) * Kr + k] = ci[m];
+        }
+    }
+    return true;
 }
 
 // The adaptive choice, once per block after the mics' spectra: average what the mics hear (while
