@@ -308,6 +308,10 @@ extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
 extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *const *out, int delay_ms) {
     a->apm->set_stream_delay_ms(delay_ms < 0 ? 0 : delay_ms);
     if (a->beam) {
+        // Nobody in the room talks (the beam's noise-only cross-spectra): while the far end plays,
+        // the canceller's error is what its echo path explains (as the gain control is told echo);
+        // otherwise the last block's voice detector heard no voice.
+        a->beam->room_quiet = a->kc_count > 0 && a->kc[0]->far_active ? a->kc[0]->dtf > roomagc::kEchoAloneFactor : !a->voice;
         roombeam::process(a->beam, mics, a->beam_out);
         mics = a->beam_in;
     }
