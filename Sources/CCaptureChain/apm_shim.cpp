@@ -540,13 +540,30 @@ extern "C" void rloc_state(const rloc_t *r, rloc_state_t *s) {
 
 struct rbeam { roombeam::Beam *b; int frames; };
 
-extern "C" rbeam_t *rbeam_create(int sample_rate, int mics, const float *mic_xyz) {
+static rbeam_t *rbeam_make(int sample_rate, int mics, const float *mic_xyz, bool adaptive) {
     if (sample_rate < 8000 || sample_rate % 100 != 0 || !mic_xyz) return nullptr;
     const int H = sample_rate / 100;
-    roombeam::Beam *b = roombeam::create(sample_rate, mics, mic_xyz, H, roomaec::next_pow2(4 * H) / 2, sample_rate / 500);
+    roombeam::Beam *b = roombeam::create(sample_rate, mics, mic_xyz, H, roomaec::next_pow2(4 * H) / 2, sample_rate / 500, adaptive);
     rbeam_t *r = b ? new (std::nothrow) rbeam_t{b, H} : nullptr;
     if (!r) roombeam::destroy(b);
     return r;
+}
+
+extern "C" rbeam_t *rbeam_create(int sample_rate, int mics, const float *mic_xyz) {
+    return rbeam_make(sample_rate, mics, mic_xyz, false);
+}
+
+extern "C" rbeam_t *rbeam_create_adaptive(int sample_rate, int mics, const float *mic_xyz) {
+    return rbeam_make(sample_rate, mics, mic_xyz, true);
+}
+
+extern "C" void rbeam_set_room_quiet(rbeam_t *r, int quiet) { r->b->room_quiet = quiet != 0; }
+
+extern "C" int rbeam_echo_design(rbeam_t *r, float azimuth_deg) {
+    const int beam = roombeam::nearest_beam(azimuth_deg);
+    if (!r->b->adapt || r->b->quiet_blocks < roombeam::kBlocksToChoose) return -1;
+    roombeam::choose_echo_design(r->b, beam);
+    return r->b->echo_choice[beam];
 }
 
 extern "C" void rbeam_destroy(rbeam_t *r) {
