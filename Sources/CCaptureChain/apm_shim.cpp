@@ -322,6 +322,10 @@ extern "C" int rapm_process_render(rapm_t *a, const float *const *render) {
 extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *const *out, int delay_ms) {
     a->apm->set_stream_delay_ms(delay_ms < 0 ? 0 : delay_ms);
     if (a->beam) {
+        // Nobody in the room talks (the beam's noise-only cross-spectra): while the far end plays,
+        // the canceller's error is what its echo path explains (as the gain control is told echo);
+        // otherwise the last block's voice detector heard no voice.
+        a->beam->room_quiet = a->kc_count > 0 && a->kc[0]->far_active ? a->kc[0]->dtf > roomagc::kEchoAloneFactor : !a->voice;
         roombeam::process(a->beam, mics, a->beam_out);
         mics = a->beam_in;
     }
@@ -389,6 +393,8 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     roombeam::steer(a->beam, b);
     if (a->kc_count == 0) return;
     roomaec::Canceller *k = a->kc[0];
+    // a beam whose echo path is still to learn takes the echo-time design the room calls for
+    if (b < roombeam::kBeams && k->bLeft[b] < 0) roombeam::choose_echo_design(a->beam, b);
     if (k->bLeft[b] >= 0 || a->beam->echo_blocks < 30) { roomaec::select_bank(k, b); return; }
     // A beam not served before: its echo path from the left one's through the relative transfer
     // functions, per bin of the filter (the beam's grid has half the bins: nearest).
@@ -560,13 +566,30 @@ extern "C" void rloc_state(const rloc_t *r, rloc_state_t *s) {
 
 struct rbeam { roombeam::Beam *b; int frames; };
 
-extern "C" rbeam_t *rbeam_create(int sample_rate, int mics, const float *mic_xyz) {
+static rbeam_t *rbeam_make(int sample_rate, int mics, const float *mic_xyz, bool adaptive) {
     if (sample_rate < 8000 || sample_rate % 100 != 0 || !mic_xyz) return nullptr;
     const int H = sample_rate / 100;
-    roombeam::Beam *b = roombeam::create(sample_rate, mics, mic_xyz, H, roomaec::next_pow2(4 * H) / 2, sample_rate / 500);
+    roombeam::Beam *b = roombeam::create(sample_rate, mics, mic_xyz, H, roomaec::next_pow2(4 * H) / 2, sample_rate / 500, adaptive);
     rbeam_t *r = b ? new (std::nothrow) rbeam_t{b, H} : nullptr;
     if (!r) roombeam::destroy(b);
     return r;
+}
+
+extern "C" rbeam_t *rbeam_create(int sample_rate, int mics, const float *mic_xyz) {
+    return rbeam_make(sample_rate, mics, mic_xyz, false);
+}
+
+extern "C" rbeam_t *rbeam_create_adaptive(int sample_rate, int mics, const float *mic_xyz) {
+    return rbeam_make(sample_rate, mics, mic_xyz, true);
+}
+
+extern "C" void rbeam_set_room_quiet(rbeam_t *r, int quiet) { r->b->room_quiet = quiet != 0; }
+
+extern "C" int rbeam_echo_design(rbeam_t *r, float azimuth_deg) {
+    const int beam = roombeam::nearest_beam(azimuth_deg);
+    if (!r->b->adapt || r->b->quiet_blocks < roombeam::kBlocksToChoose) return -1;
+    roombeam::choose_echo_design(r->b, beam);
+    return r->b->echo_choice[beam];
 }
 
 extern "C" void rbeam_destroy(rbeam_t *r) {

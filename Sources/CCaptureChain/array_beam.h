@@ -59,6 +59,18 @@ constexpr int kFixedCandidate = 2;            // −3 dB: the design of a beam t
 // as the adaptive beam starts. Measured against the −3 dB design (kFixedCandidate) in the
 // double-talk bench's rev120-loud: 3.10 against 2.70 (2026-11-30).
 constexpr int kEchoCandidate = kStartCandidate;
+// … unless the room says otherwise when a beam is taken up with its echo path still to learn
+// (choose_echo_design): then that beam's echo-time design is the one candidate, the same across
+// frequency, whose output would be quietest over the room's noise alone (the mics' cross-spectra
+// in blocks nobody in the room talks in: qnr/qni), over the codec's band, by at least
+// kEchoChoiceMarginDB in the mean of its per-bin powers in dB. Where the mics' own noise is what
+// there is (the double-talk bench's rooms: the 0 dB superdirective design came out 0.39-0.41 dB
+// quieter than delay-and-sum in rev120-loud and far80-dry-loud) that is delay-and-sum; in a room
+// with a vent and reverberation, superdirective (the far-field double-talk scene: −15 dB, 2.1 dB
+// quieter). That scene's far end never pauses, so the per-bin choice never runs there: STOI 0.799
+// with delay-and-sum, 0.851 with the −15 dB design; −3, −6, −10 dB: 0.832, 0.833, 0.836.
+constexpr float kEchoChoiceMarginDB = 1.0f;
+constexpr float kEchoChoiceLowHz = 300, kEchoChoiceHighHz = 8000;
                                               // (rbeam, ROOMD_BEAM_ADAPT=off)
 constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
 constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
@@ -94,6 +106,8 @@ struct Beam {
     // -24 dB; with delay-and-sum during the echo -52.8 dB: scripts/bench call, BeamEchoTests).
     // So the banks model the fixed design alone, and a choice moving changes no echo path.
     float *fwr, *fwi;
+    unsigned char echo_choice[kBeams];        // the candidate in fwr/fwi per beam (choose_echo_design)
+    int rate;
     bool echo_design, previous_echo_design;   // the tables in use now and before the fade
     // The echo's relative transfer from mic 0 to each mic, learnt while the far end plays alone
     // (learn_echo): smoothed cross-spectra X_m·X_0* and |X_0|². With it, the echo path a beam
@@ -111,6 +125,15 @@ struct Beam {
     unsigned char *chosen;                    // [beam][bin]
     unsigned char used[kBeams];               // steered to before: its choices are its own
     float *rnr, *rni;                         // [bin][pair]: the mics' cross-spectra, upper triangle
+    // The same over the blocks in which nobody in the room talks (room_quiet): the room's noise
+    // alone, what the echo-time design is chosen by (choose_echo_design). A talker, even one a
+    // little off the beam's design direction, would make a design that bends away from them look
+    // quieter: with every block counted, the double-talk bench's rev120-loud took the 0 dB
+    // superdirective design and fell from 3.06 to 2.77 PESQ.
+    float *qnr, *qni;
+    int quiet_blocks;
+    int room_quiet;                           // set by the owner before each block
+    bool fixed_echo_design;                   // ROOMD_BEAM_ECHO_CHOICE=off: kEchoCandidate always
     int heard_blocks;                         // blocks averaged into them (up to kBlocksToChoose)
     int adapt;                                // choose (the APM's beam, unless ROOMD_BEAM_ADAPT=off)
     int hold;                                 // a self-test: neither listen nor choose
@@ -129,7 +152,7 @@ static void destroy(Beam *b) {
     free(b->p00);
     free(b->wa); free(b->ws); free(b->frame); free(b->wr); free(b->wi);
     free(b->Yr); free(b->Yi); free(b->ola); free(b->rt);
-    free(b->cwr); free(b->cwi); free(b->chosen); free(b->rnr); free(b->rni);
+    free(b->cwr); free(b->cwi); free(b->chosen); free(b->rnr); free(b->rni); free(b->qnr); free(b->qni);
     free(b->fwr); free(b->fwi);
     free(b);
 }
@@ -211,7 +234,8 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     if (mics < 2 || mics > kMaxMics) return nullptr;
     Beam *b = (Beam *)calloc(1, sizeof(Beam));
     if (!b) return nullptr;
-    b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D;
+    b->mics = mics; b->H = H; b->Nr = Nr; b->Kr = Nr / 2 + 1; b->D = D; b->rate = rate;
+    memset(b->echo_choice, kEchoCandidate, sizeof b->echo_choice);
     const int Kr = b->Kr;
     const size_t table = (size_t)(kBeams + 1) * mics * Kr;
     bool ok = (room_fft_init(&b->fft, Nr) == 0);
@@ -231,13 +255,17 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
     }
     // ROOMD_BEAM_ADAPT=off (a measurement override, read once here): the start design, fixed
     if (const char *e = getenv("ROOMD_BEAM_ADAPT")) if (strcmp(e, "off") == 0) adaptive = false;
+    // ROOMD_BEAM_ECHO_CHOICE=off (a measurement override): every beam's echo-time design stays
+    // kEchoCandidate, as before choose_echo_design
+    if (const char *e = getenv("ROOMD_BEAM_ECHO_CHOICE")) b->fixed_echo_design = strcmp(e, "off") == 0;
     const int pairs = mics * (mics + 1) / 2;
     if (ok && adaptive) {
         const size_t all = (size_t)kCandidates * kBeams * mics * Kr;
         b->cwr = (float *)calloc(all, sizeof(float)); b->cwi = (float *)calloc(all, sizeof(float));
         b->chosen = (unsigned char *)malloc((size_t)kBeams * Kr);
         b->rnr = (float *)calloc((size_t)Kr * pairs, sizeof(float)); b->rni = (float *)calloc((size_t)Kr * pairs, sizeof(float));
-        ok = b->cwr && b->cwi && b->chosen && b->rnr && b->rni;
+        b->qnr = (float *)calloc((size_t)Kr * pairs, sizeof(float)); b->qni = (float *)calloc((size_t)Kr * pairs, sizeof(float));
+        ok = b->cwr && b->cwi && b->chosen && b->rnr && b->rni && b->qnr && b->qni;
         if (ok) memset(b->chosen, kStartCandidate, (size_t)kBeams * Kr);
         b->adapt = ok;
     }
@@ -361,9 +389,9 @@ static inline void echo_gain(const Beam *b, int beam, int k, float *gr, float *g
 }
 
 // The power of beam `beam`'s candidate `cand` at bin k over what the mics heard: wᴴ·R·w.
-static inline float power_through(const Beam *b, int cand, int beam, int k) {
+static inline float power_through(const Beam *b, int cand, int beam, int k, bool quiet = false) {
     const int M = b->mics, Kr = b->Kr, pairs = M * (M + 1) / 2;
-    const float *rr = b->rnr + (size_t)k * pairs, *ri = b->rni + (size_t)k * pairs;
+    const float *rr = (quiet ? b->qnr : b->rnr) + (size_t)k * pairs, *ri = (quiet ? b->qni : b->rni) + (size_t)k * pairs;
     const float *vr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + cand) * M;   // conj(w)
     const float *vi = b->cwi + (((size_t)beam * Kr + k) * kCandidates + cand) * M;
     // Σ_ij v_i·R_ij·conj(v_j): the diagonal, and twice the real part above it
@@ -376,6 +404,45 @@ static inline float power_through(const Beam *b, int cand, int beam, int k) {
             sum += i == j ? re : 2 * re;
         }
     return sum;
+}
+
+// The echo-time design of beam `beam` (its fwr/fwi table): the candidate whose output would be
+// quietest over what the mics heard (kEchoChoiceLowHz … kEchoChoiceHighHz, the mean of the
+// per-bin powers in dB, kEchoChoiceMarginDB to leave the one in use), one design at every
+// frequency, so the canceller behind the beam still sees a time-invariant echo path. Called when
+// the beam is taken up with an echo path still to learn (rapm_steer: its bank is new), before
+// that bank's start is mapped through echo_gain. Returns whether the design changed. Needs the
+// adaptive tables and ~1 s heard; about 30 k multiply-adds, nothing allocated.
+static bool choose_echo_design(Beam *b, int beam) {
+    if (!b->adapt || beam < 0 || beam >= kBeams || b->quiet_blocks < kBlocksToChoose) return false;
+    const int Kr = b->Kr, M = b->mics;
+    int k0 = (int)(kEchoChoiceLowHz * b->Nr / b->rate), k1 = (int)(kEchoChoiceHighHz * b->Nr / b->rate);
+    if (k0 < 1) k0 = 1;
+    if (k1 > Kr - 1) k1 = Kr - 1;
+    if (k1 <= k0) return false;
+    float mean_db[kCandidates] = {0};
+    for (int k = k0; k <= k1; k++)
+        for (int cand = 0; cand < kCandidates; cand++)
+            mean_db[cand] += 10 * log10f(power_through(b, cand, beam, k, true) + 1e-30f);
+    const int sel = b->echo_choice[beam];
+    int best = sel;
+    float least = mean_db[sel] / (k1 - k0 + 1) - kEchoChoiceMarginDB;
+    for (int cand = 0; cand < kCandidates; cand++) {
+        const float db = mean_db[cand] / (k1 - k0 + 1);
+        if (cand != sel && db < least) { least = db; best = cand; }
+    }
+    if (b->fixed_echo_design) return false;
+    if (best == sel) return false;
+    b->echo_choice[beam] = (unsigned char)best;
+    for (int k = 0; k < Kr; k++) {
+        const float *cr = b->cwr + (((size_t)beam * Kr + k) * kCandidates + best) * M;
+        const float *ci = b->cwi + (((size_t)beam * Kr + k) * kCandidates + best) * M;
+        for (int m = 0; m < M; m++) {
+            b->fwr[((size_t)beam * M + m) * Kr + k] = cr[m];
+            b->fwi[((size_t)beam * M + m) * Kr + k] = ci[m];
+        }
+    }
+    return true;
 }
 
 // The adaptive choice, once per block after the mics' spectra: average what the mics hear (while
@@ -392,6 +459,7 @@ static void adapt(Beam *b) {
         for (int k = 0; k < Kr; k++) {
             if (echo && b->near_share[k] < kNearOnly) continue;
             float *rr = b->rnr + (size_t)k * pairs, *ri = b->rni + (size_t)k * pairs;
+            float *qr = b->qnr + (size_t)k * pairs, *qi = b->qni + (size_t)k * pairs;
             int q = 0;
             for (int i = 0; i < M; i++)
                 for (int j = i; j < M; j++, q++) {
@@ -400,9 +468,11 @@ static void adapt(Beam *b) {
                     const float im = b->Xi[i][k] * b->Xr[j][k] - b->Xr[i][k] * b->Xi[j][k];
                     rr[q] += (1 - kMemory) * (re - rr[q]);
                     ri[q] += (1 - kMemory) * (im - ri[q]);
+                    if (b->room_quiet) { qr[q] += (1 - kMemory) * (re - qr[q]); qi[q] += (1 - kMemory) * (im - qi[q]); }
                 }
         }
         if (b->heard_blocks < kBlocksToChoose) b->heard_blocks++;
+        if (b->room_quiet && b->quiet_blocks < kBlocksToChoose) b->quiet_blocks++;
     }
     if (b->heard_blocks < kBlocksToChoose || echo) return;   // choices move in the far end's pauses
     const int beam = b->current;

@@ -530,7 +530,8 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
         const float target = a->derev.on && room_talks ? a->derev.reverberance : 0;
         a->ns_reverb += 0.1f * (target - a->ns_reverb);
     }
-    ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro, a->ns_reverb);
+    ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro, a->ns_reverb,
+             a->far_quiet_blocks >= Canceller::kNsEchoHangover ? NoiseSuppressor::kReverberantFloor : NoiseSuppressor::kEchoTimeFloor);
     for (int k = 0; k < Kro; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
     for (int k = Kro; k < Kr; k++) { a->Fr[k] = 0; a->Fi[k] = 0; }
     room_fft_inverse(&a->fftr, a->Fr, a->Fi, a->rt, 1.0f / a->fftr.n);

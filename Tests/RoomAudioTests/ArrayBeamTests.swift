@@ -1,3 +1,4 @@
+import CCaptureChain
 import Foundation
 @testable import RoomAudio
 import RoomBase
@@ -77,5 +78,53 @@ final class ArrayBeamTests: XCTestCase {
             if sum > best.value { best = (lag, sum) }
         }
         XCTAssertEqual(best.lag, latency)
+    }
+
+    /// The echo-time design a beam takes up (array_beam.h, choose_echo_design) is the room's
+    /// noise's to choose: delay-and-sum where each mic hears its own noise, a superdirective
+    /// design where it comes from all round, and nothing before ~1 s of blocks nobody talks in.
+    func testTheEchoTimeDesignFollowsTheRoomsNoise() throws {
+        let xyz = sim.flatMap { [Float($0.x), Float($0.y), Float($0.z)] }
+        func design(_ mics: [[Float]], quiet: Bool) throws -> Int32 {
+            let beam = try XCTUnwrap(xyz.withUnsafeBufferPointer { rbeam_create_adaptive(48_000, 4, $0.baseAddress) })
+            defer { rbeam_destroy(beam) }
+            rbeam_set_room_quiet(beam, quiet ? 1 : 0)
+            var out = [Float](repeating: 0, count: 480)
+            for b in 0..<(mics[0].count / 480) {
+                let planes = mics.map { Array($0[(b * 480)..<((b + 1) * 480)]) }
+                planes[0].withUnsafeBufferPointer { p0 in planes[1].withUnsafeBufferPointer { p1 in
+                    planes[2].withUnsafeBufferPointer { p2 in planes[3].withUnsafeBufferPointer { p3 in
+                        let pointers: [UnsafePointer<Float>?] = [p0.baseAddress, p1.baseAddress, p2.baseAddress, p3.baseAddress]
+                        pointers.withUnsafeBufferPointer { rbeam_process(beam, $0.baseAddress, &out) }
+                    } }
+                } }
+            }
+            return rbeam_echo_design(beam, 90)
+        }
+        let samples = 48_000 * 2
+        let own = (0..<4).map { noise(samples, seed: UInt64(40 + $0)) }
+        // noise from all round, as a reverberant room's: a plane wave from each of eight
+        // directions 45° apart (whole-sample delays across the 64 mm array: 0-9 samples), the
+        // beam looking at 90°, over each mic's own noise 40 dB down
+        let sources = (0..<8).map { noise(samples + 16, seed: UInt64(70 + $0)) }
+        let directional = (0..<4).map { m in
+            (0..<samples).map { i -> Float in
+                var x: Float = 0.01 * own[m][i]
+                for (s, src) in sources.enumerated() {
+                    let az = Double(s) * .pi / 4
+                    // a plane wave from az reaches mic m (p_m·u)/c earlier than the centre
+                    let lead = (sim[m].x * cos(az) + sim[m].y * sin(az)) / 343 * 48_000
+                    x += src[8 - Int(lead.rounded()) + i] / 3
+                }
+                return x
+            }
+        }
+        let independent = try design(own, quiet: true)
+        let vent = try design(directional, quiet: true)
+        let unheard = try design(directional, quiet: false)
+        print("echo-time design: independent noise \(independent), noise from all round \(vent), nothing quiet heard \(unheard)")
+        XCTAssertEqual(independent, 0, "delay-and-sum takes the most off each mic's own noise")
+        XCTAssertGreaterThan(vent, 0, "a superdirective design lets less of a noise from all round through")
+        XCTAssertEqual(unheard, -1, "no block was quiet: nothing to choose by")
     }
 }
