@@ -46,24 +46,7 @@ final class ResidualEchoGainTests: XCTestCase {
         s.noiseSuppress = noiseSuppression
         s.gainControl = gainControl
         let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: s)
-        var out = [Float](repeating: 0, count: mic.count)
-        var farBlock = [Float](repeating: 0, count: block), inBlock = farBlock, outBlock = farBlock
-        for b in 0..<(mic.count / block) {
-            for i in 0..<block { farBlock[i] = far[b * block + i]; inBlock[i] = mic[b * block + i] }
-            farBlock.withUnsafeBufferPointer { f in
-                var fp: UnsafePointer<Float>? = f.baseAddress
-                _ = apm.analyzeRender(&fp)
-            }
-            inBlock.withUnsafeBufferPointer { i in
-                outBlock.withUnsafeMutableBufferPointer { o in
-                    var ip: UnsafePointer<Float>? = i.baseAddress
-                    var op: UnsafeMutablePointer<Float>? = o.baseAddress
-                    _ = apm.processCapture(&ip, into: &op, delayMilliseconds: 0)
-                }
-            }
-            for i in 0..<block { out[b * block + i] = outBlock[i] }
-        }
-        return out
+        return apm.processOffline(mic, far: far, block: block)
     }
 
     /// Energy of `x` over the 10 ms blocks from `from` on in which the far end plays (above

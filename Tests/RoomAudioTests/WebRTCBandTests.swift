@@ -26,25 +26,7 @@ final class WebRTCBandTests: XCTestCase {
         s.gainControl = agc
         s.webrtcBand = band
         let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: s)
-        var out = [Float](repeating: 0, count: input.count)
-        let far = [Float](repeating: 0, count: block)
-        var inBlock = [Float](repeating: 0, count: block), outBlock = [Float](repeating: 0, count: block)
-        for b in 0..<(input.count / block) {
-            for i in 0..<block { inBlock[i] = input[b * block + i] }
-            far.withUnsafeBufferPointer { f in
-                var fp: UnsafePointer<Float>? = f.baseAddress
-                _ = apm.analyzeRender(&fp)
-            }
-            inBlock.withUnsafeBufferPointer { i in
-                outBlock.withUnsafeMutableBufferPointer { o in
-                    var ip: UnsafePointer<Float>? = i.baseAddress
-                    var op: UnsafeMutablePointer<Float>? = o.baseAddress
-                    _ = apm.processCapture(&ip, into: &op, delayMilliseconds: 0)
-                }
-            }
-            for i in 0..<block { out[b * block + i] = outBlock[i] }
-        }
-        return out
+        return apm.processOffline(input, block: block)
     }
 
     private func tones(_ parts: [(Double, Double)], seconds: Double) -> [Float] {
