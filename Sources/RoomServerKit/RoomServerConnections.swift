@@ -132,24 +132,31 @@ extension RoomServer {
             } catch {
                 framingError = error
             }
-            for (index, frame) in frames.enumerated() {
-                if s.closing { return }
-                process(frame, from: s)
-                if s.handOff != nil {
-                    // Not from here: the connection's own code (TLS's read loop) is on the stack
-                    // below this handler and touches it after the handler returns. Deaf until
-                    // then; what arrives meanwhile waits in the socket and TLS buffers and moves.
-                    s.connection.setEventHandler(nil)
-                    let rest = Array(frames[(index + 1)...])
-                    loop.schedule(after: .zero) { [weak self] in self?.handOff(s, frames: rest, framingError: framingError) }
-                    return
-                }
+            processFrames(frames, framingError: framingError, from: s)
+        }
+    }
+
+    /// The frames read from `s` and the framing error after them, if any: processed in order,
+    /// until the session closes or its hello names a room another worker holds (then the rest
+    /// go with it).
+    private func processFrames(_ frames: [[UInt8]], framingError: FrameError?, from s: Session) {
+        for (index, frame) in frames.enumerated() {
+            if s.closing { return }
+            process(frame, from: s)
+            if s.handOff != nil {
+                // Not from here: the connection's own code (TLS's read loop) is on the stack
+                // below this handler and touches it after the handler returns. Deaf until
+                // then; what arrives meanwhile waits in the socket and TLS buffers and moves.
+                s.connection.setEventHandler(nil)
+                let rest = Array(frames[(index + 1)...])
+                loop.schedule(after: .zero) { [weak self] in self?.handOff(s, frames: rest, framingError: framingError) }
+                return
             }
-            if let framingError, !s.closing {
-                statistics.framingErrors += 1
-                Log.info("roomserver: \(s.connection.peerAddress): \(framingError); closing")
-                refuse(s, .malformedMessage, framingError.description, requestID: nil, close: true)
-            }
+        }
+        if let framingError, !s.closing {
+            statistics.framingErrors += 1
+            Log.info("roomserver: \(s.connection.peerAddress): \(framingError); closing")
+            refuse(s, .malformedMessage, framingError.description, requestID: nil, close: true)
         }
     }
 
@@ -215,16 +222,21 @@ extension RoomServer {
         sessions[key] = nil
         guard s.connection.leaveLoop() else {
             // Closed or failing meanwhile: nothing to hand over.
-            s.connection.close()
-            workers.openConnections.subtract(1, ordering: .relaxed)
+            dropInTransit(s)
             return
         }
         let parcel = SessionParcel(session: s, hello: hello, requestID: requestID, frames: frames, framingError: framingError)
         if !workers.perform(on: target, { server in server.adopt(parcel) }) {
             // Not running (a worker that failed to start takes the process down with it).
-            s.connection.close()
-            workers.openConnections.subtract(1, ordering: .relaxed)
+            dropInTransit(s)
         }
+    }
+
+    /// Closes a session between workers (in no worker's `sessions`) and takes it out of the
+    /// group's connection count.
+    private func dropInTransit(_ s: Session) {
+        s.connection.close()
+        workers?.openConnections.subtract(1, ordering: .relaxed)
     }
 
     /// A session handed over by another worker, on this worker's thread: watched by this loop,
@@ -235,22 +247,14 @@ extension RoomServer {
             try s.connection.joinLoop(loop)
         } catch {
             Log.warning("roomserver: \(s.connection.peerAddress): cannot take the connection over: \(error)")
-            s.connection.close()
-            workers?.openConnections.subtract(1, ordering: .relaxed)
+            dropInTransit(s)
             return
         }
         s.handOff = nil
         sessions[ObjectIdentifier(s.connection)] = s
         watch(s)
         join(s, parcel.hello, requestID: parcel.requestID)
-        for frame in parcel.frames {
-            if s.closing { break }
-            process(frame, from: s)
-        }
-        if let framingError = parcel.framingError, !s.closing {
-            statistics.framingErrors += 1
-            refuse(s, .malformedMessage, framingError.description, requestID: nil, close: true)
-        }
+        processFrames(parcel.frames, framingError: parcel.framingError, from: s)
         drainLost()
     }
 
