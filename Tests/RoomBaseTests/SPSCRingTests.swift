@@ -84,8 +84,8 @@ final class SPSCRingTests: XCTestCase {
         let ring = SPSCRing<UInt64>(capacity: 64)
         let total: UInt64 = 2_000_000
         let done = DispatchSemaphore(value: 0)
-        let result = ConsumerResult()
-        let produced = ProducedCount(total)
+        let result = Locked((received: UInt64(0), errors: 0))
+        let produced = Locked(total)  // the whole count until the producer stops early
 
         let producer = Thread {
             var next: UInt64 = 0
@@ -126,7 +126,7 @@ final class SPSCRingTests: XCTestCase {
                     expected += UInt64(n)
                 }
             }
-            result.set(received: expected, errors: errors)
+            result.set((expected, errors))
             done.signal()
         }
         producer.start()
@@ -141,20 +141,11 @@ final class SPSCRingTests: XCTestCase {
     }
 }
 
-/// How many values the producer wrote in the end (the whole count until it stops early).
-private final class ProducedCount: @unchecked Sendable {
+/// A value the test's threads hand each other (the consumer's tally, the producer's final count).
+private final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
-    private var count: UInt64
-    init(_ count: UInt64) { self.count = count }
-    func set(_ count: UInt64) { lock.withLock { self.count = count } }
-    func get() -> UInt64 { lock.withLock { count } }
-}
-
-/// Hands the consumer's tally back to the test thread.
-private final class ConsumerResult: @unchecked Sendable {
-    private let lock = NSLock()
-    private var received: UInt64 = 0
-    private var errors = 0
-    func set(received: UInt64, errors: Int) { lock.withLock { self.received = received; self.errors = errors } }
-    func get() -> (UInt64, Int) { lock.withLock { (received, errors) } }
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func set(_ value: Value) { lock.withLock { self.value = value } }
+    func get() -> Value { lock.withLock { value } }
 }
