@@ -592,6 +592,16 @@ extern "C" int rbeam_echo_design(rbeam_t *r, float azimuth_deg) {
     return r->b->echo_choice[beam];
 }
 
+extern "C" void rbeam_take_up(rbeam_t *r, float azimuth_deg) { roombeam::steer(r->b, roombeam::nearest_beam(azimuth_deg)); }
+
+extern "C" float rbeam_superdirective_share(const rbeam_t *r, float azimuth_deg) {
+    if (!r->b->adapt) return -1;
+    const int beam = roombeam::nearest_beam(azimuth_deg), Kr = r->b->Kr;
+    int n = 0;
+    for (int k = 0; k < Kr; k++) n += r->b->chosen[(size_t)beam * Kr + k] != 0;
+    return (float)n / Kr;
+}
+
 extern "C" void rbeam_destroy(rbeam_t *r) {
     if (!r) return;
     roombeam::destroy(r->b);

@@ -74,6 +74,13 @@ constexpr float kEchoChoiceLowHz = 300, kEchoChoiceHighHz = 8000;
                                               // (rbeam, ROOMD_BEAM_ADAPT=off)
 constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
 constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
+// A beam taken up with no beam before it to take choices from (mic 0 alone before: the first
+// talker the appliance hears, or one after the direction was lost) goes through all its bins
+// at kFirstChoiceBinsPerBlock a block (513 bins in ~80 ms at 48 kHz) as soon as
+// kFirstChoiceBlocks have been heard, instead of starting from delay-and-sum and revisiting
+// 8 bins a block: the talker's first words otherwise went through delay-and-sum for ~1 s.
+constexpr int kFirstChoiceBlocks = 30;
+constexpr int kFirstChoiceBinsPerBlock = 64;
 constexpr float kChoiceMargin = 0.89f;        // another design must be 0.5 dB quieter
 constexpr float kMemory = 0.998f;             // the cross-spectra's average: ~5 s (a talker's
                                               // sound, 30 dB above the room's noise, rules the
@@ -143,6 +150,7 @@ struct Beam {
     // NULL without roomd's canceller: nothing is heard while the far end plays.
     const float *near_share;
     int sweep;                                // the next bin whose choice is revisited
+    int first_sweep_left;                     // bins of a first choice still to go (kFirstChoiceBlocks)
 };
 
 static void destroy(Beam *b) {
@@ -365,6 +373,8 @@ static void steer(Beam *b, int beam) {
         b->used[beam] = 1;
         if (b->current < kBeams)
             for (int k = 0; k < b->Kr; k++) use_candidate(b, beam, k, b->chosen[(size_t)b->current * b->Kr + k]);
+        else
+            b->first_sweep_left = b->Kr;
     }
     b->previous = b->current;
     b->previous_echo_design = b->echo_design;
@@ -445,6 +455,20 @@ static bool choose_echo_design(Beam *b, int beam) {
     return true;
 }
 
+// Revisits beam `beam`'s choice at bin k: another design takes over where it would have let
+// through kChoiceMargin less of what the mics heard.
+static inline void choose_bin(Beam *b, int beam, int k) {
+    const int sel = b->chosen[(size_t)beam * b->Kr + k];
+    int best = sel;
+    float least = power_through(b, sel, beam, k) * kChoiceMargin;
+    for (int cand = 0; cand < kCandidates; cand++) {
+        if (cand == sel) continue;
+        const float n = power_through(b, cand, beam, k);
+        if (n < least) { least = n; best = cand; }
+    }
+    if (best != sel) use_candidate(b, beam, k, best);
+}
+
 // The adaptive choice, once per block after the mics' spectra: average what the mics hear (while
 // the far end's echo is in the room only the bins the canceller finds free of it: the echo is
 // the canceller's to take, and a beam chosen against it would bend towards the speaker), then
@@ -474,21 +498,21 @@ static void adapt(Beam *b) {
         if (b->heard_blocks < kBlocksToChoose) b->heard_blocks++;
         if (b->room_quiet && b->quiet_blocks < kBlocksToChoose) b->quiet_blocks++;
     }
-    if (b->heard_blocks < kBlocksToChoose || echo) return;   // choices move in the far end's pauses
+    if (echo) return;   // choices move in the far end's pauses
     const int beam = b->current;
     if (beam >= kBeams) return;   // mic 0 alone: nothing to choose
-    for (int s = 0; s < kChoiceBinsPerBlock; s++) {
+    int bins = kChoiceBinsPerBlock;
+    if (b->first_sweep_left > 0) {
+        if (b->heard_blocks < kFirstChoiceBlocks) return;
+        bins = b->first_sweep_left < kFirstChoiceBinsPerBlock ? b->first_sweep_left : kFirstChoiceBinsPerBlock;
+        b->first_sweep_left -= bins;
+    } else if (b->heard_blocks < kBlocksToChoose) {
+        return;
+    }
+    for (int s = 0; s < bins; s++) {
         const int k = b->sweep;
         b->sweep = (k + 1) % Kr;
-        const int sel = b->chosen[(size_t)beam * Kr + k];
-        int best = sel;
-        float least = power_through(b, sel, beam, k) * kChoiceMargin;
-        for (int cand = 0; cand < kCandidates; cand++) {
-            if (cand == sel) continue;
-            const float n = power_through(b, cand, beam, k);
-            if (n < least) { least = n; best = cand; }
-        }
-        if (best != sel) use_candidate(b, beam, k, best);
+        choose_bin(b, beam, k);
     }
 }
 

@@ -84,7 +84,7 @@ public struct ProcessingSettings: Sendable, Equatable {
     public var gainControl = true
     /// Target peak level, dB below full scale.
     public var agcTargetDBFS: Int32 = 3
-    public var agcCompressionDB: Int32 = 9
+    public var agcCompressionDB: Int32 = 3
     public var voiceDetect = true
     /// 0 very low … 3 high likelihood of speech needed.
     public var vadLikelihood: Int32 = 2

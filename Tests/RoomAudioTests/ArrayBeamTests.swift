@@ -80,34 +80,31 @@ final class ArrayBeamTests: XCTestCase {
         XCTAssertEqual(best.lag, latency)
     }
 
-    /// The echo-time design a beam takes up (array_beam.h, choose_echo_design) is the room's
-    /// noise's to choose: delay-and-sum where each mic hears its own noise, a superdirective
-    /// design where it comes from all round, and nothing before ~1 s of blocks nobody talks in.
-    func testTheEchoTimeDesignFollowsTheRoomsNoise() throws {
+    private func adaptiveBeam() throws -> OpaquePointer {
         let xyz = sim.flatMap { [Float($0.x), Float($0.y), Float($0.z)] }
-        func design(_ mics: [[Float]], quiet: Bool) throws -> Int32 {
-            let beam = try XCTUnwrap(xyz.withUnsafeBufferPointer { rbeam_create_adaptive(48_000, 4, $0.baseAddress) })
-            defer { rbeam_destroy(beam) }
-            rbeam_set_room_quiet(beam, quiet ? 1 : 0)
-            var out = [Float](repeating: 0, count: 480)
-            for b in 0..<(mics[0].count / 480) {
-                let planes = mics.map { Array($0[(b * 480)..<((b + 1) * 480)]) }
-                planes[0].withUnsafeBufferPointer { p0 in planes[1].withUnsafeBufferPointer { p1 in
-                    planes[2].withUnsafeBufferPointer { p2 in planes[3].withUnsafeBufferPointer { p3 in
-                        let pointers: [UnsafePointer<Float>?] = [p0.baseAddress, p1.baseAddress, p2.baseAddress, p3.baseAddress]
-                        pointers.withUnsafeBufferPointer { rbeam_process(beam, $0.baseAddress, &out) }
-                    } }
+        return try XCTUnwrap(xyz.withUnsafeBufferPointer { rbeam_create_adaptive(48_000, 4, $0.baseAddress) })
+    }
+
+    /// The 10 ms blocks `blocks` of the four mics through the C beam.
+    private func process(_ beam: OpaquePointer, _ mics: [[Float]], blocks: Range<Int>) {
+        var out = [Float](repeating: 0, count: 480)
+        for b in blocks {
+            let planes = mics.map { Array($0[(b * 480)..<((b + 1) * 480)]) }
+            planes[0].withUnsafeBufferPointer { p0 in planes[1].withUnsafeBufferPointer { p1 in
+                planes[2].withUnsafeBufferPointer { p2 in planes[3].withUnsafeBufferPointer { p3 in
+                    let pointers: [UnsafePointer<Float>?] = [p0.baseAddress, p1.baseAddress, p2.baseAddress, p3.baseAddress]
+                    pointers.withUnsafeBufferPointer { rbeam_process(beam, $0.baseAddress, &out) }
                 } }
-            }
-            return rbeam_echo_design(beam, 90)
+            } }
         }
-        let samples = 48_000 * 2
-        let own = (0..<4).map { noise(samples, seed: UInt64(40 + $0)) }
-        // noise from all round, as a reverberant room's: a plane wave from each of eight
-        // directions 45° apart (whole-sample delays across the 64 mm array: 0-9 samples), the
-        // beam looking at 90°, over each mic's own noise 40 dB down
+    }
+
+    /// Noise from all round, as a reverberant room's: a plane wave from each of eight directions
+    /// 45° apart (whole-sample delays across the 64 mm array: 0-9 samples), over each mic's own
+    /// noise (`own`) 40 dB down.
+    private func fromAllRound(_ samples: Int, own: [[Float]]) -> [[Float]] {
         let sources = (0..<8).map { noise(samples + 16, seed: UInt64(70 + $0)) }
-        let directional = (0..<4).map { m in
+        return (0..<4).map { m in
             (0..<samples).map { i -> Float in
                 var x: Float = 0.01 * own[m][i]
                 for (s, src) in sources.enumerated() {
@@ -119,6 +116,52 @@ final class ArrayBeamTests: XCTestCase {
                 return x
             }
         }
+    }
+
+    /// The first beam the chain takes up (before it, mic 0 alone: nothing to take choices from)
+    /// chooses its designs within ~0.1 s of being taken up once 0.3 s of the room has been heard
+    /// (array_beam.h kFirstChoiceBlocks), rather than starting from delay-and-sum and revisiting
+    /// 8 bins a block after ~1 s: the first talker's first words are heard through the room's
+    /// design. Taken up after 0.5 s of noise from all round, the beam's choice 0.15 s later is
+    /// the one it still has 1.2 s later (superdirective where a design can be: the low kHz);
+    /// with only each mic's own noise it stays delay-and-sum.
+    func testTheFirstBeamChoosesItsDesignsAtOnce() throws {
+        let samples = 2 * 48_000
+        let own = (0..<4).map { noise(samples, seed: UInt64(140 + $0)) }
+        func shares(_ mics: [[Float]]) throws -> [Float] {
+            let beam = try adaptiveBeam()
+            defer { rbeam_destroy(beam) }
+            process(beam, mics, blocks: 0..<50)
+            rbeam_take_up(beam, 90)
+            var shares = [rbeam_superdirective_share(beam, 90)]
+            process(beam, mics, blocks: 50..<65)
+            shares.append(rbeam_superdirective_share(beam, 90))
+            process(beam, mics, blocks: 65..<185)
+            shares.append(rbeam_superdirective_share(beam, 90))
+            return shares
+        }
+        let round = try shares(fromAllRound(samples, own: own)), independent = try shares(own)
+        print("first beam: share of bins not delay-and-sum at take-up, 0.15 s and 1.35 s later: \(round) (noise from all round), \(independent) (each mic's own)")
+        XCTAssertEqual(round[0], 0, "a beam taken up starts from delay-and-sum")
+        XCTAssertGreaterThan(round[1], 0.1, "superdirective where the room calls for it, within 0.15 s")
+        XCTAssertGreaterThan(round[1], 0.9 * round[2], "the choice 0.15 s after take-up is the room's")
+        XCTAssertLessThan(independent[2], 0.02, "delay-and-sum where each mic hears its own noise")
+    }
+
+    /// The echo-time design a beam takes up (array_beam.h, choose_echo_design) is the room's
+    /// noise's to choose: delay-and-sum where each mic hears its own noise, a superdirective
+    /// design where it comes from all round, and nothing before ~1 s of blocks nobody talks in.
+    func testTheEchoTimeDesignFollowsTheRoomsNoise() throws {
+        func design(_ mics: [[Float]], quiet: Bool) throws -> Int32 {
+            let beam = try adaptiveBeam()
+            defer { rbeam_destroy(beam) }
+            rbeam_set_room_quiet(beam, quiet ? 1 : 0)
+            process(beam, mics, blocks: 0..<(mics[0].count / 480))
+            return rbeam_echo_design(beam, 90)
+        }
+        let samples = 48_000 * 2
+        let own = (0..<4).map { noise(samples, seed: UInt64(40 + $0)) }
+        let directional = fromAllRound(samples, own: own)
         let independent = try design(own, quiet: true)
         let vent = try design(directional, quiet: true)
         let unheard = try design(directional, quiet: false)

@@ -174,6 +174,20 @@ def to16k(x):
     return mono_to16k(x)
 
 
+def speech_level(ref, out, lag, span):
+    """The level the far end hears: out's mean power over the 20 ms frames where the dry talker
+    talks (within 30 dB of its loudest frame), dBFS of a full-scale sine = 0 (P.56's idea, the
+    activity taken from the reference rather than guessed from the output)."""
+    a, b = span
+    b = min(b, len(out) - lag, len(ref))
+    n = 320
+    r = ref[a:b][:(b - a) // n * n].reshape(-1, n)
+    o = out[a + lag:b + lag][:(b - a) // n * n].reshape(-1, n)
+    pr = np.mean(r ** 2, axis=1)
+    talk = pr > np.max(pr) * 10 ** (-30 / 10)
+    return 10 * math.log10(max(2 * float(np.mean(o[talk] ** 2)), 1e-20))
+
+
 def scores(ref, out, span):
     """PESQ-WB and STOI of `out` against `ref` (16 kHz) over span, after aligning out."""
     from pesq import pesq
@@ -316,6 +330,8 @@ def analyze_room(work, voices, name):
     for label, sig in [("roomd", rec16), ("mic0", raw16)] + list(anchors(spec, to16k(mics), to16k(noise), refs16).items()):
         p, s, lag = scores(ref16, sig, span)
         result[label] = (p, s, lag)
+        if label in ("roomd", "mic0"):
+            result["level_" + label] = speech_level(ref16, sig, lag, span)
     result["loc_median_deg"], result["lock_ms"], result["loc_samples"] = localization(spec, d, refs)
     # echo: the far end alone (before the near-end talker). roomd's figure is mic 0's energy
     # over its output's in the periods the far end plays (noise included in both); measured here
@@ -397,6 +413,8 @@ def analyze(work, voices, names):
             p, s, lag = r[label]
             emit(f"farfield.pesq_{label}", p, "MOS-LQO", room=r["name"], xruns=r["xruns"])
             emit(f"farfield.stoi_{label}", s, "", room=r["name"])
+        emit("farfield.level_dbfs", r["level_roomd"], "dBFS", room=r["name"], mic0_dbfs=round(r["level_mic0"], 2),
+             measure="what roomd sends while the talker talks (20 ms frames within 30 dB of the dry talker's loudest), mean power, dBFS of a full-scale sine; mic0_dbfs: raw mic 0 the same way")
         emit("farfield.localization_median_deg", r["loc_median_deg"], "degrees", room=r["name"], samples=r["loc_samples"],
              measure="|reported - true azimuth| over roomd's 50 ms status lines while a talker talks and the direction is locked")
         emit("farfield.lock_ms", r["lock_ms"], "ms", room=r["name"],
@@ -407,6 +425,10 @@ def analyze(work, voices, names):
     for label in labels:
         emit(f"farfield.pesq_{label}", np.mean([r[label][0] for r in rooms]), "MOS-LQO", room="mean", rooms=len(rooms))
         emit(f"farfield.stoi_{label}", np.mean([r[label][1] for r in rooms]), "", room="mean", rooms=len(rooms))
+    levels = [r["level_roomd"] for r in rooms]
+    emit("farfield.level_spread_db", max(levels) - min(levels), "dB", room="max", rooms=len(rooms),
+         mic0_db=round(max(r["level_mic0"] for r in rooms) - min(r["level_mic0"] for r in rooms), 2),
+         measure="loudest room's farfield.level_dbfs minus the quietest's: how much louder the near talker reaches the far end than the farthest")
     locs = [r["loc_median_deg"] for r in rooms if r["loc_median_deg"] is not None]
     emit("farfield.localization_median_deg", max(locs) if locs else None, "degrees", room="max", rooms=len(locs))
     lk = [r["lock_ms"] for r in rooms]

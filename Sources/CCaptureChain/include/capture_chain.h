@@ -190,6 +190,11 @@ int rbeam_frames_per_block(const rbeam_t *beam);
 rbeam_t *rbeam_create_adaptive(int sample_rate, int mics, const float *mic_xyz);
 void rbeam_set_room_quiet(rbeam_t *beam, int quiet);
 int rbeam_echo_design(rbeam_t *beam, float azimuth_deg);
+/// Takes up the beam nearest azimuth_deg as the engine does (with its fade, and a first beam's
+/// choice of designs: array_beam.h kFirstChoiceBlocks). rbeam_superdirective_share: the share of
+/// that beam's bins whose chosen design is not delay-and-sum (−1 for a beam that does not choose).
+void rbeam_take_up(rbeam_t *beam, float azimuth_deg);
+float rbeam_superdirective_share(const rbeam_t *beam, float azimuth_deg);
 
 #ifdef __cplusplus
 }
