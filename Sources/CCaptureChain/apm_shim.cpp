@@ -392,6 +392,7 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     const int from = a->beam->current;
     roombeam::steer(a->beam, b);
     if (a->kc_count == 0) return;
+    for (int i = 0; i < a->kc_count; i++) roomaec::derev_new_path(&a->kc[i]->derev);
     roomaec::Canceller *k = a->kc[0];
     // a beam whose echo path is still to learn takes the echo-time design the room calls for
     if (b < roombeam::kBeams && k->bLeft[b] < 0) roombeam::choose_echo_design(a->beam, b);

@@ -32,6 +32,9 @@
 // starts dry (0): with no evidence of a reverberant room nothing is taken off, and a room's
 // reverberation shows within ~1 s of speech.
 //
+// When the beam turns, WPE's subtraction fades out and back over kSettleBlocks while the filter
+// relearns (derev_new_path): what it learnt predicts the reverberation heard through the old beam.
+//
 // Bins whose filter went non-finite or whose correlation grew without bound (digital silence
 // for minutes) start afresh: a bad bin costs a little reverberation, never a burst.
 #ifndef ROOMD_DEREVERB_H
@@ -68,7 +71,15 @@ struct Dereverb {
     float qlog;
     int kq0, kq1;
     float reverberance;   // min(1, exp(qlog) / kReverberantDecay): what both stages are scaled by
+    int settled;          // blocks since the signal's room changed (a beam switch: derev_new_path)
 };
+
+// Blocks over which WPE's subtraction comes back after the beam turns (derev_new_path).
+static constexpr int kSettleBlocks = 100;   // ~1 s: within the RLS's memory (forgetting 0.995, every 2nd block)
+
+// The signal now comes through another beam: its reverberation is another filter of the room,
+// which the prediction learnt through the last beam does not fit.
+static inline void derev_new_path(Dereverb *d) { d->settled = 0; }
 
 static void derev_free(Dereverb *d) {
     float *b[] = {d->Pr, d->Pi, d->gr, d->gi, d->hr, d->hi, d->pmean, d->S, d->prev, d->Sx, d->xfloor};
@@ -115,6 +126,7 @@ static bool derev_init(Dereverb *d, int K, int Nr, int rate, int hop) {
     d->kq1 = d->Kw;
     d->qlog = logf(0.25f * Dereverb::kReverberantDecay);   // dry until the room shows otherwise
     d->reverberance = 0;
+    d->settled = kSettleBlocks;
     for (int k = 0; k < W; k++) derev_reset_bin(d, k);
     d->wpe = d->late = true;
     return true;
@@ -204,13 +216,16 @@ static void derev_apply(Dereverb *d, float *Fr, float *Fi, float *G, int count) 
         d->reverberance = r < 0 ? 0 : r > 1 ? 1 : r;
     }
     const float beta = d->reverberance;
+    const float settle = d->settled >= kSettleBlocks ? 1.0f : (float)d->settled / kSettleBlocks;
+    if (d->settled < kSettleBlocks) d->settled++;
+    const float beta_wpe = beta * settle;
     // 1. WPE below 4 kHz; the history takes the observations before dereverberation.
     const int newest = (d->head + H - 1) % H;   // becomes "1 block back" for the next block
     for (int k = 0; d->wpe && k < d->Kw && k < K; k++) {
         const float xr = Fr[k], xi = Fi[k];
         wpe_bin(d, k, update, Fr[k], Fi[k]);
-        Fr[k] = xr + beta * (Fr[k] - xr);   // as much of the prediction taken off as the room is reverberant
-        Fi[k] = xi + beta * (Fi[k] - xi);
+        Fr[k] = xr + beta_wpe * (Fr[k] - xr);   // as much of the prediction taken off as the room is reverberant
+        Fi[k] = xi + beta_wpe * (Fi[k] - xi);
         d->hr[(size_t)k * H + newest] = xr;
         d->hi[(size_t)k * H + newest] = xi;
     }

@@ -84,6 +84,8 @@ public struct ProcessingSettings: Sendable, Equatable {
     public var gainControl = true
     /// Target peak level, dB below full scale.
     public var agcTargetDBFS: Int32 = 3
+    /// 3 dB, not webrtc's 9: below its limiter the compressor lifts every level alike, so more
+    /// only drives a close talker into the limiter (docs/audio-engine.md, "The AGC's compression gain").
     public var agcCompressionDB: Int32 = 3
     public var voiceDetect = true
     /// 0 very low … 3 high likelihood of speech needed.
