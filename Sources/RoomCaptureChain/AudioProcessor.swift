@@ -135,8 +135,8 @@ public final class AudioProcessor {
         c.aec_delay_agnostic = settings.delayAgnostic ? 1 : 0
         c.aec_suppression = settings.echoSuppression
         c.noise_suppress = settings.noiseSuppress ? 1 : 0
-        // Far-field speech through the beam stands closer to the room's noise than a near talker:
-        // the noise suppressor's floor is one level milder there (farfield rooms, high → moderate: TBD)
+        // With the array the suppressor's floor also follows the room's measured reverberance
+        // (spectral_ns.h; docs/audio-engine.md, "Noise suppression").
         c.ns_level = settings.noiseLevel
         c.ns_in_canceller = settings.noiseSuppressor == .canceller ? 1 : 0
         c.gain_control = settings.gainControl ? 1 : 0
