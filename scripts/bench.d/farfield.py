@@ -5,7 +5,10 @@
                                             $FARFIELD_ROOMS when set), render them;
                                             prints "NAME SECONDS FAR_END_WAV|-" per room
   farfield.py xruns ROOMDIR                 xruns and device losses of the room's roomd run
-  farfield.py analyze WORK NAME...          metric lines, one JSON object per line
+  farfield.py analyze WORK VOICES_DIR NAME...  metric lines, one JSON object per line
+  farfield.py windows KEEP NAME [SECONDS]   STOI of roomd, mic 0 and the anchors over consecutive
+                                            windows of the talk (0.75 s), from a FARFIELD_KEEP
+                                            directory: where in the talk a room is won or lost
 
 Rooms: people 0.8-3 m from board/sim's 4-mic array in shoebox rooms with RT60 0.3-0.8 s and
 ventilation, fan or diffuse noise at 12-25 dB SNR; one talker, two taking turns, one walking,
@@ -298,40 +301,49 @@ def anchors(spec, mics16, noise16, refs16):
 
 # ---- analysis ---------------------------------------------------------------------------------
 
+class Room:
+    """One room's run, read back: the dry talkers, the raw mics, what roomd sent, and the 16 kHz
+    signals every score is taken over (`signals`: roomd, mic0 and the anchors)."""
+
+    def __init__(self, work, voices, name):
+        self.name = name
+        self.spec = spec = dict(ROOMS[name])
+        self.dir = d = os.path.join(work, "ff-" + name)
+        mics = read_wav(os.path.join(d, "mics.wav"))
+        noise = read_wav(os.path.join(d, "noise.wav"))
+        self.refs = []
+        spec["_seconds"] = []
+        total = len(mics)
+        for voice, az, dist, height, start in spec["talkers"]:
+            x = read_wav(os.path.join(voices, voice + ".wav"))[:, 0]
+            spec["_seconds"].append(len(x) / RATE)
+            r = np.zeros(total)
+            s = int(round(start * RATE))
+            r[s:s + len(x)] = x[:max(0, total - s)]
+            self.refs.append(r)
+        self.raw0 = raw0 = mics[:, 0].copy()
+        if "far" in spec:  # the far end's echo at mic 0, offline: the card's speaker response
+            far = read_wav(os.path.join(voices, spec["far"] + ".wav"))[:, 0]
+            h = read_float_wav(os.path.join(d, "irs", "speaker-mic0.wav"))
+            echo = np.convolve(far, h)[:total] * 10 ** (ECHO_GAIN_DB / 20)
+            raw0[:len(echo)] += echo[:total]
+        self.rec = read_wav(os.path.join(d, "roomd.wav"))[:, 0]
+        self.ref16 = to16k(np.sum(self.refs, axis=0))
+        active = np.nonzero(np.abs(self.ref16) > 10 ** (-50 / 20))[0]
+        self.span = (max(0, active[0] - 1600), min(len(self.ref16), active[-1] + 3200))
+        self.signals = {"roomd": to16k(self.rec), "mic0": to16k(raw0)}
+        self.signals.update(anchors(spec, to16k(mics), to16k(noise), [to16k(r) for r in self.refs]))
+
+
 def analyze_room(work, voices, name):
-    spec = dict(ROOMS[name])
-    d = os.path.join(work, "ff-" + name)
-    mics = read_wav(os.path.join(d, "mics.wav"))
-    noise = read_wav(os.path.join(d, "noise.wav"))
-    refs = []
-    spec["_seconds"] = []
-    total = len(mics)
-    for voice, az, dist, height, start in spec["talkers"]:
-        x = read_wav(os.path.join(voices, voice + ".wav"))[:, 0]
-        spec["_seconds"].append(len(x) / RATE)
-        r = np.zeros(total)
-        s = int(round(start * RATE))
-        r[s:s + len(x)] = x[:max(0, total - s)]
-        refs.append(r)
-    ref = np.sum(refs, axis=0)
-    raw0 = mics[:, 0].copy()
-    if "far" in spec:  # the far end's echo at mic 0, offline: the card's speaker response
-        far = read_wav(os.path.join(voices, spec["far"] + ".wav"))[:, 0]
-        tool_dir = os.path.join(d, "irs")
-        h = read_float_wav(os.path.join(tool_dir, "speaker-mic0.wav"))
-        echo = np.convolve(far, h)[:total] * 10 ** (ECHO_GAIN_DB / 20)
-        raw0[:len(echo)] += echo[:total]
-    rec = read_wav(os.path.join(d, "roomd.wav"))[:, 0]
-    ref16, raw16, rec16 = to16k(ref), to16k(raw0), to16k(rec)
-    refs16 = [to16k(r) for r in refs]
-    active = np.nonzero(np.abs(ref16) > 10 ** (-50 / 20))[0]
-    span = (max(0, active[0] - 1600), min(len(ref16), active[-1] + 3200))
+    room = Room(work, voices, name)
+    spec, d, refs, raw0, rec = room.spec, room.dir, room.refs, room.raw0, room.rec
     result = {"name": name, "xruns": xruns(d)}
-    for label, sig in [("roomd", rec16), ("mic0", raw16)] + list(anchors(spec, to16k(mics), to16k(noise), refs16).items()):
-        p, s, lag = scores(ref16, sig, span)
+    for label, sig in room.signals.items():
+        p, s, lag = scores(room.ref16, sig, room.span)
         result[label] = (p, s, lag)
         if label in ("roomd", "mic0"):
-            result["level_" + label] = speech_level(ref16, sig, lag, span)
+            result["level_" + label] = speech_level(room.ref16, sig, lag, room.span)
     result["loc_median_deg"], result["lock_ms"], result["loc_samples"] = localization(spec, d, refs)
     # echo: the far end alone (before the near-end talker). roomd's figure is mic 0's energy
     # over its output's in the periods the far end plays (noise included in both); measured here
@@ -398,6 +410,27 @@ def localization(spec, d, refs):
     return median, lock, len(errors)
 
 
+def windows(keep, name, seconds):
+    """STOI of every signal over consecutive windows of the talk (where in the talk a room is
+    won or lost), from a FARFIELD_KEEP directory."""
+    from pystoi import stoi
+    room = Room(keep, keep, name)
+    a, b = room.span
+    n = int(seconds * 16000)
+    aligned = {}
+    for label, sig in room.signals.items():
+        lag = lag_of(sig, room.ref16, 8000)
+        end = min(b, len(sig) - lag)
+        aligned[label] = (room.ref16[a:end], sig[a + lag:end + lag])
+    print(f"{'from s':>7}" + "".join(f"{label:>10}" for label in aligned))
+    for start in range(0, b - a - n // 2, n):
+        row = []
+        for r, o in aligned.values():
+            rr, oo = r[start:start + n], o[start:start + n]
+            row.append(stoi(rr, oo, 16000) if len(rr) >= n // 2 else float("nan"))
+        print(f"{(a + start) / 16000:7.2f}" + "".join(f"{v:10.3f}" for v in row))
+
+
 def read_float_wav(path):
     import scipy.io.wavfile as wavfile
     rate, x = wavfile.read(path)
@@ -448,5 +481,7 @@ if __name__ == "__main__":
         print(xruns(sys.argv[2]))
     elif len(sys.argv) >= 4 and sys.argv[1] == "analyze":
         analyze(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "windows":
+        windows(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) == 5 else 0.75)
     else:
         sys.exit(__doc__)

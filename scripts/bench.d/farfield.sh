@@ -14,7 +14,8 @@
 # Environment:
 #   FARFIELD_ROOMS  subset of the room names (default all: farfield.py's ROOMS)
 #   FARFIELD_OPTS   extra roomd options for every run (e.g. "--disable ns")
-#   FARFIELD_KEEP   a directory to copy the rooms (scenes, recordings, logs) into
+#   FARFIELD_KEEP   a directory to copy the rooms (scenes, recordings, logs) and voices into
+#                   (then: farfield.py windows KEEP ROOM, STOI over the talk's 0.75 s windows)
 
 if ! python3 -c 'import numpy, scipy, pesq, pystoi, nara_wpe' 2>/dev/null; then
   echo "bench farfield: installing pesq, pystoi, nara_wpe (and numpy, scipy) from PyPI" >&2
@@ -72,6 +73,9 @@ ff_names=()
 for spec in "${ff_specs[@]}"; do ff_names+=("${spec%% *}"); done
 python3 "$ROOT/scripts/bench.d/farfield.py" analyze "$WORK" "$WORK" "${ff_names[@]}"
 if [ -n "${FARFIELD_KEEP:-}" ]; then
+  # the rooms with their mics' rendering (-L: mics.wav links into the card's cache) and the
+  # voices, so that `farfield.py windows` and `analyze` can read them back
   mkdir -p "$FARFIELD_KEEP"
-  cp -r "$WORK"/ff-* "$FARFIELD_KEEP"/
+  cp -rL "$WORK"/ff-* "$FARFIELD_KEEP"/
+  cp "$WORK"/ff_*.wav "$FARFIELD_KEEP"/
 fi
