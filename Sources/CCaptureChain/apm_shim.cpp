@@ -419,6 +419,9 @@ extern "C" void rapm_self_test(rapm_t *a, int on) {
     if (!a->beam) return;
     a->beam->hold = on != 0;   // the test's sweeps and talker are not the room's noise
     roomaec::Canceller *k = a->kc_count > 0 ? a->kc[0] : nullptr;
+    // the dereverberation comes back to mic 0's signal (the test steered there), not the beam's
+    // its prediction was learnt through
+    if (!on) for (int i = 0; i < a->kc_count; i++) roomaec::derev_new_path(&a->kc[i]->derev);
     if (on) {
         a->beam->learn_echo = 0;
         if (a->beam->current != roombeam::kBeams) {
@@ -435,6 +438,12 @@ extern "C" void rapm_self_test(rapm_t *a, int on) {
 
 extern "C" void rapm_streams_restarted(rapm_t *a) {
     for (int i = 0; i < a->kc_count; i++) roomaec::forget_certainty(a->kc[i]);
+}
+
+extern "C" float rapm_dereverb_settled(const rapm_t *a) {
+    if (a->kc_count == 0 || !a->dereverb) return -1.0f;
+    const roomaec::Dereverb *d = &a->kc[0]->derev;
+    return d->settled >= roomaec::kSettleBlocks ? 1.0f : (float)d->settled / roomaec::kSettleBlocks;
 }
 
 extern "C" float rapm_reverberance(const rapm_t *a) {

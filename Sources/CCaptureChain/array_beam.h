@@ -75,8 +75,8 @@ constexpr float kEchoChoiceLowHz = 300, kEchoChoiceHighHz = 8000;
 constexpr int kChoiceBinsPerBlock = 8;        // of the beam in use: 513 bins every ~0.65 s at 48 kHz
 constexpr int kBlocksToChoose = 100;          // ~1 s heard before the choices move
 // A beam taken up with no beam before it to take choices from (mic 0 alone before: the first
-// talker the appliance hears, or one after the direction was lost) goes through all its bins
-// at kFirstChoiceBinsPerBlock a block (513 bins in ~80 ms at 48 kHz) as soon as
+// talker the appliance hears, or the first after a self-test) goes through all its bins
+// at kFirstChoiceBinsPerBlock a block (513 bins in 9 blocks at 48 kHz) as soon as
 // kFirstChoiceBlocks have been heard, instead of starting from delay-and-sum and revisiting
 // 8 bins a block: the talker's first words otherwise went through delay-and-sum for ~1 s.
 constexpr int kFirstChoiceBlocks = 30;
@@ -375,6 +375,8 @@ static void steer(Beam *b, int beam) {
             for (int k = 0; k < b->Kr; k++) use_candidate(b, beam, k, b->chosen[(size_t)b->current * b->Kr + k]);
         else
             b->first_sweep_left = b->Kr;
+    } else {
+        b->first_sweep_left = 0;   // a beam with choices of its own (or mic 0): revisited as usual
     }
     b->previous = b->current;
     b->previous_echo_design = b->echo_design;

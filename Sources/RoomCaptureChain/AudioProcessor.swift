@@ -241,6 +241,13 @@ public final class AudioProcessor {
         return r >= 0 ? r : nil
     }
 
+    /// How much of the dereverberation's prediction is taken off since the beam last turned
+    /// (0 … 1 over 1 s: the prediction was learnt through the old beam), nil when it does not run.
+    public var dereverberationSettled: Float? {
+        let r = rapm_dereverb_settled(apm)
+        return r >= 0 ? r : nil
+    }
+
     /// The beam's centre in board-frame degrees, nil while it is mic 0 alone.
     public var beamAzimuthDegrees: Float? {
         var d: Float = 0

@@ -92,6 +92,9 @@ void rapm_self_test(rapm_t *apm, int on);
 /// as at its start (keeping them) and learns a moved one at once. No effect with webrtc's
 /// canceller (delay-agnostic). Between blocks, on the thread that processes capture; allocates nothing.
 void rapm_streams_restarted(rapm_t *apm);
+/// How much of WPE's subtraction applies after the beam last turned (0 … 1: it comes back over
+/// 1 s, dereverb.h kSettleBlocks), or −1 when the dereverberation does not run. For tests.
+float rapm_dereverb_settled(const rapm_t *apm);
 /// How reverberant the dereverberation measures the room (0 dry … 1 reverberant: how much of it
 /// is applied; dereverb.h), or −1 when it does not run.
 float rapm_reverberance(const rapm_t *apm);
@@ -190,9 +193,10 @@ int rbeam_frames_per_block(const rbeam_t *beam);
 rbeam_t *rbeam_create_adaptive(int sample_rate, int mics, const float *mic_xyz);
 void rbeam_set_room_quiet(rbeam_t *beam, int quiet);
 int rbeam_echo_design(rbeam_t *beam, float azimuth_deg);
-/// Takes up the beam nearest azimuth_deg as the engine does (with its fade, and a first beam's
-/// choice of designs: array_beam.h kFirstChoiceBlocks). rbeam_superdirective_share: the share of
-/// that beam's bins whose chosen design is not delay-and-sum (−1 for a beam that does not choose).
+/// Takes up the beam nearest azimuth_deg (without the engine's hysteresis between beams) as the
+/// engine takes up the one it chose: with the fade, and a first beam's choice of designs
+/// (array_beam.h kFirstChoiceBlocks). rbeam_superdirective_share: the share of that beam's bins
+/// whose chosen design is not delay-and-sum (−1 for a beam that does not choose).
 void rbeam_take_up(rbeam_t *beam, float azimuth_deg);
 float rbeam_superdirective_share(const rbeam_t *beam, float azimuth_deg);
 
