@@ -382,6 +382,11 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
 // rooms within ±0.002 STOI (scripts/bench doubletalk farfield, 2026-11-29).
 static constexpr float kMappedBankUncertainty = 0.0f;
 
+// The signal the dereverberation sees comes through another beam (or mic 0) from now on.
+static void dereverb_new_path(rapm_t *a) {
+    for (int i = 0; i < a->kc_count; i++) roomaec::derev_new_path(&a->kc[i]->derev);
+}
+
 extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int echo_alone, int far_active) {
     if (!a->beam || a->self_test) return;
     a->beam->learn_echo = echo_alone != 0;
@@ -392,7 +397,7 @@ extern "C" void rapm_steer(rapm_t *a, float azimuth_deg, int has_direction, int 
     const int from = a->beam->current;
     roombeam::steer(a->beam, b);
     if (a->kc_count == 0) return;
-    for (int i = 0; i < a->kc_count; i++) roomaec::derev_new_path(&a->kc[i]->derev);
+    dereverb_new_path(a);
     roomaec::Canceller *k = a->kc[0];
     // a beam whose echo path is still to learn takes the echo-time design the room calls for
     if (b < roombeam::kBeams && k->bLeft[b] < 0) roombeam::choose_echo_design(a->beam, b);
@@ -421,7 +426,7 @@ extern "C" void rapm_self_test(rapm_t *a, int on) {
     roomaec::Canceller *k = a->kc_count > 0 ? a->kc[0] : nullptr;
     // the dereverberation comes back to mic 0's signal (the test steered there), not the beam's
     // its prediction was learnt through
-    if (!on) for (int i = 0; i < a->kc_count; i++) roomaec::derev_new_path(&a->kc[i]->derev);
+    if (!on) dereverb_new_path(a);
     if (on) {
         a->beam->learn_echo = 0;
         if (a->beam->current != roombeam::kBeams) {
@@ -442,8 +447,7 @@ extern "C" void rapm_streams_restarted(rapm_t *a) {
 
 extern "C" float rapm_dereverb_settled(const rapm_t *a) {
     if (a->kc_count == 0 || !a->dereverb) return -1.0f;
-    const roomaec::Dereverb *d = &a->kc[0]->derev;
-    return d->settled >= roomaec::kSettleBlocks ? 1.0f : (float)d->settled / roomaec::kSettleBlocks;
+    return roomaec::derev_settle(&a->kc[0]->derev);
 }
 
 extern "C" float rapm_reverberance(const rapm_t *a) {

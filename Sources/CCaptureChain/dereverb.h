@@ -84,6 +84,11 @@ static constexpr int kSettleBlocks = 100;
 // which the prediction learnt through the last beam does not fit.
 static inline void derev_new_path(Dereverb *d) { d->settled = 0; }
 
+// How much of WPE's subtraction applies now: 0 right after a new path, 1 once settled.
+static inline float derev_settle(const Dereverb *d) {
+    return d->settled >= kSettleBlocks ? 1.0f : (float)d->settled / kSettleBlocks;
+}
+
 static void derev_free(Dereverb *d) {
     float *b[] = {d->Pr, d->Pi, d->gr, d->gi, d->hr, d->hi, d->pmean, d->S, d->prev, d->Sx, d->xfloor};
     for (float *p : b) free(p);
@@ -219,9 +224,8 @@ static void derev_apply(Dereverb *d, float *Fr, float *Fi, float *G, int count) 
         d->reverberance = r < 0 ? 0 : r > 1 ? 1 : r;
     }
     const float beta = d->reverberance;
-    const float settle = d->settled >= kSettleBlocks ? 1.0f : (float)d->settled / kSettleBlocks;
+    const float beta_wpe = beta * derev_settle(d);
     if (d->settled < kSettleBlocks) d->settled++;
-    const float beta_wpe = beta * settle;
     // 1. WPE below 4 kHz; the history takes the observations before dereverberation.
     const int newest = (d->head + H - 1) % H;   // becomes "1 block back" for the next block
     for (int k = 0; d->wpe && k < d->Kw && k < K; k++) {

@@ -64,25 +64,8 @@ final class BeamEchoTests: XCTestCase {
             for i in 0..<n { mics[m][i] += 1e-4 * own.next() }
         }
 
-        var out = [Float](repeating: 0, count: n)
-        var planes = [Float](repeating: 0, count: 4 * Self.block)
-        for b in 0..<blocks {
-            let at = b * Self.block
-            far.withUnsafeBufferPointer { f in
-                let render: [UnsafePointer<Float>?] = [f.baseAddress! + at]
-                _ = render.withUnsafeBufferPointer { apm.analyzeRender($0.baseAddress!) }
-            }
-            for m in 0..<4 { for i in 0..<Self.block { planes[m * Self.block + i] = mics[m][at + i] } }
-            planes.withUnsafeBufferPointer { p in
-                let ins: [UnsafePointer<Float>?] = (0..<4).map { p.baseAddress! + $0 * Self.block }
-                out.withUnsafeMutableBufferPointer { o in
-                    let outs: [UnsafeMutablePointer<Float>?] = [o.baseAddress! + at]
-                    ins.withUnsafeBufferPointer { i in outs.withUnsafeBufferPointer { o in
-                        _ = apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0)
-                    } }
-                }
-            }
-            // As the engine steers after each block: the talker's direction known from block 420.
+        // As the engine steers after each block: the talker's direction known from block 420.
+        let out = apm.processOffline(mics: mics, far: far, block: Self.block) { b in
             let active = farActive(b)
             apm.steer(azimuthDegrees: 120, hasDirection: b >= 420, echoAlone: active, farEndActive: active)
         }

@@ -10,24 +10,8 @@ final class DereverbSettleTests: XCTestCase {
 
     /// `count` 10 ms blocks of each mic's own quiet noise through the chain.
     private func process(_ apm: AudioProcessor, _ count: Int, noise: inout TalkerLocatorTests.Noise) {
-        var planes = [Float](repeating: 0, count: 4 * Self.block), out = [Float](repeating: 0, count: Self.block)
-        let silence = [Float](repeating: 0, count: Self.block)
-        for _ in 0..<count {
-            for i in planes.indices { planes[i] = 1e-3 * noise.next() }
-            silence.withUnsafeBufferPointer { f in
-                let render: [UnsafePointer<Float>?] = [f.baseAddress!]
-                _ = render.withUnsafeBufferPointer { apm.analyzeRender($0.baseAddress!) }
-            }
-            planes.withUnsafeBufferPointer { p in
-                let ins: [UnsafePointer<Float>?] = (0..<4).map { p.baseAddress! + $0 * Self.block }
-                out.withUnsafeMutableBufferPointer { o in
-                    let outs: [UnsafeMutablePointer<Float>?] = [o.baseAddress!]
-                    ins.withUnsafeBufferPointer { i in outs.withUnsafeBufferPointer { o in
-                        _ = apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0)
-                    } }
-                }
-            }
-        }
+        let mics = (0..<4).map { _ in (0..<(count * Self.block)).map { _ in 1e-3 * noise.next() } }
+        _ = apm.processOffline(mics: mics, block: Self.block)
     }
 
     func testWPEComesBackOverASecondAfterTheBeamTurns() throws {

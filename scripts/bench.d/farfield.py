@@ -177,34 +177,36 @@ def to16k(x):
     return mono_to16k(x)
 
 
-def speech_level(ref, out, lag, span):
-    """The level the far end hears: out's mean power over the 20 ms frames where the dry talker
-    talks (within 30 dB of its loudest frame), dBFS of a full-scale sine = 0 (P.56's idea, the
-    activity taken from the reference rather than guessed from the output)."""
+def aligned(ref, out, span):
+    """ref and out (16 kHz) over span, out moved by its lag behind ref; and that lag."""
+    lag = lag_of(out, ref, 8000)
     a, b = span
     b = min(b, len(out) - lag, len(ref))
+    return ref[a:b], out[a + lag:b + lag], lag
+
+
+def speech_level(r, o):
+    """The level the far end hears: o's mean power over the 20 ms frames where the dry talker r
+    talks (within 30 dB of its loudest frame), dBFS of a full-scale sine = 0 (P.56's idea, the
+    activity taken from the reference rather than guessed from the output); r, o aligned."""
     n = 320
-    r = ref[a:b][:(b - a) // n * n].reshape(-1, n)
-    o = out[a + lag:b + lag][:(b - a) // n * n].reshape(-1, n)
+    frames = len(r) // n
+    r, o = r[:frames * n].reshape(-1, n), o[:frames * n].reshape(-1, n)
     pr = np.mean(r ** 2, axis=1)
     talk = pr > np.max(pr) * 10 ** (-30 / 10)
     return 10 * math.log10(max(2 * float(np.mean(o[talk] ** 2)), 1e-20))
 
 
-def scores(ref, out, span):
-    """PESQ-WB and STOI of `out` against `ref` (16 kHz) over span, after aligning out."""
+def scores(r, o):
+    """PESQ-WB and STOI of `o` against `r` (16 kHz, aligned)."""
     from pesq import pesq
     from pystoi import stoi
-    lag = lag_of(out, ref, 8000)
-    a, b = span
-    b = min(b, len(out) - lag, len(ref))
-    r, o = ref[a:b], out[a + lag:b + lag]
     try:
         p = float(pesq(16000, r, o, "wb"))
     except Exception as e:  # no utterance found: nothing of the talker came through
         print(f"bench farfield: pesq failed: {e}", file=sys.stderr)
         p = 1.0
-    return p, float(stoi(r, o, 16000, extended=False)), lag
+    return p, float(stoi(r, o, 16000, extended=False))
 
 
 # ---- the offline anchors ----------------------------------------------------------------------
@@ -340,10 +342,10 @@ def analyze_room(work, voices, name):
     spec, d, refs, raw0, rec = room.spec, room.dir, room.refs, room.raw0, room.rec
     result = {"name": name, "xruns": xruns(d)}
     for label, sig in room.signals.items():
-        p, s, lag = scores(room.ref16, sig, room.span)
-        result[label] = (p, s, lag)
+        r, o, lag = aligned(room.ref16, sig, room.span)
+        result[label] = scores(r, o) + (lag,)
         if label in ("roomd", "mic0"):
-            result["level_" + label] = speech_level(room.ref16, sig, lag, room.span)
+            result["level_" + label] = speech_level(r, o)
     result["loc_median_deg"], result["lock_ms"], result["loc_samples"] = localization(spec, d, refs)
     # echo: the far end alone (before the near-end talker). roomd's figure is mic 0's energy
     # over its output's in the periods the far end plays (noise included in both); measured here
@@ -417,15 +419,11 @@ def windows(keep, name, seconds):
     room = Room(keep, keep, name)
     a, b = room.span
     n = int(seconds * 16000)
-    aligned = {}
-    for label, sig in room.signals.items():
-        lag = lag_of(sig, room.ref16, 8000)
-        end = min(b, len(sig) - lag)
-        aligned[label] = (room.ref16[a:end], sig[a + lag:end + lag])
-    print(f"{'from s':>7}" + "".join(f"{label:>10}" for label in aligned))
+    talks = {label: aligned(room.ref16, sig, room.span)[:2] for label, sig in room.signals.items()}
+    print(f"{'from s':>7}" + "".join(f"{label:>10}" for label in talks))
     for start in range(0, b - a - n // 2, n):
         row = []
-        for r, o in aligned.values():
+        for r, o in talks.values():
             rr, oo = r[start:start + n], o[start:start + n]
             # pystoi needs ~0.41 s (30 frames at 10 kHz): a last window under 0.45 s is left out
             row.append(stoi(rr, oo, 16000) if len(rr) >= min(n, 7200) else float("nan"))
