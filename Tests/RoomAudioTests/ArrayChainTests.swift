@@ -61,29 +61,6 @@ final class ArrayChainTests: XCTestCase {
                                   settings: settings, arrayProcessing: true)
     }
 
-    /// `mics` (one array per mic) through `apm`, block by block: its output. `beforeBlock(b)` runs
-    /// before block b (to steer, say).
-    static func process(_ mics: [[Float]], through apm: AudioProcessor, beforeBlock: (Int) -> Void = { _ in }) -> [Float] {
-        var out: [Float] = []
-        var planes = [Float](repeating: 0, count: 4 * block)
-        var cleaned = [Float](repeating: 0, count: block)
-        for b in 0..<(mics[0].count / block) {
-            beforeBlock(b)
-            for m in 0..<4 { for i in 0..<block { planes[m * block + i] = mics[m][b * block + i] } }
-            planes.withUnsafeBufferPointer { p in
-                let ins: [UnsafePointer<Float>?] = (0..<4).map { p.baseAddress! + $0 * block }
-                cleaned.withUnsafeMutableBufferPointer { c in
-                    let outs: [UnsafeMutablePointer<Float>?] = [c.baseAddress]
-                    ins.withUnsafeBufferPointer { i in outs.withUnsafeBufferPointer { o in
-                        _ = apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0)
-                    } }
-                }
-            }
-            out += cleaned
-        }
-        return out
-    }
-
     /// Steering changes while a tone plays: the output fades from one beam to the other, no step
     /// larger than the tone's own (a click would be one).
     func testChangingTheBeamDoesNotClick() throws {
@@ -91,9 +68,9 @@ final class ArrayChainTests: XCTestCase {
         XCTAssertTrue(apm.arrayProcessing)
         let tone = (0..<(40 * Self.block)).map { Float(0.3 * sin(2 * Double.pi * 1000 * Double($0) / Double(Self.rate))) }
         let mics = TalkerLocatorTests.planeWave(tone, azimuth: 30)
-        let out = Self.process(mics, through: apm) { b in
-            if b == 15 { apm.steer(azimuthDegrees: 30, hasDirection: true) }
-            if b == 25 { apm.steer(azimuthDegrees: 200, hasDirection: true) }
+        let out = apm.processOffline(mics: mics, block: Self.block) { b in   // steers from the next block on
+            if b == 14 { apm.steer(azimuthDegrees: 30, hasDirection: true) }
+            if b == 24 { apm.steer(azimuthDegrees: 200, hasDirection: true) }
         }
         XCTAssertEqual(apm.beamAzimuthDegrees ?? .nan, -165, accuracy: 0.01, "the beam nearest 200°")
         // the tone's largest step from one sample to the next: 0.3 · 2π · 1000/48000

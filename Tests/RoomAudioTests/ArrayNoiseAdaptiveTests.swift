@@ -18,7 +18,7 @@ final class ArrayNoiseAdaptiveTests: XCTestCase {
     private func adaptiveBeam(_ mics: [[Float]], azimuth: Float) throws -> [Float] {
         let apm = try ArrayChainTests.arrayOnlyProcessor()
         apm.steer(azimuthDegrees: azimuth, hasDirection: true)
-        return ArrayChainTests.process(mics, through: apm)
+        return apm.processOffline(mics: mics, block: Self.block)
     }
 
     private func fixedBeam(_ mics: [[Float]], azimuth: Double) throws -> [Float] {

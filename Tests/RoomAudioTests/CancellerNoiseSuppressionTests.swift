@@ -29,26 +29,7 @@ final class CancellerNoiseSuppressionTests: XCTestCase {
     private func run(_ settings: ProcessingSettings, _ signal: [Float], switchOff: Bool = false) throws -> [Float] {
         let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
         if switchOff { _ = apm.setSpeechProcessing(noiseSuppression: false, gainControl: false) }
-        let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
-        let output = UnsafeMutablePointer<Float>.allocate(capacity: period)
-        let render = UnsafeMutablePointer<Float>.allocate(capacity: period)
-        render.initialize(repeating: 0, count: period)
-        defer { input.deallocate(); output.deallocate(); render.deallocate() }
-        var inputs: [UnsafePointer<Float>?] = [UnsafePointer(input)]
-        var outputs: [UnsafeMutablePointer<Float>?] = [output]
-        var renders: [UnsafePointer<Float>?] = [UnsafePointer(render)]
-        var out: [Float] = []
-        for b in 0..<(signal.count / period) {
-            for i in 0..<period { input[i] = signal[b * period + i] }
-            _ = renders.withUnsafeMutableBufferPointer { apm.analyzeRender($0.baseAddress!) }
-            _ = inputs.withUnsafeMutableBufferPointer { i in
-                outputs.withUnsafeMutableBufferPointer { o in
-                    apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0)
-                }
-            }
-            out.append(contentsOf: UnsafeBufferPointer(start: output, count: period))
-        }
-        return out
+        return apm.processOffline(signal, block: period)
     }
 
     private func level(_ x: [Float], _ range: Range<Int>) -> Double {

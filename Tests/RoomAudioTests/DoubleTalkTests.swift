@@ -187,30 +187,6 @@ final class DoubleTalkTests: XCTestCase {
         }
     }
 
-    /// Straight through the APM shim, one 10 ms block at a time: the far end to the render side,
-    /// the mic to the capture side (mono, no delay hint); what it sends, whole blocks of `mic`.
-    private func process(_ apm: AudioProcessor, mic: [Float], far: [Float]) -> [Float] {
-        let period = rate / 100
-        let input = UnsafeMutablePointer<Float>.allocate(capacity: period)
-        let output = UnsafeMutablePointer<Float>.allocate(capacity: period)
-        let render = UnsafeMutablePointer<Float>.allocate(capacity: period)
-        defer { input.deallocate(); output.deallocate(); render.deallocate() }
-        var inputs: [UnsafePointer<Float>?] = [UnsafePointer(input)]
-        var outputs: [UnsafeMutablePointer<Float>?] = [output]
-        var renders: [UnsafePointer<Float>?] = [UnsafePointer(render)]
-        var out: [Float] = []
-        out.reserveCapacity(mic.count)
-        for b in 0..<(mic.count / period) {
-            for i in 0..<period { input[i] = mic[b * period + i]; render[i] = far[b * period + i] }
-            _ = renders.withUnsafeMutableBufferPointer { apm.analyzeRender($0.baseAddress!) }
-            _ = inputs.withUnsafeMutableBufferPointer { i in
-                outputs.withUnsafeMutableBufferPointer { o in apm.processCapture(i.baseAddress!, into: o.baseAddress!, delayMilliseconds: 0) }
-            }
-            out += UnsafeBufferPointer(start: output, count: period)
-        }
-        return out
-    }
-
     /// How fast the canceller learns must not depend on where the echo's delay falls within a
     /// 10 ms block (docs/echo-canceller.md, "Surprise"): the filter's partitions overlap, and
     /// before the tapered gradient a delay covered by four of them was learned faster than one
@@ -231,7 +207,7 @@ final class DoubleTalkTests: XCTestCase {
             let d = delayMs * rate / 1000
             let mic: [Float] = (0..<(blocks * period)).map { i in (i >= d ? 0.5012 * far[i - d] : 0) + noise[i] }
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
-            let out = process(apm, mic: mic, far: Array(far[0..<(blocks * period)]))
+            let out = apm.processOffline(mic, far: Array(far[0..<(blocks * period)]), block: period)
             var micEnergy = 0.0, outEnergy = 0.0
             for i in (blocks / 2 * period)..<(blocks * period) {
                 micEnergy += Double(mic[i] * mic[i]); outEnergy += Double(out[i] * out[i])
@@ -266,7 +242,7 @@ final class DoubleTalkTests: XCTestCase {
         func run(skip: Bool) throws -> (out: [Float], idle: Int) {
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
             apm.setCancellerIdleSkip(skip)
-            return (process(apm, mic: mic, far: farSignal), apm.cancellerIdleBlocks)
+            return (apm.processOffline(mic, far: farSignal, block: period), apm.cancellerIdleBlocks)
         }
         let skipped = try run(skip: true), full = try run(skip: false)
         XCTAssertEqual(full.idle, 0)
@@ -311,11 +287,11 @@ final class DoubleTalkTests: XCTestCase {
         func run(band: Int, widenAtBlock: Int? = nil) throws -> [Float] {
             let apm = try AudioProcessor(rate: rate, micChannels: 1, micPositions: [], settings: settings)
             apm.setOutputBand(topHz: band)
-            guard let widen = widenAtBlock else { return process(apm, mic: mic, far: farSignal) }
+            guard let widen = widenAtBlock else { return apm.processOffline(mic, far: farSignal, block: period) }
             let split = widen * period
-            let first = process(apm, mic: Array(mic[0..<split]), far: Array(farSignal[0..<split]))
+            let first = apm.processOffline(Array(mic[0..<split]), far: Array(farSignal[0..<split]), block: period)
             apm.setOutputBand(topHz: 0)
-            return first + process(apm, mic: Array(mic[split...]), far: Array(farSignal[split...]))
+            return first + apm.processOffline(Array(mic[split...]), far: Array(farSignal[split...]), block: period)
         }
         // Energy below 7.5 kHz and above 8.5 kHz of x[from..<to] (4096-point frames).
         func bands(_ x: [Float], _ from: Int, _ to: Int) -> (low: Double, high: Double) {
