@@ -520,6 +520,9 @@ static int scene_paths_locked(rs_room *r, unsigned rate, size_t *len)
         at[a] = scene.array[a] + scene.speaker[a];
     for (int m = 0; m < scene.mics; m++) {
         float *ir = rs_scene_ir(&scene, at, m, rate, n);
+        const float g = (float)rs_scene_mic_gain(&scene, m);
+        for (size_t i = 0; ir && g != 1.0f && i < n; i++)
+            ir[i] *= g;
         r->conv[m] = ir ? rs_conv_new(ir, n) : NULL;
         free(ir);
         if (!r->conv[m])

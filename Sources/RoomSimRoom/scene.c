@@ -115,6 +115,10 @@ static const char *apply(const rs_kv_ctx *ctx, void *target, const char *k, char
         s->mic_line[k[3] - '0'] = ctx->line;
         return parse_xyz(v, s->mic[k[3] - '0'], -1, 1);
     }
+    if (!strncmp(k, "mic", 3) && k[3] >= '0' && k[3] <= '7' && !strcmp(k + 4, "_gain_db")) {
+        s->mic_gain_line[k[3] - '0'] = ctx->line;
+        return rs_parse_number(v, -20, 20, &s->mic_gain_db[k[3] - '0']);
+    }
     if (!strcmp(k, "speaker")) {
         s->speaker_line = ctx->line;
         return parse_xyz(v, s->speaker, -1, 1);
@@ -226,6 +230,11 @@ static int scene_load(rs_scene *s, const char *path, int calibrate)
         if (s->mic_line[m]) {
             snprintf(key, sizeof key, "mic%d", m);
             return fail(s, s->mic_line[m], key, "mics are numbered from mic0 without gaps");
+        }
+    for (int m = s->mics; m < RS_MAX_MICS; m++)
+        if (s->mic_gain_line[m]) {
+            snprintf(key, sizeof key, "mic%d_gain_db", m);
+            return fail(s, s->mic_gain_line[m], key, "no such mic (its micN position is not given)");
         }
     for (int m = 0; m < s->mics; m++) {
         double p[3] = { centre[0] + s->mic[m][0], centre[1] + s->mic[m][1], centre[2] + s->mic[m][2] };
@@ -654,6 +663,12 @@ int rs_scene_render(const rs_scene *s, const char *wav_path, rs_scene_report *re
             for (size_t f = 0; f < frames; f++)
                 mic[m][f] += g * noise[m][f];
         report->noise_dbfs[i] = want > 0 ? 10 * log10(want / (32768.0 * 32768.0)) : -200;
+    }
+    /* a mic's sensitivity scales all it hears, after the noise was set against mic 0's nominal talk */
+    for (int m = 0; rc == 0 && m < s->mics; m++) {
+        const float g = (float)rs_scene_mic_gain(s, m);
+        for (size_t f = 0; g != 1.0f && f < frames; f++)
+            mic[m][f] *= g;
     }
     rs_output out = { 0 };
     if (rc == 0 && (rc = rs_output_open(&out, wav_path, RS_FILE_WAV)) == 0 &&

@@ -108,6 +108,44 @@ final class SimCardSceneTests: XCTestCase {
         }
     }
 
+    /// A mic's sensitivity (`micN_gain_db`: real MEMS mics differ by up to ±1 dB) scales all it
+    /// hears: a talker's sound (the rendering) and the speaker's echo (the card's run-time paths).
+    func testMicSensitivityScalesTheTalkerAndTheEcho() throws {
+        let gainsDB = [0.0, 6.0, -6.0, 0.0]
+        let gainLines = gainsDB.enumerated().filter { $0.element != 0 }.map { "mic\($0.offset)_gain_db = \($0.element)" }.joined(separator: "\n")
+        // the echo: an impulse from the speaker under the array's centre
+        let room = Room("scene = test.scene\necho = on\necho_delay_ms = 2\necho_gain_db = 0")
+        let speaker = [0.0, 0.0, -0.05]
+        writeScene(room, "rt60_ms = 300\nspeaker = \(speaker[0]) \(speaker[1]) \(speaker[2])\n" + gainLines)
+        let impulseAt = 4800, total = 14400
+        let run = try playImpulse(room, at: impulseAt, level: 1000, total: total)
+        let x = run.speakerOffset(echoDelayMs: 2)
+        let source = zip(Self.centre, speaker).map { $0 + $1 }
+        for m in 0..<4 {
+            let d = Self.distance(source, Self.micPosition(m))
+            let at = Int((Double(impulseAt) - x.rounded() + d / 343 * 48000).rounded())
+            let mic = (0..<total).map { Double(run.mics[$0 * 4 + m]) }
+            let expected = 1000 / d * pow(10, gainsDB[m] / 20)
+            XCTAssertEqual(directLevel(mic, at: at), expected, accuracy: expected * 0.1, "mic \(m): echo level with \(gainsDB[m]) dB")
+        }
+        // the talker: an impulse 1 m from the array
+        let talkerRoom = Room("scene = test.scene\necho = off")
+        var pulse = [Int16](repeating: 0, count: 4800)
+        pulse[0] = 10000
+        writeFile("\(talkerRoom.dir)/pulse.wav", wavBytes(channels: 1, rate: 48000, samples: pulse))
+        let at = [Self.centre[0] + 1, Self.centre[1], Self.centre[2]]
+        writeScene(talkerRoom, "rt60_ms = 300\ntalker1 = pulse.wav\ntalker1_at = \(at[0]) \(at[1]) \(at[2])\ntalker1_start_s = 0.1\n" + gainLines)
+        defer { withExtendedLifetime(talkerRoom) {} }
+        let got = try captureAll("testMicSensitivityScalesTheTalkerAndTheEcho", channels: 4, frames: 9600)
+        for m in 0..<4 {
+            let d = Self.distance(at, Self.micPosition(m))
+            let arrival = 4800 + Int((d / 343 * 48000).rounded())
+            let mic = (0..<9600).map { Double(got[$0 * 4 + m]) }
+            let expected = 10000 / d * pow(10, gainsDB[m] / 20)
+            XCTAssertEqual(directLevel(mic, at: arrival), expected, accuracy: expected * 0.15, "mic \(m): the talker's level with \(gainsDB[m]) dB")
+        }
+    }
+
     /// Cross-correlation lag (samples) of b against a within ±maxLag: positive when b hears later.
     private func lag(_ a: ArraySlice<Double>, _ b: ArraySlice<Double>, maxLag: Int) -> Int {
         let a = Array(a), b = Array(b)
@@ -154,6 +192,8 @@ final class SimCardSceneTests: XCTestCase {
             ("rt60_ms = 400\nnoise1 = pink\nnoise1_at = 1 1 1\nnoise1_snr_db = 20", ":10: key 'noise1_snr_db': an SNR needs a talker"),
             ("rt60_ms = 400\ntalker1 = t.wav\ntalker1_path = 1 1 1 @ 2; 2 2 1 @ 1", ":9: key 'talker1_path': bad value"),
             ("rt60_ms = 400\nwalls = concrete", ":8: unknown key 'walls'"),
+            ("rt60_ms = 400\nmic5_gain_db = 1", ":8: key 'mic5_gain_db': no such mic"),
+            ("rt60_ms = 400\nmic1_gain_db = 30", ":8: key 'mic1_gain_db': bad value '30'"),
         ]
         for (body, message) in cases {
             let room = Room("scene = test.scene")

@@ -69,6 +69,19 @@ ROOMS = {
 }
 
 
+def mic_gains_db():
+    """$FARFIELD_MIC_GAINS_DB: mics 1-3's sensitivity against mic 0's in dB (real MEMS mics differ by up
+    to ±1 dB); mic 0 stays the reference, as the double-talk room's offline echo and the scores assume."""
+    text = os.environ.get("FARFIELD_MIC_GAINS_DB", "").split()
+    try:
+        gains = [float(g) for g in text]
+    except ValueError:
+        sys.exit(f"farfield: FARFIELD_MIC_GAINS_DB={' '.join(text)!r}: numbers in dB, one per mic 1-{len(MICS) - 1}")
+    if len(gains) > len(MICS) - 1 or any(abs(g) > 20 for g in gains):
+        sys.exit(f"farfield: FARFIELD_MIC_GAINS_DB: at most {len(MICS) - 1} values (mics 1-{len(MICS) - 1}), each within ±20 dB")
+    return gains
+
+
 def emit(metric, value, unit, **extra):
     line = {"bench": "farfield", "metric": metric, "value": None if value is None else round(float(value), 3), "unit": unit}
     line.update(extra)
@@ -99,6 +112,7 @@ def scene_text(spec, voices, with_talkers=True):
     r, a = spec["room"], spec["array"]
     out = [f"room = {r[0]} {r[1]} {r[2]}", f"rt60_ms = {spec['rt60'] * 1000:.0f}", f"array = {a[0]} {a[1]} {a[2]}"]
     out += [f"mic{m} = {x} {y} {z}" for m, (x, y, z) in enumerate(MICS)]
+    out += [f"mic{m + 1}_gain_db = {g}" for m, g in enumerate(mic_gains_db())]
     out.append(f"speaker = {SPEAKER[0]} {SPEAKER[1]} {SPEAKER[2]}")
     end = 0.0
     for i, (voice, az, dist, height, start) in enumerate(spec["talkers"]):

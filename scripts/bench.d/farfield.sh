@@ -14,6 +14,8 @@
 # Environment:
 #   FARFIELD_ROOMS  subset of the room names (default all: farfield.py's ROOMS)
 #   FARFIELD_OPTS   extra roomd options for every run (e.g. "--disable ns")
+#   FARFIELD_MIC_GAINS_DB  mics 1-3's sensitivity against mic 0's, dB (e.g. "1 -1 0.5": real MEMS mics
+#                   differ by up to ±1 dB); the scene's micN_gain_db, so the anchors hear the same mics
 #   FARFIELD_KEEP   a directory to copy the rooms (scenes, recordings, logs) and voices into
 #                   (then: farfield.py windows KEEP ROOM, STOI over the talk's 0.75 s windows)
 

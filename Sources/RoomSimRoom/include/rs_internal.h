@@ -12,6 +12,7 @@
 #define RS_INTERNAL_H
 
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -223,6 +224,8 @@ typedef struct rs_scene {
     int array_line;
     double mic[RS_MAX_MICS][3];
     int mic_line[RS_MAX_MICS];
+    double mic_gain_db[RS_MAX_MICS]; /* micN_gain_db: the mic's sensitivity against its nominal */
+    int mic_gain_line[RS_MAX_MICS];
     int mics;                  /* mic0..mic(mics-1), after rs_scene_load */
     double speaker[3];         /* relative to the array centre */
     int speaker_line;
@@ -244,6 +247,9 @@ size_t rs_scene_ir_length(const rs_scene *s, double rate);
 /* The impulse response from a point (absolute room coordinates) to mic m at `rate` (n taps,
  * the scene's high-pass applied). malloc'ed; NULL when out of memory. */
 float *rs_scene_ir(const rs_scene *s, const double src[3], int mic, double rate, size_t n);
+/* Mic m's sensitivity (micN_gain_db) as a linear factor on everything it hears: the rendering's
+ * talkers and noise, and the speaker's echo. Not in rs_scene_ir: a response is the room's. */
+static inline double rs_scene_mic_gain(const rs_scene *s, int m) { return pow(10.0, s->mic_gain_db[m] / 20.0); }
 
 typedef struct rs_scene_report {
     double seconds;
