@@ -461,6 +461,13 @@ extern "C" int rapm_beam(const rapm_t *a, float *azimuth_deg) {
     return 1;
 }
 
+extern "C" int rapm_mic_corrections_db(const rapm_t *a, float *db, int capacity) {
+    if (!a->beam) return 0;
+    const int n = a->beam->mics < capacity ? a->beam->mics : capacity;
+    for (int m = 0; m < n; m++) db[m] = 20.0f * log10f(a->beam->cal_gain[m]);
+    return n;
+}
+
 extern "C" int rapm_voice_detected(const rapm_t *a) { return a->voice; }
 extern "C" int rapm_echo_present(const rapm_t *a) { return a->echo; }
 

@@ -248,6 +248,13 @@ public final class AudioProcessor {
         return r >= 0 ? r : nil
     }
 
+    /// The gain in dB the array puts on each mic to bring it to mic 0's sensitivity (0 until
+    /// measured; real mics differ by up to ±1 dB), written into `db`: how many mics, 0 without an
+    /// array. Allocates nothing.
+    public func micCorrectionsDB(into db: UnsafeMutableBufferPointer<Float>) -> Int {
+        Int(rapm_mic_corrections_db(apm, db.baseAddress, Int32(db.count)))
+    }
+
     /// The beam's centre in board-frame degrees, nil while it is mic 0 alone.
     public var beamAzimuthDegrees: Float? {
         var d: Float = 0

@@ -101,6 +101,10 @@ float rapm_reverberance(const rapm_t *apm);
 /// Where the beam points: 1 with its centre in *azimuth_deg, 0 while it is mic 0 alone (or
 /// there is no array).
 int rapm_beam(const rapm_t *apm, float *azimuth_deg);
+/// The gain (dB) the array puts on each mic to bring it to mic 0's sensitivity (array_beam.h,
+/// calibrate; 0 until measured), up to `capacity` mics: how many were written, 0 without an array.
+/// Allocates nothing: the audio thread reads it for the status.
+int rapm_mic_corrections_db(const rapm_t *apm, float *db, int capacity);
 
 /// Switches noise suppression and gain control while running (the audio profile: music wants
 /// neither). Call on the thread that processes capture, between blocks. Returns 0 or an APM error.
