@@ -288,6 +288,8 @@ final class ControlBridge {
         // dereverberation the room gets (absent without the array).
         if let beam = engine.stats.beamAzimuthDegrees { o["beam_azimuth_deg"] = .double(beam) }
         if let r = engine.stats.reverberance { o["reverberance"] = .double(r) }
+        // What the array corrects each mic by to match mic 0 (absent without the array).
+        if let c = engine.stats.micCorrectionsDB { o["mic_corrections_db"] = .array(c.map { .double($0) }) }
         // The second room listened to, if any.
         if let l = appliance.listening {
             o["listening"] = .object(["room": .string(l.room), "backend": .string(l.link.session?.backendName ?? "none"), "gain_db": .double(l.gainDB),

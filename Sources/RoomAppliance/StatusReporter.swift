@@ -81,6 +81,7 @@ final class StatusReporter {
                 ("talker_locked", talker?.locked == true ? "true" : "false"),
                 ("beam_azimuth_deg", engine.stats.beamAzimuthDegrees.map { fixedDecimalText($0, 1) } ?? "null"),
                 ("reverberance", engine.stats.reverberance.map { fixedDecimalText($0, 3) } ?? "null"),
+                ("mic_corrections_db", engine.stats.micCorrectionsDB.map { "[" + $0.map { fixedDecimalText($0, 1) }.joined(separator: ",") + "]" } ?? "null"),
                 ("quality_warnings", "[" + quality.active.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]"),
             ]
             if let session {

@@ -128,6 +128,8 @@ extension AudioLoop {
                   echoAlone: echoAlone, farEndActive: !farEndQuiet)
         stats.beamAzimuthTenths.store(apm.beamAzimuthDegrees.map { Int(($0 * 10).rounded()) } ?? Int.min, ordering: .relaxed)
         stats.reverberancePermille.store(apm.reverberance.map { Int(($0 * 1000).rounded()) } ?? -1, ordering: .relaxed)
+        let corrected = apm.micCorrectionsDB(into: micCorrections)
+        stats.micCorrectionsPacked.store(EngineStats.packCorrections(micCorrections, count: corrected), ordering: .relaxed)
         guard state.hasDirection else { return }
         let tenths = Int((state.azimuthDegrees * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)

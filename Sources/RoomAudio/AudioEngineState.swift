@@ -63,6 +63,8 @@ final class AudioLoop: @unchecked Sendable {
     /// The block's raw mix of the room's streams and of the call's (before volumes): what the
     /// caller and, while bridged, the room are sent beside the mic (`CallLeg`).
     let roomMix: UnsafeMutablePointer<Float>
+    /// The array's per-mic sensitivity corrections, read each block for the status (`micCorrectionsDB`).
+    let micCorrections: UnsafeMutableBufferPointer<Float>
     let callMix: UnsafeMutablePointer<Float>
     /// The caller's mix-minus for the block, and the room's while the caller is bridged.
     let callSend: UnsafeMutablePointer<Float>
@@ -240,6 +242,8 @@ final class AudioLoop: @unchecked Sendable {
         recordBlock.initialize(repeating: 0, count: block)
         encodeFrame.initialize(repeating: 0, count: frameSamples)
         roomMix = .allocate(capacity: 4 * block)
+        micCorrections = .allocate(capacity: EngineStats.maxCorrectedMics)
+        micCorrections.initialize(repeating: 0)
         roomMix.initialize(repeating: 0, count: 4 * block)
         callMix = roomMix + block
         callSend = roomMix + 2 * block
@@ -260,6 +264,7 @@ final class AudioLoop: @unchecked Sendable {
         encodeFrame.deallocate(); farEnd.deallocate(); farEndPeriod.deallocate()
         slotAudio.deallocate(); slotPointers.deallocate(); gainSSRCs.deallocate()
         roomMix.deallocate()   // with callMix, callSend and roomSend
+        micCorrections.deallocate()
     }
 
     /// A measurement override from the environment (ROOMD_ECHO_CANCELLER, ROOMD_NOISE_SUPPRESSOR):

@@ -181,6 +181,34 @@ public final class EngineStats: Sendable {
     /// reverberant the dereverberation finds the room, per mille (-1: it does not run).
     let beamAzimuthTenths = Atomic<Int>(Int.min)
     let reverberancePermille = Atomic<Int>(-1)
+    /// The gains (dB) that bring each mic of the array to mic 0's sensitivity, packed into one
+    /// word so the audio thread publishes them with one store: the count in the low 4 bits, then
+    /// per mic 7 bits of tenths of a dB offset by 64 (−6.4 … +6.3 dB; the corrections stop at 6).
+    let micCorrectionsPacked = Atomic<Int>(0)
+    static let maxCorrectedMics = 8
+
+    static func packCorrections(_ db: UnsafeMutableBufferPointer<Float>, count: Int) -> Int {
+        let n = min(count, maxCorrectedMics)
+        var word = n
+        for m in 0..<n {
+            let tenths = max(-64, min(63, Int((db[m] * 10).rounded())))
+            word |= (tenths + 64) << (4 + 7 * m)
+        }
+        return word
+    }
+
+    /// Per mic, the gain in dB the array puts on it to match mic 0 (0 until measured); nil
+    /// without an array. docs/audio-engine.md, "The mics brought to one sensitivity".
+    public var micCorrectionsDB: [Double]? {
+        let word = micCorrectionsPacked.load(ordering: .relaxed)
+        let n = word & 0xF
+        guard n > 0 else { return nil }
+        return (0..<n).map { (m: Int) -> Double in
+            let tenths: Int = ((word >> (4 + 7 * m)) & 0x7F) - 64
+            return Double(tenths) / 10
+        }
+    }
+
     /// The beam's centre (board-frame degrees), nil while the chain hears mic 0 alone.
     public var beamAzimuthDegrees: Double? {
         let tenths = beamAzimuthTenths.load(ordering: .relaxed)

@@ -124,6 +124,30 @@ final class RoomdProcessTests: ProcessTestCase {
         XCTAssertTrue(status.allSatisfy { $0.contains("\"talker_azimuth_deg\":null") }, "no direction expected: \(status.last ?? "")")
     }
 
+    /// The array brings every mic to mic 0's sensitivity, and the status lines say by how much
+    /// (an installer sees a mic that is off): a scene whose mics 1-3 are +1, −1 and +0.5 dB off,
+    /// in a room whose noise comes from all around, reads −1, +1 and −0.5 dB within 2 s.
+    func testStatusShowsHowTheArrayCorrectsEachMic() throws {
+        let dir = SimCard.scratch("miccal")
+        let scene = ["room = 5 4 2.7", "rt60_ms = 250", "array = 2.5 2 0.75",
+                     "mic0 = 0.032 0 0", "mic1 = 0 0.032 0", "mic2 = -0.032 0 0", "mic3 = 0 -0.032 0",
+                     "mic1_gain_db = 1", "mic2_gain_db = -1", "mic3_gain_db = 0.5",
+                     "noise1 = pink", "noise1_at = diffuse", "noise1_dbfs = -45", "duration_s = 2"]
+        try (scene.joined(separator: "\n") + "\n").write(toFile: dir + "/room.scene", atomically: true, encoding: .utf8)
+        try "scene = room.scene\necho = off\n".write(toFile: dir + "/room.conf", atomically: true, encoding: .utf8)
+        let r = try roomd(["--board", board, "--duration", "2", "--json", "--stats-interval", "0.5",
+                           "--config", "none", "--state-dir", "none", "--control-socket", "none"],
+                          env: ["ROOMSIM_CONFIG": dir + "/room.conf"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let lines = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let corrections = try XCTUnwrap(lines.last { $0["mic_corrections_db"] is [Double] }?["mic_corrections_db"] as? [Double],
+                                        "no status line with mic_corrections_db: \(r.stdout.suffix(600))")
+        XCTAssertEqual(corrections.count, 4)
+        for (m, want) in [0.0, -1, 1, -0.5].enumerated() where m < corrections.count {
+            XCTAssertEqual(corrections[m], want, accuracy: 0.25, "mic \(m): \(corrections)")
+        }
+    }
+
     /// Double talk with the array on: a talker on the board's −y side starts while the far end
     /// plays through the speaker on +x. The speaker's echo is louder at the mics than the talker
     /// and reaches them from its own side; the beam must go to the talker and stay there (the echo
