@@ -328,6 +328,14 @@ extern "C" int rapm_process_capture(rapm_t *a, const float *const *mics, float *
         a->beam->room_quiet = a->kc_count > 0 && a->kc[0]->far_active ? a->kc[0]->dtf > roomagc::kEchoAloneFactor : !a->voice;
         roombeam::process(a->beam, mics, a->beam_out);
         mics = a->beam_in;
+        if (a->beam->cal_moved) {
+            // A mic's calibration moved (in a pause of the far end: it does not move during echo):
+            // every beam's echo path moved with it. The banks keep their taps and relearn at the
+            // pace of a new start (as after a stream restart); mic 0's path, which did not move,
+            // is still cancelled from the first block.
+            a->beam->cal_moved = 0;
+            for (int i = 0; i < a->kc_count; i++) roomaec::forget_certainty(a->kc[i]);
+        }
     }
     if (a->kc_count > 0) {
         for (int i = 0; i < a->kc_count; i++) roomaec::process(a->kc[i], a->far, mics[i], a->cleaned[i]);

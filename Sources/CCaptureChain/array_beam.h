@@ -98,6 +98,9 @@ constexpr float kCalibrationLowHz = 150, kCalibrationHighHz = 800;
 constexpr float kCalibrationGateLowHz = 300, kCalibrationGateHighHz = 4000, kCalibrationFloorFactor = 2.0f;
 constexpr float kCalibrationMaxDB = 6;
 constexpr int kCalibrationFirstBlocks = 5, kCalibrationBlocks = 3000;
+// A mic's gain moved this far since the canceller was last told (cal_moved): it relearns the
+// echo paths of the beams, which the gains are part of.
+constexpr float kCalibrationRelearnDB = 0.2f;
 constexpr int kMaxMics = 8;
 // How far (degrees) the talker must be from the current beam's centre before another beam takes
 // over: half the spacing and a margin, so a talker between two beams does not flip them.
@@ -165,6 +168,10 @@ struct Beam {
     double cal_power[kMaxMics];
     float cal_gain[kMaxMics], cal_floor;
     int cal_blocks;
+    // The gains when the owner was last told they moved (cal_moved): every beam's echo path is
+    // Σ w·g·H, so a bank learnt before a move is off by it (apm_shim.cpp: the canceller relearns).
+    float cal_told[kMaxMics];
+    int cal_moved;
     bool calibrate;
     int cal_k0, cal_k1, gate_k0, gate_k1;
 };
@@ -277,7 +284,7 @@ static Beam *create(int rate, int mics, const float *xyz, int H, int Nr, int D, 
         b->cr[m] = (float *)calloc(Kr, sizeof(float)); b->ci[m] = (float *)calloc(Kr, sizeof(float));
         ok = b->hist[m] && b->Xr[m] && b->Xi[m] && b->cr[m] && b->ci[m];
     }
-    for (int m = 0; m < kMaxMics; m++) b->cal_gain[m] = 1;
+    for (int m = 0; m < kMaxMics; m++) b->cal_gain[m] = b->cal_told[m] = 1;
     b->cal_k0 = (int)ceilf(kCalibrationLowHz * Nr / rate);
     b->cal_k1 = (int)(kCalibrationHighHz * Nr / rate);
     b->gate_k0 = (int)ceilf(kCalibrationGateLowHz * Nr / rate);
@@ -583,11 +590,23 @@ static void calibrate(Beam *b, bool echo) {
     const double a = 1.0 / b->cal_blocks;
     for (int m = 0; m < b->mics; m++) b->cal_power[m] += a * (p[m] - b->cal_power[m]);
     if (b->cal_blocks < kCalibrationFirstBlocks) return;
-    const float lim = powf(10.0f, kCalibrationMaxDB / 20);
+    const float lim = powf(10.0f, kCalibrationMaxDB / 20), tell = powf(10.0f, kCalibrationRelearnDB / 20);
     for (int m = 1; m < b->mics; m++) {
         float g = b->cal_power[m] > 0 ? sqrtf((float)(b->cal_power[0] / b->cal_power[m])) : 1.0f;
-        b->cal_gain[m] = g > lim ? lim : g < 1 / lim ? 1 / lim : g;
+        if (!isfinite(g)) { b->cal_power[m] = b->cal_power[0]; g = b->cal_gain[m]; }   // a non-finite block: keep the last
+        g = g > lim ? lim : g < 1 / lim ? 1 / lim : g;
+        // the echo's relative transfers were learnt through the old gain: X_m·X_0* scales with it
+        const float r = g / b->cal_gain[m];
+        if (r != 1.0f)
+            for (int k = 0; k < b->Kr; k++) { b->cr[m][k] *= r; b->ci[m][k] *= r; }
+        b->cal_gain[m] = g;
     }
+    for (int m = 1; m < b->mics; m++)
+        if (b->cal_gain[m] > b->cal_told[m] * tell || b->cal_gain[m] * tell < b->cal_told[m]) {
+            for (int n = 1; n < b->mics; n++) b->cal_told[n] = b->cal_gain[n];
+            b->cal_moved = 1;
+            break;
+        }
 }
 
 // One block: H samples per mic → H samples of the beam, delayed by D.
