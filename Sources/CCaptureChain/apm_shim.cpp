@@ -476,6 +476,12 @@ extern "C" int rapm_mic_corrections_db(const rapm_t *a, float *db, int capacity)
     return n;
 }
 
+extern "C" int rapm_start_mic_corrections_db(rapm_t *a, const float *db, int count) {
+    return a->beam && roombeam::seed_calibration(a->beam, db, count) ? 0 : -1;
+}
+
+extern "C" long rapm_mic_calibration_blocks(const rapm_t *a) { return a->beam ? a->beam->cal_measured : 0; }
+
 extern "C" int rapm_voice_detected(const rapm_t *a) { return a->voice; }
 extern "C" int rapm_echo_present(const rapm_t *a) { return a->echo; }
 

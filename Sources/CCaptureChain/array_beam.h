@@ -98,6 +98,10 @@ constexpr float kCalibrationLowHz = 150, kCalibrationHighHz = 800;
 constexpr float kCalibrationGateLowHz = 300, kCalibrationGateHighHz = 4000, kCalibrationFloorFactor = 2.0f;
 constexpr float kCalibrationMaxDB = 6;
 constexpr int kCalibrationFirstBlocks = 5, kCalibrationBlocks = 3000;
+// Gains measured in an earlier run (seed_calibration) count as this many blocks of noise (10 s):
+// a board's mics do not change, so the estimate starts there and what this run measures refines
+// it; a state directory moved to another board is corrected within a minute of quiet.
+constexpr int kCalibrationSeedBlocks = 1000;
 // A mic's gain moved this far since the canceller was last told (cal_moved): it relearns the
 // echo paths of the beams, which the gains are part of.
 constexpr float kCalibrationRelearnDB = 0.2f;
@@ -168,6 +172,10 @@ struct Beam {
     double cal_power[kMaxMics];
     float cal_gain[kMaxMics], cal_floor;
     int cal_blocks;
+    // Blocks measured by this run (the seed not counted): whether the estimate holds anything new.
+    long cal_measured;
+    // seed_calibration's gains, not yet weighed against a measured level (the first block does it).
+    bool cal_seeded;
     // The gains when the owner was last told they moved (cal_moved): every beam's echo path is
     // Σ w·g·H, so a bank learnt before a move is off by it (apm_shim.cpp: the canceller relearns).
     float cal_told[kMaxMics];
@@ -579,6 +587,23 @@ static inline float band_power(const Beam *b, int m, int k0, int k1) {
     return s;
 }
 
+// Starts the estimate from gains (dB, mic 0 first) an earlier run measured: applied from the first
+// block, so a room where the far end never pauses (no block to measure in) still has matched mics.
+// The first measured block turns them into band powers at its level (cal_power holds powers, not
+// ratios) weighted as kCalibrationSeedBlocks blocks. False (nothing changed) for a count that is
+// not the array's, a value that is not finite, or with the calibration off.
+static bool seed_calibration(Beam *b, const float *gain_db, int count) {
+    if (!b->calibrate || count != b->mics) return false;
+    for (int m = 0; m < count; m++)
+        if (!isfinite(gain_db[m])) return false;
+    for (int m = 1; m < count; m++) {
+        const float db = fminf(kCalibrationMaxDB, fmaxf(-kCalibrationMaxDB, gain_db[m] - gain_db[0]));
+        b->cal_gain[m] = b->cal_told[m] = powf(10.0f, db / 20);
+    }
+    b->cal_seeded = true;
+    return true;
+}
+
 static void calibrate(Beam *b, bool echo) {
     if (!b->calibrate || b->hold || echo) return;
     const float wide = band_power(b, 0, b->gate_k0, b->gate_k1);
@@ -588,6 +613,11 @@ static void calibrate(Beam *b, bool echo) {
     // the floor follows mic 0's dips at once and rises ~0.9 dB/s
     b->cal_floor = b->cal_floor <= 0 || wide < b->cal_floor ? wide : b->cal_floor * 1.002f;
     if (wide > kCalibrationFloorFactor * b->cal_floor) return;
+    if (b->cal_seeded && b->cal_blocks == 0) {
+        for (int m = 0; m < b->mics; m++) b->cal_power[m] = p[0] / ((double)b->cal_gain[m] * b->cal_gain[m]);
+        b->cal_blocks = kCalibrationSeedBlocks;
+    }
+    if (b->cal_measured < 1L << 40) b->cal_measured++;
     if (b->cal_blocks < kCalibrationBlocks) b->cal_blocks++;
     const double a = 1.0 / b->cal_blocks;
     for (int m = 0; m < b->mics; m++) b->cal_power[m] += a * (p[m] - b->cal_power[m]);

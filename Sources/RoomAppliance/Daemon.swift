@@ -60,7 +60,8 @@ public struct Daemon {
             }
         }
         let farEnd = try openFarEnd(rate: board.rate)
-        let engine = try makeEngine(board: board, boardFile: boardFile, settings: initial)
+        let corrections = MicCorrectionsKeeper(stateDirectory: settings.stateDirectory, board: board.name, mics: board.captureChannels)
+        let engine = try makeEngine(board: board, boardFile: boardFile, settings: initial, micCorrections: corrections.start)
         let farEndFeeder = farEnd.flatMap { FarEndFeeder(reader: $0, engine: engine) }
         farEndFeeder?.topUp()   // a full ring before the first period plays
         // The room link owns the eventfd the engine wakes; it must exist before the engine starts.
@@ -86,6 +87,13 @@ public struct Daemon {
             calls.close()
         }
         do { try engine.start() } catch { throw .device("\(boardFile): \(error)") }
+        if let start = corrections.start, let path = corrections.path {
+            if engine.stats.micCorrectionsStarted.load(ordering: .relaxed) {
+                Log.info("array: the mics start from the corrections measured before (\(path)): \(MicCorrectionsKeeper.describe(start.map(Double.init)))")
+            } else {
+                Log.info("\(path): not used (no array processing, or ROOMD_MIC_CALIBRATION=off)")
+            }
+        }
         if let sip = settings.file.sip {
             do throws(CallLink.Refusal) { try calls.configure(sip) } catch {
                 engine.stop()
@@ -110,7 +118,7 @@ public struct Daemon {
             }
             appliance.listenAgain()
         }
-        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, joining: initial.placesRoom)
+        return serve(appliance, recorder: recorder, farEnd: farEndFeeder, corrections: corrections, joining: initial.placesRoom)
     }
 
     /// The event loop and the signals. Before any thread starts, so every thread inherits the
@@ -161,12 +169,14 @@ public struct Daemon {
         return reader
     }
 
-    private func makeEngine(board: BoardProfile, boardFile: String, settings: EffectiveSettings) throws(StartFailure) -> AudioEngine {
-        let config: EngineConfiguration
+    private func makeEngine(board: BoardProfile, boardFile: String, settings: EffectiveSettings,
+                            micCorrections: [Float]?) throws(StartFailure) -> AudioEngine {
+        var config: EngineConfiguration
         switch engineConfiguration(board: board, settings: settings) {
         case .success(let c): config = c
         case .failure(let message): throw StartFailure(ExitStatus.noInput, message)
         }
+        config.micCorrectionsStartDB = micCorrections
         // A board whose array cannot tell directions runs without one, and says why once.
         if board.captureChannels > 1, let problem = AudioEngine.talkerDirectionProblem(rate: config.rate, micPositions: config.micPositions) {
             Log.notice("\(boardFile): [array] \(problem): no array processing on this board (the chain hears mic 0 alone)")
@@ -241,7 +251,8 @@ public struct Daemon {
 
     /// Runs the loop until SIGINT/SIGTERM or `--duration`, then leaves the room, stops the
     /// audio and prints the summary. Returns the exit code.
-    private func serve(_ appliance: Appliance, recorder: WAVRecorder?, farEnd: FarEndFeeder?, joining: Bool) -> Int32 {
+    private func serve(_ appliance: Appliance, recorder: WAVRecorder?, farEnd: FarEndFeeder?, corrections: MicCorrectionsKeeper,
+                       joining: Bool) -> Int32 {
         let loop = appliance.loop, engine = appliance.engine, room = appliance.room
         let reporter = StatusReporter(json: options.json, engine: engine, room: room, quality: appliance.quality)
         var recordingFailed = false
@@ -274,7 +285,10 @@ public struct Daemon {
             health.sample()
             appliance.control?.publishLevels()
             ticks += 1
-            if ticks % 10 == 0 { appliance.quality.tick() }
+            if ticks % 10 == 0 {
+                appliance.quality.tick()
+                corrections.keepIfMoved(engine.stats)
+            }
         })
         if options.statsInterval > 0 {
             let interval = Duration.milliseconds(Int64(options.statsInterval * 1000))
@@ -330,6 +344,7 @@ public struct Daemon {
         }
         room.close()
         appliance.listening?.link.close()
+        corrections.keepIfMoved(engine.stats, stopping: true)
         drainEvents(engine)
         drainRecording(engine, into: recorder, failed: &recordingFailed)
         reporter.summary(elapsed: elapsed())

@@ -61,6 +61,8 @@ final class SettingsStore {
     private(set) var runtime: RuntimeSettings
     /// `<state dir>/settings.conf`, or nil when run-time settings are not kept.
     let statePath: String?
+    /// The state directory (absolute), or nil when nothing is kept across restarts.
+    let stateDirectory: String?
 
     /// Reads the configuration file (errors are fatal at start: `file:line: key: …`) and the
     /// run-time settings (a damaged file is set aside with a warning: the appliance must come
@@ -77,8 +79,8 @@ final class SettingsStore {
             file = try Self.read(configPath)
             try Self.checkSignalling(file, against: options, path: configPath)
         }
-        let stateDirectory = options.stateDirectory ?? file.stateDirectory ?? Environment.get("STATE_DIRECTORY")
-        if let dir = stateDirectory, dir != "none", !dir.isEmpty {
+        let chosenState = options.stateDirectory ?? file.stateDirectory ?? Environment.get("STATE_DIRECTORY")
+        if let dir = chosenState, dir != "none", !dir.isEmpty {
             // systemd may pass several directories separated by colons; the first is ours.
             let first = String(dir.split(separator: ":").first ?? "")
             do {
@@ -86,8 +88,10 @@ final class SettingsStore {
             } catch {
                 Log.warning("state directory: \(error); run-time settings will not survive a restart")
             }
+            stateDirectory = Files.absolute(first)
             statePath = Files.absolute(first) + "/" + RuntimeSettings.fileName
         } else {
+            stateDirectory = nil
             statePath = nil
         }
         if let statePath, Files.exists(statePath) {

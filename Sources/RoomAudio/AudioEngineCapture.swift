@@ -130,6 +130,7 @@ extension AudioLoop {
         stats.reverberancePermille.store(apm.reverberance.map { Int(($0 * 1000).rounded()) } ?? -1, ordering: .relaxed)
         let corrected = apm.micCorrectionsDB(into: micCorrections)
         stats.micCorrectionsPacked.store(EngineStats.packCorrections(micCorrections, count: corrected), ordering: .relaxed)
+        stats.micCalibrationBlocks.store(apm.micCalibrationBlocks, ordering: .relaxed)
         guard state.hasDirection else { return }
         let tenths = Int((state.azimuthDegrees * 10).rounded())
         stats.talkerAzimuthTenths.store(tenths, ordering: .relaxed)

@@ -181,6 +181,9 @@ final class AudioLoop: @unchecked Sendable {
         apm = try AudioProcessor(rate: c.rate, micChannels: beam || array ? c.micChannels : 1, renderChannels: 1,
                                  micPositions: beam || array ? c.micPositions : [], settings: processing,
                                  arrayProcessing: array)
+        if let start = c.micCorrectionsStartDB, apm.startMicCorrections(db: start) {
+            stats.micCorrectionsStarted.store(true, ordering: .relaxed)
+        }
         locator = array ? TalkerLocator(rate: c.rate, positions: c.micPositions) : nil
         if let locator, let share = apm.nearShare, share.bins == locator.bins { nearShare = share.pointer } else { nearShare = nil }
         locatorEveryBlock = locator.map { Unmanaged.passUnretained($0) }

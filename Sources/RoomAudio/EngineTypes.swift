@@ -63,6 +63,9 @@ public struct EngineConfiguration: Sendable {
     public var realtimePriority: Int32 = 70
     /// Playback level (dBFS) above which a period counts as far-end activity for the ERLE figures.
     public var farEndActiveThresholdDBFS: Float = -50
+    /// The array's mic corrections (dB, mic 0 first) an earlier run measured on this board: the
+    /// calibration starts from them (`AudioProcessor.startMicCorrections`); nil measures afresh.
+    public var micCorrectionsStartDB: [Float]?
 
     public init(captureDevice: String, playbackDevice: String, rate: Int, micChannels: Int,
                 playbackChannels: Int, micPositions: [(Float, Float, Float)]) {
@@ -186,6 +189,12 @@ public final class EngineStats: Sendable {
     /// per mic 7 bits of tenths of a dB offset by 64 (−6.4 … +6.3 dB; the corrections stop at 6).
     let micCorrectionsPacked = Atomic<Int>(0)
     static let maxCorrectedMics = 8
+    /// Blocks this run measured the mics' sensitivities in (`AudioProcessor.micCalibrationBlocks`):
+    /// 0 while the corrections are only where they started.
+    public let micCalibrationBlocks = Atomic<Int>(0)
+    /// The calibration started from `EngineConfiguration.micCorrectionsStartDB` (set before the
+    /// first block; false without a start, without an array or with the calibration off).
+    public let micCorrectionsStarted = Atomic<Bool>(false)
 
     static func packCorrections(_ db: UnsafeMutableBufferPointer<Float>, count: Int) -> Int {
         let n = min(count, maxCorrectedMics)

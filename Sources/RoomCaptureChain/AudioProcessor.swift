@@ -255,6 +255,18 @@ public final class AudioProcessor {
         Int(rapm_mic_corrections_db(apm, db.baseAddress, Int32(db.count)))
     }
 
+    /// Starts the mics' calibration from corrections an earlier run measured (`micCorrectionsDB`,
+    /// mic 0 first): a board's mics do not change, and a room whose far end never pauses gives
+    /// the array no quiet block to measure them in. Before the first block. False, with nothing
+    /// changed, without an array, with the calibration off, or for another count of mics.
+    public func startMicCorrections(db: [Float]) -> Bool {
+        db.withUnsafeBufferPointer { rapm_start_mic_corrections_db(apm, $0.baseAddress, Int32($0.count)) == 0 }
+    }
+
+    /// Blocks this run has measured the mics' sensitivities in: 0 while the corrections are only
+    /// the start they were given (or none).
+    public var micCalibrationBlocks: Int { rapm_mic_calibration_blocks(apm) }
+
     /// The beam's centre in board-frame degrees, nil while it is mic 0 alone.
     public var beamAzimuthDegrees: Float? {
         var d: Float = 0

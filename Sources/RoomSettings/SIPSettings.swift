@@ -137,7 +137,7 @@ public struct SIPSettings: Sendable, Equatable {
 
 extension Substring {
     /// Without `set`'s characters at either end.
-    fileprivate func trimmingCharacters(in set: String) -> String {
+    func trimmingCharacters(in set: String) -> String {
         var t = self[...]
         while let f = t.first, set.contains(f) { t = t.dropFirst() }
         while let l = t.last, set.contains(l) { t = t.dropLast() }

@@ -75,6 +75,59 @@ final class MicCalibrationTests: XCTestCase {
         XCTAssertEqual(Self.corrections(apm)[1], 6, accuracy: 0.01)
     }
 
+    /// Corrections an earlier run measured (roomd keeps them in its state directory) apply from
+    /// the first block: in a room where the far end never pauses, nothing is measured, and the
+    /// beam still sends what matched mics give.
+    func testAStartFromAnEarlierRunAppliesWhileNothingCanBeMeasured() throws {
+        let matched = try ArrayChainTests.arrayOnlyProcessor()
+        let started = try ArrayChainTests.arrayOnlyProcessor()
+        XCTAssertTrue(started.startMicCorrections(db: Self.sensitivityDB.map { -$0 }))
+        XCTAssertEqual(Self.corrections(started).map { ($0 * 100).rounded() / 100 }, [0, -1, 1, -0.5], "the start, before any block")
+        func run(_ apm: AudioProcessor, _ gainsDB: [Float]) -> [Float] {
+            apm.steer(azimuthDegrees: 40, hasDirection: true, farEndActive: true)
+            return apm.processOffline(mics: Self.roomNoise(gainsDB: gainsDB), block: Self.block) { _ in
+                apm.steer(azimuthDegrees: 40, hasDirection: true, farEndActive: true)
+            }
+        }
+        let reference = run(matched, [0, 0, 0, 0])
+        let output = run(started, Self.sensitivityDB)
+        XCTAssertEqual(started.micCalibrationBlocks, 0, "the far end played throughout: nothing measured")
+        XCTAssertEqual(Self.corrections(started).map { ($0 * 100).rounded() / 100 }, [0, -1, 1, -0.5])
+        let d = (0..<output.count).map { output[$0] - reference[$0] }
+        let difference = ArrayChainTests.dB(ArrayChainTests.power(d), over: ArrayChainTests.power(reference, from: 0))
+        XCTAssertLessThan(difference, -30, "the started beam's output differs from matched mics'")
+    }
+
+    /// The start is where the measurement begins, not a fixed answer: a start 1 dB off (a state
+    /// directory carried to another board of the same kind) moves toward what this run measures,
+    /// weighed as 10 s of the room's noise against the 2 s heard here.
+    func testAStartIsRefinedByWhatThisRunMeasures() throws {
+        let apm = try ArrayChainTests.arrayOnlyProcessor()
+        XCTAssertTrue(apm.startMicCorrections(db: [0, 0, 1, -0.5]))   // mic 1 1 dB off (truth: −1)
+        _ = apm.processOffline(mics: Self.roomNoise(gainsDB: Self.sensitivityDB), block: Self.block)
+        XCTAssertGreaterThan(apm.micCalibrationBlocks, 100)
+        let got = Self.corrections(apm)
+        print("a start 1 dB off on mic 1, after \(apm.micCalibrationBlocks) blocks measured: \(got)")
+        XCTAssertLessThan(got[1], -0.08, "mic 1 did not move toward its measured −1 dB: \(got)")
+        XCTAssertGreaterThan(got[1], -0.6, "10 s of an earlier run outweigh 2 s of this one: \(got)")
+        XCTAssertEqual(got[2], 1, accuracy: 0.1, "a right start stays: \(got)")
+    }
+
+    /// A start that does not fit is refused and changes nothing.
+    func testAStartForAnotherArrayIsRefused() throws {
+        let apm = try ArrayChainTests.arrayOnlyProcessor()
+        XCTAssertFalse(apm.startMicCorrections(db: [0, 1, 2]), "three values for four mics")
+        XCTAssertFalse(apm.startMicCorrections(db: [0, .nan, 0, 0]))
+        XCTAssertEqual(Self.corrections(apm), [0, 0, 0, 0])
+        XCTAssertTrue(apm.startMicCorrections(db: [0, 9, -9, 0]))
+        XCTAssertEqual(Self.corrections(apm)[1], 6, accuracy: 0.01, "beyond ±6 dB is taken as 6")
+        setenv("ROOMD_MIC_CALIBRATION", "off", 1)
+        defer { unsetenv("ROOMD_MIC_CALIBRATION") }
+        let off = try ArrayChainTests.arrayOnlyProcessor()
+        XCTAssertFalse(off.startMicCorrections(db: [0, 1, -1, 0.5]), "calibration off: the mics as they come")
+        XCTAssertEqual(Self.corrections(off), [0, 0, 0, 0])
+    }
+
     /// The gains are applied, not only measured: with the mics as off as real ones, the beam sends
     /// what it sends with matched mics once they are measured (and something else without them).
     func testTheBeamSendsWhatMatchedMicsGive() throws {

@@ -180,6 +180,27 @@ final class RoomdConfigurationTests: ProcessTestCase {
         XCTAssertTrue(log.contains("settings.conf:2: audio.volume_db"), log)
     }
 
+    /// The array's kept mic corrections are roomd's own measurement: a damaged file is set aside
+    /// with the line and key named, and another board's is not applied to this one's mics.
+    func testKeptMicCorrectionsThatDoNotFitAreNotApplied() throws {
+        try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
+        try write(dir + "/roomd.conf", "")
+        try write(dir + "/state/mic-corrections.conf", "[array]\nboard = sim\ncorrections_db = 0, 1, loud, 0\n")
+        var p = try start(config: dir + "/roomd.conf")
+        stop(p)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/state/mic-corrections.conf.bad"))
+        var log = try String(contentsOfFile: dir + "/roomd.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("mic-corrections.conf:3: array.corrections_db: mic 2: \"loud\" is not a number"), log)
+        XCTAssertFalse(log.contains("start from the corrections measured before"), log)
+
+        try write(dir + "/state/mic-corrections.conf", "[array]\nboard = another board\ncorrections_db = 0, 1, -1, 0\n")
+        p = try start(config: dir + "/roomd.conf", log: "roomd2.log")
+        stop(p)
+        log = try String(contentsOfFile: dir + "/roomd2.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("measured on board \"another board\" with 4 mics, this is \"sim\" with 4"), log)
+        XCTAssertFalse(log.contains("start from the corrections measured before"), log)
+    }
+
     func testControlGroupOwnsTheSocketAndFollowsAReload() throws {
         // Groups every Debian system has: a name and a number.
         try write(dir + "/roomd.conf", "[control]\ngroup = audio\n")

@@ -126,26 +126,45 @@ final class RoomdProcessTests: ProcessTestCase {
 
     /// The array brings every mic to mic 0's sensitivity, and the status lines say by how much
     /// (an installer sees a mic that is off): a scene whose mics 1-3 are +1, −1 and +0.5 dB off,
-    /// in a room whose noise comes from all around, reads −1, +1 and −0.5 dB within 2 s.
-    func testStatusShowsHowTheArrayCorrectsEachMic() throws {
+    /// in a room whose noise comes from all around, reads −1, +1 and −0.5 dB within 3 s. roomd
+    /// keeps them in its state directory, and the next start has them from its first status line
+    /// even though the far end then plays throughout (nothing to measure them in).
+    func testStatusShowsHowTheArrayCorrectsEachMicAndTheNextStartKeepsThem() throws {
         let dir = SimCard.scratch("miccal")
+        let state = dir + "/state"
         let scene = ["room = 5 4 2.7", "rt60_ms = 250", "array = 2.5 2 0.75",
                      "mic0 = 0.032 0 0", "mic1 = 0 0.032 0", "mic2 = -0.032 0 0", "mic3 = 0 -0.032 0",
                      "mic1_gain_db = 1", "mic2_gain_db = -1", "mic3_gain_db = 0.5",
-                     "noise1 = pink", "noise1_at = diffuse", "noise1_dbfs = -45", "duration_s = 2"]
+                     "noise1 = pink", "noise1_at = diffuse", "noise1_dbfs = -45", "duration_s = 3"]
         try (scene.joined(separator: "\n") + "\n").write(toFile: dir + "/room.scene", atomically: true, encoding: .utf8)
         try "scene = room.scene\necho = off\n".write(toFile: dir + "/room.conf", atomically: true, encoding: .utf8)
-        let r = try roomd(["--board", board, "--duration", "2", "--json", "--stats-interval", "0.5",
-                           "--config", "none", "--state-dir", "none", "--control-socket", "none"],
-                          env: ["ROOMSIM_CONFIG": dir + "/room.conf"])
-        XCTAssertEqual(r.status, 0, r.stderr)
-        let lines = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        let corrections = try XCTUnwrap(lines.last { $0["mic_corrections_db"] is [Double] }?["mic_corrections_db"] as? [Double],
-                                        "no status line with mic_corrections_db: \(r.stdout.suffix(600))")
-        XCTAssertEqual(corrections.count, 4)
-        for (m, want) in [0.0, -1, 1, -0.5].enumerated() where m < corrections.count {
-            XCTAssertEqual(corrections[m], want, accuracy: 0.25, "mic \(m): \(corrections)")
+        func run(_ seconds: String, _ extra: [String] = []) throws -> (corrections: [[Double]], stderr: String) {
+            let r = try roomd(["--board", board, "--duration", seconds, "--json", "--stats-interval", "0.5",
+                               "--config", "none", "--state-dir", state, "--control-socket", "none"] + extra,
+                              env: ["ROOMSIM_CONFIG": dir + "/room.conf"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            let lines = r.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            return (lines.compactMap { $0["mic_corrections_db"] as? [Double] }, r.stderr)
         }
+        func check(_ corrections: [Double]?, _ what: String) {
+            guard let corrections, corrections.count == 4 else { return XCTFail("\(what): no corrections for 4 mics: \(corrections ?? [])") }
+            for (m, want) in [0.0, -1, 1, -0.5].enumerated() {
+                XCTAssertEqual(corrections[m], want, accuracy: 0.25, "\(what), mic \(m): \(corrections)")
+            }
+        }
+        let first = try run("3")
+        check(first.corrections.last, "measured")
+        let file = state + "/mic-corrections.conf"
+        let kept = try String(contentsOfFile: file, encoding: .utf8)
+        let line = try XCTUnwrap(kept.split(separator: "\n").first { $0.hasPrefix("corrections_db") }, kept)
+        check(line.split(separator: "=")[1].split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }, "kept")
+        XCTAssertTrue(kept.contains("board = "), kept)
+        // The far end from the first block: the mics cannot be measured, the kept corrections apply.
+        SimCard.writeWAV(dir + "/far.wav", SimCard.speechLike(seconds: 2, seed: 1.3, level: 0.3))
+        let second = try run("1", ["--far-end", dir + "/far.wav"])
+        XCTAssertTrue(second.stderr.contains("the mics start from the corrections measured before"), second.stderr)
+        check(second.corrections.first, "the next start's first status line")
+        check(second.corrections.last, "the next start's last status line")
     }
 
     /// Double talk with the array on: a talker on the board's −y side starts while the far end

@@ -105,6 +105,15 @@ int rapm_beam(const rapm_t *apm, float *azimuth_deg);
 /// calibrate; 0 until measured), up to `capacity` mics: how many were written, 0 without an array.
 /// Allocates nothing: the audio thread reads it for the status.
 int rapm_mic_corrections_db(const rapm_t *apm, float *db, int capacity);
+/// Starts that estimate from corrections an earlier run measured (`count` values, mic 0 first, as
+/// rapm_mic_corrections_db wrote them): applied from the first block and refined by what this run
+/// measures, weighed as 10 s of it. Before the first block. 0, or -1 (nothing changed) without an
+/// array, with the calibration off (ROOMD_MIC_CALIBRATION=off), for a count that is not the
+/// array's or a value that is not finite; values beyond ±6 dB are taken as ±6.
+int rapm_start_mic_corrections_db(rapm_t *apm, const float *db, int count);
+/// Blocks this run measured the mics' sensitivities in (the room's noise alone, the speaker
+/// quiet): whether rapm_mic_corrections_db holds more than the start it was given. 0 without an array.
+long rapm_mic_calibration_blocks(const rapm_t *apm);
 
 /// Switches noise suppression and gain control while running (the audio profile: music wants
 /// neither). Call on the thread that processes capture, between blocks. Returns 0 or an APM error.

@@ -1,0 +1,66 @@
+import RoomBase
+
+/// The gains (dB, mic 0 first) the array last measured to bring each mic of this board to mic 0's
+/// sensitivity, kept in `<state directory>/mic-corrections.conf`. A board's mics do not change,
+/// but the array can only measure them while the room's noise alone is heard: a room whose far
+/// end never pauses gives it nothing to measure, and a restart would otherwise start it from
+/// uncorrected mics (docs/audio-engine.md, "The mics brought to one sensitivity").
+///
+/// roomd's own file, measured rather than set: it is not in settings.conf, so forgetting the
+/// settings people chose keeps the measurement, and the other way round.
+public struct MicCorrections: Sendable, Equatable {
+    /// The board profile's `board.name` it was measured on: a state directory carried to another
+    /// kind of board does not start that board's array from these mics.
+    public var board: String
+    public var decibels: [Double]
+
+    public init(board: String, decibels: [Double]) {
+        self.board = board
+        self.decibels = decibels
+    }
+
+    public static let fileName = "mic-corrections.conf"
+    /// The calibration never corrects a mic by more (array_beam.h, kCalibrationMaxDB).
+    public static let limitDB = 6.0
+    /// An array has 2 to 8 mics (capture_chain.h).
+    public static let micCountRange = 2...8
+
+    static let schema: [(name: String, keys: [String])] = [("array", ["board", "corrections_db"])]
+
+    /// Reads the file back; a person may have edited it, so every value is checked and an error
+    /// names the file, the line and the key.
+    public static func parse(text: String, file: String) throws(ConfigError) -> MicCorrections {
+        let values = ConfigValues(entries: try INIParser.parse(text: text, file: file), file: file)
+        try values.checkNames(sections: schema)
+        let board = try values.requiredString("array.board")
+        let list = try values.requiredString("array.corrections_db")
+        let items = list.split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: " \t") }
+        guard micCountRange.contains(items.count) else {
+            throw values.error("array.corrections_db", "\(items.count) value(s); one per mic, \(micCountRange.lowerBound) to \(micCountRange.upperBound), mic 0 first")
+        }
+        var decibels: [Double] = []
+        for (m, item) in items.enumerated() {
+            guard let v = Double(item), v.isFinite else {
+                throw values.error("array.corrections_db", "mic \(m): \"\(item)\" is not a number")
+            }
+            guard abs(v) <= limitDB else {
+                throw values.error("array.corrections_db", "mic \(m): \(item) dB is beyond the calibration's ±\(shortestNumberText(limitDB)) dB")
+            }
+            decibels.append(v)
+        }
+        return MicCorrections(board: board, decibels: decibels)
+    }
+
+    /// The file's text; `parse(text:)` reads it back to an equal value.
+    public func serialized() -> String {
+        [
+            "# Written by roomd: the gain (dB) its array puts on each mic, mic 0 first, to bring it to",
+            "# mic 0's sensitivity, measured while only the room's noise was heard. roomd starts the",
+            "# measurement from these at the next start; delete this file to measure from nothing.",
+            "[array]",
+            "board = \(board)",
+            "corrections_db = " + decibels.map(shortestNumberText).joined(separator: ", "),
+        ].joined(separator: "\n") + "\n"
+    }
+}
