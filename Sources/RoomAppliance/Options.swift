@@ -76,7 +76,7 @@ public struct Options {
         CommandOption("--aec-suppression", "L", help: "echo suppression: low, moderate or high (default moderate)"),
         CommandOption("--control-socket", "PATH", help: "the control API socket for roomctl (default $ROOMD_CONTROL_SOCKET,\nelse /run/roomd/control.sock when /run/roomd exists; \"none\" = off)"),
         CommandOption("--control-group", "GROUP", help: "members of GROUP may change the appliance through the socket\n(besides root and roomd's own user); the socket belongs to it"),
-        CommandOption("--state-dir", "DIR", help: "keep run-time settings (volume, profile, mute, log level) in\nDIR/settings.conf (default $STATE_DIRECTORY from systemd; \"none\" = off)"),
+        CommandOption("--state-dir", "DIR", help: "keep run-time settings (volume, profile, mute, log level) in\nDIR/settings.conf, the array's mic corrections in DIR/mic-corrections.conf (default $STATE_DIRECTORY from systemd; \"none\" = off)"),
         CommandOption("--profile", "NAME", help: "audio profile: speech or music (default speech)"),
         CommandOption("--log-level", "LEVEL", help: "error, warning, notice, info or debug (default info)"),
         CommandOption("--version", help: "print the version and exit"),

@@ -16,6 +16,9 @@
 #   FARFIELD_OPTS   extra roomd options for every run (e.g. "--disable ns")
 #   FARFIELD_MIC_GAINS_DB  mics 1-3's sensitivity against mic 0's, dB (e.g. "1 -1 0.5": real MEMS mics
 #                   differ by up to ±1 dB); the scene's micN_gain_db, so the anchors hear the same mics
+#   FARFIELD_KNOWN_BOARD=1  the board has run in the room before: per room, first an 8 s run of
+#                   roomd without the far end and with a state directory (where it keeps the mic
+#                   corrections it measured), then the measured run with that state directory
 #   FARFIELD_KEEP   a directory to copy the rooms (scenes, recordings, logs) and voices into
 #                   (then: farfield.py windows KEEP ROOM, STOI over the talk's 0.75 s windows)
 
@@ -43,13 +46,35 @@ while read -r name seconds far; do
 done < <(python3 "$ROOT/scripts/bench.d/farfield.py" prepare "$WORK" "$BIN" "$WORK")  # FARFIELD_ROOMS selects
 [ ${#ff_specs[@]} -gt 0 ] || { echo "bench farfield: no room selected (FARFIELD_ROOMS='${FARFIELD_ROOMS:-}')" >&2; exit 2; }
 
+ff_state() { # ff_state NAME: the room's state directory, "none" unless the board is known
+  if [ "${FARFIELD_KNOWN_BOARD:-}" = 1 ]; then echo "$WORK/ff-$1/state"; else echo none; fi
+}
+
 ff_run() { # ff_run NAME SECONDS FAR: one real-time roomd run in the room, in the background
   local dir="$WORK/ff-$1" far_opt=()
   [ "$3" = - ] || far_opt=(--far-end "$3")
+  # a run again after an xrun starts from what the earlier run kept, not from the first try's
+  if [ -d "$dir/state.earlier" ]; then rm -rf "$dir/state"; cp -r "$dir/state.earlier" "$dir/state"; fi
   # shellcheck disable=SC2086
-  ROOMSIM_CONFIG="$dir/room.conf" roomd --config none --state-dir none --control-socket none \
+  ROOMSIM_CONFIG="$dir/room.conf" roomd --config none --state-dir "$(ff_state "$1")" --control-socket none \
     --duration "$2" --stats-interval 0.05 --record "$dir/roomd.wav" "${far_opt[@]}" ${FARFIELD_OPTS:-} > "$dir/roomd.jsonl" 2> "$dir/roomd.log" &
 }
+
+if [ "${FARFIELD_KNOWN_BOARD:-}" = 1 ]; then
+  # The board's earlier run in the room: the room's scene from its start for 8 s, no far end.
+  for spec in "${ff_specs[@]}"; do
+    name="${spec%% *}"
+    rm -rf "$WORK/ff-$name/state.earlier"
+    ROOMSIM_CONFIG="$WORK/ff-$name/room.conf" roomd --config none --state-dir "$WORK/ff-$name/state.earlier" --control-socket none \
+      --duration 8 ${FARFIELD_OPTS:-} > /dev/null 2> "$WORK/ff-$name/earlier.log" &
+  done
+  wait
+  for spec in "${ff_specs[@]}"; do
+    name="${spec%% *}"
+    kept="$(grep -o "mic corrections .* kept" "$WORK/ff-$name/earlier.log" | tail -1 || true)"
+    echo "bench farfield: room $name, the earlier run: ${kept:-no mic corrections kept (too little quiet to measure)}" >&2
+  done
+fi
 
 ff_pending=("${ff_specs[@]}")
 for attempt in 1 2; do
