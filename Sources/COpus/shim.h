@@ -38,6 +38,7 @@ static inline int copus_decoder_last_packet_duration(OpusDecoder *d, opus_int32 
 
 static inline int copus_application_voip(void) { return OPUS_APPLICATION_VOIP; }
 static inline int copus_application_audio(void) { return OPUS_APPLICATION_AUDIO; }
+static inline int copus_application_restricted_lowdelay(void) { return OPUS_APPLICATION_RESTRICTED_LOWDELAY; }
 static inline int copus_bandwidth_fullband(void) { return OPUS_BANDWIDTH_FULLBAND; }
 static inline int copus_bandwidth_wideband(void) { return OPUS_BANDWIDTH_WIDEBAND; }
 static inline int copus_bandwidth_superwideband(void) { return OPUS_BANDWIDTH_SUPERWIDEBAND; }

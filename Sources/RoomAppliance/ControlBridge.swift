@@ -386,6 +386,7 @@ final class ControlBridge {
             o["opus_bitrate"] = .int(applied.bitrate)
         }
         if let layer = engine.stats.opusLayer { o["opus_layer"] = .string(layer.name) }
+        if let ms = engine.stats.opusLookaheadMilliseconds { o["opus_lookahead_ms"] = .double(ms) }
         if let st = session?.statistics {
             o["rtp_sent"] = .int(st.packetsSent)
             o["rtp_received"] = .int(st.packetsReceived)

@@ -77,6 +77,7 @@ final class StatusReporter {
                 ("opus_expected_loss_pct", engine.lossFeedback.applied.map { "\($0.expectedLossPercent)" } ?? "null"),
                 ("opus_bitrate", engine.lossFeedback.applied.map { "\($0.bitrate)" } ?? "null"),
                 ("opus_layer", engine.stats.opusLayer.map { "\"\($0.name)\"" } ?? "null"),
+                ("opus_lookahead_ms", engine.stats.opusLookaheadMilliseconds.map { fixedDecimalText($0, 1) } ?? "null"),
                 ("talker_azimuth_deg", talker.map { fixedDecimalText($0.azimuthDegrees, 1) } ?? "null"),
                 ("talker_locked", talker?.locked == true ? "true" : "false"),
                 ("beam_azimuth_deg", engine.stats.beamAzimuthDegrees.map { fixedDecimalText($0, 1) } ?? "null"),

@@ -162,12 +162,15 @@ extension AudioLoop {
             if encoderIdle {
                 // Back on the air: code this frame as a stream's first, not from stale state.
                 encoderIdle = false
+                encoder.switchEncoder()
                 encoder.reset()
+                publishLookahead()
             }
             let length = withUnsafeMutableBytes(of: &packet.payload) { raw in
                 encoder.encode(encodeFrame, into: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: MediaPacket.maxPayload)
             }
             let send = allowed && (!voiceGateOn || gate.shouldSend(voice: voice)) && length > 2 && !encoder.inDTX
+            if encoder.switchPending { switchEncoderUnheard(sent: send) } else { encoderSwitchWait = 0 }
             if length > 0 { stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed) }
             if length > 2 { stats.lastOpusLayer.store(OpusLayer(toc: packet.payload[0]).rawValue, ordering: .relaxed) }
             if length > 0 && send {
@@ -189,6 +192,25 @@ extension AudioLoop {
             // The RTP clock runs on through suppressed frames: the receiver sees a DTX gap.
             packet.timestamp &+= rtpTicksPerFrame
         }
+    }
+
+    /// The clean network's low-delay encoder and the protecting one (`OpusEncoderBox`) code the
+    /// same audio 4 ms apart: a switch while the talker talks would drop or repeat 4 ms of them.
+    /// So it waits for a pause (a frame the voice gate holds back, the gate past its hangover:
+    /// the next frame the listener hears starts a talkspurt), at most `encoderSwitchMaxWait`
+    /// frames: a talker who never pauses gets the protection late, not never. Without the gate
+    /// (music) it switches at once.
+    private func switchEncoderUnheard(sent: Bool) {
+        encoderSwitchWait += 1
+        guard !voiceGateOn || (!sent && !gate.isTalking) || encoderSwitchWait >= Self.encoderSwitchMaxWait else { return }
+        encoder.switchEncoder()
+        encoderSwitchWait = 0
+        publishLookahead()
+    }
+
+    /// For the status: the coding encoder's look-ahead (it is mouth-to-ear time).
+    func publishLookahead() {
+        stats.opusLookaheadTenths.store(encoder.lookaheadSamples * 10_000 / config.rate, ordering: .relaxed)
     }
 
     /// Loopback mode: the frame "arrives" now, unless the simulated network drops it.

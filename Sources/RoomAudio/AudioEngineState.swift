@@ -92,6 +92,10 @@ final class AudioLoop: @unchecked Sendable {
     let probe = AllocationProbe()
     let lossFeedback: LossFeedback
     var lossAdaptation: LossAdaptation
+    /// Frames the encoder has waited for a pause to switch in (`switchEncoderUnheard`).
+    var encoderSwitchWait = 0
+    /// 3 s of 10 ms frames: longer than a sentence, and the switch is then at most one 4 ms seam.
+    static let encoderSwitchMaxWait = 300
     var lossReportsSeen = 0
 
     /// Frames per ALSA period: what each wake-up reads from the mics and writes to the speaker.
@@ -189,6 +193,7 @@ final class AudioLoop: @unchecked Sendable {
         locatorEveryBlock = locator.map { Unmanaged.passUnretained($0) }
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
         frameSamples = encoder.frameSamples
+        stats.opusLookaheadTenths.store(encoder.lookaheadSamples * 10_000 / c.rate, ordering: .relaxed)
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
                                     frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs,
                                     statistics: streamStatistics)

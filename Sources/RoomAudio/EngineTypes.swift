@@ -253,6 +253,13 @@ public final class EngineStats: Sendable {
     /// network has the transform layer (`LossAdaptation.coding(for:)`).
     public let lastOpusLayer = Atomic<Int>(-1)
     public var opusLayer: OpusLayer? { OpusLayer(rawValue: lastOpusLayer.load(ordering: .relaxed)) }
+    /// The coding encoder's look-ahead in tenths of a ms (`OpusEncoderBox.lookaheadSamples`:
+    /// 6.5 ms protecting, 2.5 ms on a clean network), -1 before the engine runs.
+    let opusLookaheadTenths = Atomic<Int>(-1)
+    public var opusLookaheadMilliseconds: Double? {
+        let t = opusLookaheadTenths.load(ordering: .relaxed)
+        return t < 0 ? nil : Double(t) / 10
+    }
     public let packetsSuppressedByDTX = Atomic<Int>(0)
     /// Loopback mode: frames the simulated network dropped.
     public let packetsLost = Atomic<Int>(0)

@@ -242,7 +242,19 @@ public func opusPacketSamples(_ payload: UnsafeRawBufferPointer, sampleRate: Int
 }
 
 public final class OpusEncoderBox {
+    /// The application the settings ask for (VOIP; AUDIO for a music encoder): SILK and its
+    /// in-band FEC copy, and the transform layer behind 4 ms of look-ahead that lets libopus
+    /// switch between the two without a seam (6.5 ms in all).
     private let encoder: OpaquePointer
+    /// RESTRICTED_LOWDELAY: the transform layer alone, 2.5 ms of look-ahead. Codes what the
+    /// main encoder codes while the network is clean (`EncoderCoding`: the transform layer, no
+    /// FEC copy), 4 ms sooner; nil with `ROOMD_OPUS_LOW_DELAY=off`. docs/audio-engine.md,
+    /// "Clean network: the transform layer".
+    private let lowDelay: OpaquePointer?
+    /// The encoder that codes the next frame: `encoder` or `lowDelay`.
+    private var active: OpaquePointer
+    /// The last coding applied asks for `lowDelay`; `switchEncoder()` makes it active.
+    private var wantsLowDelay = false
     public let rate: Int
     public let frameSamples: Int
     /// What the encoder was created with (after `ROOMD_OPUS`).
@@ -258,28 +270,78 @@ public final class OpusEncoderBox {
         var rc: Int32 = 0
         let app = settings.music ? copus_application_audio() : copus_application_voip()
         guard let e = opus_encoder_create(Int32(rate), 1, app, &rc), rc == OPUS_OK else { throw OpusError("encoder_create", rc) }
+        var low: OpaquePointer?
+        if Environment.get(Self.lowDelayEnvironmentVariable) != "off" {
+            guard let l = opus_encoder_create(Int32(rate), 1, copus_application_restricted_lowdelay(), &rc), rc == OPUS_OK else {
+                opus_encoder_destroy(e)
+                throw OpusError("encoder_create (low delay)", rc)
+            }
+            low = l
+        }
         encoder = e
+        lowDelay = low
+        active = e
         self.rate = rate
         self.settings = settings
         frameSamples = rate * settings.frameMilliseconds / 1000
-        func check(_ r: Int32, _ what: String) throws(OpusError) { if r != OPUS_OK { opus_encoder_destroy(e); throw OpusError(what, r) } }
-        try check(copus_set_bitrate(e, settings.bitrate), "bitrate \(settings.bitrate)")
-        try check(copus_set_max_bandwidth(e, settings.maxBandwidth.ctlValue), "max bandwidth \(settings.maxBandwidth.rawValue)")
-        try check(copus_set_complexity(e, settings.complexity), "complexity \(settings.complexity)")
-        try check(copus_set_inband_fec(e, settings.inbandFEC ? 1 : 0), "in-band FEC")
-        try check(copus_set_packet_loss_perc(e, settings.expectedLossPercent), "expected loss")
-        try check(copus_set_dtx(e, settings.dtx ? 1 : 0), "DTX")
-        try check(copus_set_vbr(e, settings.vbr ? 1 : 0), "VBR")
-        try check(settings.music ? copus_set_signal_music(e) : copus_set_signal_voice(e), "signal type")
+        for (x, label) in [(e, ""), (low, " (low delay)")] {
+            guard let x else { continue }
+            func check(_ r: Int32, _ what: String) throws(OpusError) {
+                if r != OPUS_OK { opus_encoder_destroy(e); if let low { opus_encoder_destroy(low) }; throw OpusError(what + label, r) }
+            }
+            try check(copus_set_bitrate(x, settings.bitrate), "bitrate \(settings.bitrate)")
+            try check(copus_set_max_bandwidth(x, settings.maxBandwidth.ctlValue), "max bandwidth \(settings.maxBandwidth.rawValue)")
+            try check(copus_set_complexity(x, settings.complexity), "complexity \(settings.complexity)")
+            try check(copus_set_inband_fec(x, settings.inbandFEC ? 1 : 0), "in-band FEC")
+            try check(copus_set_packet_loss_perc(x, settings.expectedLossPercent), "expected loss")
+            try check(copus_set_dtx(x, settings.dtx ? 1 : 0), "DTX")
+            try check(copus_set_vbr(x, settings.vbr ? 1 : 0), "VBR")
+            try check(settings.music ? copus_set_signal_music(x) : copus_set_signal_voice(x), "signal type")
+        }
     }
 
-    deinit { opus_encoder_destroy(encoder) }
+    deinit {
+        opus_encoder_destroy(encoder)
+        if let lowDelay { opus_encoder_destroy(lowDelay) }
+    }
+
+    /// `ROOMD_OPUS_LOW_DELAY=off`: the main encoder codes the clean network too (6.5 ms of
+    /// look-ahead instead of 2.5), a measurement override like ROOMD_OPUS.
+    public static let lowDelayEnvironmentVariable = "ROOMD_OPUS_LOW_DELAY"
+
+    /// The encoder the last coding asks for is not the one coding: the caller switches
+    /// (`switchEncoder`) where the 4 ms between the two encoders' look-aheads cannot be heard —
+    /// a frame the voice gate holds back, a stream's restart.
+    public var switchPending: Bool { (wantsLowDelay ? lowDelay ?? encoder : encoder) != active }
+
+    /// The low-delay encoder codes the frames (the network is clean).
+    public var codingWithLowDelay: Bool { active == lowDelay }
+
+    /// Makes the encoder the last coding asks for the one that codes, starting it as a stream's
+    /// first frame (OPUS_RESET_STATE: nothing predicted from audio it never coded). Allocates nothing.
+    public func switchEncoder() {
+        guard switchPending else { return }
+        active = wantsLowDelay ? lowDelay ?? encoder : encoder
+        _ = copus_encoder_reset(active)
+    }
+
+    /// The coding encoder's look-ahead, samples at `rate` (OPUS_GET_LOOKAHEAD).
+    public var lookaheadSamples: Int {
+        var v: Int32 = 0
+        return copus_get_lookahead(active, &v) == OPUS_OK ? Int(v) : -1
+    }
 
     /// Retunes the running encoder for an audio profile: bitrate, audio band, signal type, DTX,
     /// FEC and its expected loss, complexity, VBR. The application mode (VOIP) cannot change
     /// after the first frame in libopus, so the signal-type hint carries the speech/music
     /// choice. On the audio thread, between frames: ctl calls only, nothing allocated.
     public func apply(_ p: OpusEncoderConfiguration) -> Int32 {
+        if let lowDelay { _ = apply(p, to: lowDelay) }
+        wantsLowDelay = lowDelay != nil && p.music && p.expectedLossPercent == 0
+        return apply(p, to: encoder)
+    }
+
+    private func apply(_ p: OpusEncoderConfiguration, to encoder: OpaquePointer) -> Int32 {
         // One call after another, no array of results: this runs on the audio thread, where
         // even a four-element array literal is a heap allocation in a debug build.
         var rc = copus_set_bitrate(encoder, p.bitrate)
@@ -298,13 +360,22 @@ public final class OpusEncoderBox {
     /// at 0 %), so a clean network pays no FEC tax. On the audio thread, between frames.
     @inline(__always)
     public func setExpectedLoss(percent: Int32) -> Int32 {
-        copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
+        if let lowDelay { _ = copus_set_packet_loss_perc(lowDelay, max(0, min(100, percent))) }
+        return copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
     }
 
     /// The clean-network or protected coding (`LossAdaptation.coding(for:)`): target bitrate,
     /// expected loss, the signal hint that picks the transform layer or SILK, and complexity.
     /// On the audio thread, between frames: ctl calls only, nothing allocated.
+    /// The transform layer without a FEC copy is what the low-delay encoder codes: the coding
+    /// asks for it then (made active by `switchEncoder`).
     public func apply(_ c: EncoderCoding) -> Int32 {
+        if let lowDelay { _ = apply(c, to: lowDelay) }
+        wantsLowDelay = lowDelay != nil && c.musicSignal && c.expectedLossPercent == 0
+        return apply(c, to: encoder)
+    }
+
+    private func apply(_ c: EncoderCoding, to encoder: OpaquePointer) -> Int32 {
         var rc = copus_set_packet_loss_perc(encoder, max(0, min(100, c.expectedLossPercent)))
         if rc == OPUS_OK { rc = copus_set_bitrate(encoder, c.bitrate) }
         if rc == OPUS_OK { rc = c.musicSignal ? copus_set_signal_music(encoder) : copus_set_signal_voice(encoder) }
@@ -332,25 +403,25 @@ public final class OpusEncoderBox {
     /// The audio band of the last frame encoded (the encoder may choose less than the maximum).
     public var lastBandwidth: OpusBandwidth? {
         var v: Int32 = 0
-        return copus_get_bandwidth(encoder, &v) == OPUS_OK ? OpusBandwidth(ctlValue: v) : nil
+        return copus_get_bandwidth(active, &v) == OPUS_OK ? OpusBandwidth(ctlValue: v) : nil
     }
 
     /// Encodes one frame; returns the packet length (> 0), or a negative Opus error code.
     @inline(__always)
     public func encode(_ pcm: UnsafePointer<Float>, into packet: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
-        Int(opus_encode_float(encoder, pcm, Int32(frameSamples), packet, Int32(capacity)))
+        Int(opus_encode_float(active, pcm, Int32(frameSamples), packet, Int32(capacity)))
     }
 
     /// Forgets the signal so far (OPUS_RESET_STATE; allocates nothing): the next frame is coded
     /// as the first of a stream, not predicted from audio that was never sent.
     @discardableResult
-    public func reset() -> Int32 { copus_encoder_reset(encoder) }
+    public func reset() -> Int32 { copus_encoder_reset(active) }
 
     /// True when the encoder decided the last frame was silence it need not send (DTX).
     @inline(__always)
     public var inDTX: Bool {
         var v: Int32 = 0
-        return copus_get_in_dtx(encoder, &v) == OPUS_OK && v != 0
+        return copus_get_in_dtx(active, &v) == OPUS_OK && v != 0
     }
 }
 

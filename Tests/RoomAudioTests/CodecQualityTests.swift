@@ -183,6 +183,73 @@ final class CodecQualityTests: XCTestCase {
         XCTAssertEqual(quiet.coding(for: silkOnly).complexity, 5)
     }
 
+    /// On a clean network the transform layer is coded by a RESTRICTED_LOWDELAY encoder, whose
+    /// 2.5 ms of look-ahead is 4 ms less than VOIP's 6.5 (mouth-to-ear, `scripts/bench e2e`); the
+    /// engine makes it the coding encoder in a pause (`switchEncoder`). Measured here as the
+    /// delay of the decoded speech against what went in, not only as libopus's figure.
+    func testACleanNetworkIsCodedWithFourMillisecondsLessLookAhead() throws {
+        let speech = AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: OpusSettings(), environment: false)
+        let encoder = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
+        _ = encoder.apply(speech.encoder)
+        var adaptation = LossAdaptation(initialPercent: 5)
+        let pcm = speechLike(seconds: 1)
+        /// The lag (samples) at which the decoded signal matches the input best.
+        func measuredDelay() throws -> Int {
+            let decoder = try OpusDecoderBox(rate: rate)
+            encoder.reset()
+            var out = [Float](), frame = [Float](repeating: 0, count: encoder.frameSamples)
+            var packet = [UInt8](repeating: 0, count: 1500)
+            for f in 0..<(pcm.count / encoder.frameSamples) {
+                let n = pcm.withUnsafeBufferPointer { encoder.encode($0.baseAddress! + f * encoder.frameSamples, into: &packet, capacity: packet.count) }
+                XCTAssertGreaterThan(n, 0)
+                _ = frame.withUnsafeMutableBufferPointer { decoder.decode(packet, length: n, into: $0.baseAddress!, frames: encoder.frameSamples) }
+                out += frame
+            }
+            let from = 4800, count = 19200
+            var best = (lag: 0, c: -Float.infinity)
+            pcm.withUnsafeBufferPointer { x in
+                out.withUnsafeBufferPointer { y in
+                    for lag in 0...480 {
+                        var c: Float = 0
+                        for i in from..<(from + count) { c += x[i] * y[i + lag] }
+                        if c > best.c { best = (lag, c) }
+                    }
+                }
+            }
+            return best.lag
+        }
+        XCTAssertEqual(encoder.apply(adaptation.coding(for: speech)), 0)
+        XCTAssertFalse(encoder.switchPending, "protecting: the VOIP encoder, as created")
+        XCTAssertEqual(encoder.lookaheadSamples, 312)
+        let protectedDelay = try measuredDelay()
+        _ = adaptation.update(reportedPercent: 0)
+        XCTAssertEqual(encoder.apply(adaptation.coding(for: speech)), 0)
+        XCTAssertTrue(encoder.switchPending, "clean: the low-delay encoder is asked for")
+        XCTAssertFalse(encoder.codingWithLowDelay, "not before the engine switches")
+        encoder.switchEncoder()
+        XCTAssertTrue(encoder.codingWithLowDelay)
+        XCTAssertEqual(encoder.lookaheadSamples, 120)
+        XCTAssertEqual(encoder.readBack().complexity, 0, "the clean coding reached both encoders")
+        let cleanDelay = try measuredDelay()
+        print("decoded speech delayed by \(protectedDelay) samples protecting, \(cleanDelay) on a clean network")
+        XCTAssertEqual(protectedDelay, 312, accuracy: 3)
+        XCTAssertEqual(cleanDelay, 120, accuracy: 3)
+        // Loss again: the protecting encoder (SILK and its FEC copy), switched back the same way.
+        XCTAssertTrue(adaptation.update(reportedPercent: 5))
+        XCTAssertEqual(encoder.apply(adaptation.coding(for: speech)), 0)
+        XCTAssertTrue(encoder.switchPending)
+        encoder.switchEncoder()
+        XCTAssertFalse(encoder.codingWithLowDelay)
+        XCTAssertEqual(encoder.lookaheadSamples, 312)
+        // ROOMD_OPUS_LOW_DELAY=off: the clean network is coded by the VOIP encoder.
+        setenv(OpusEncoderBox.lowDelayEnvironmentVariable, "off", 1)
+        defer { unsetenv(OpusEncoderBox.lowDelayEnvironmentVariable) }
+        let without = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
+        _ = without.apply(EncoderCoding(bitrate: 96000, expectedLossPercent: 0, musicSignal: true, complexity: 0))
+        XCTAssertFalse(without.switchPending)
+        XCTAssertEqual(without.lookaheadSamples, 312)
+    }
+
     /// The regression issue 9 found: 24 kb/s with FEC for 10 % loss made libopus fall back to
     /// mediumband, cutting everything above ~6.5 kHz (-53 dB at 7-8 kHz). The speech profile
     /// must keep the wideband top octave: energy above 7 kHz within 6 dB of the input's.

@@ -66,5 +66,9 @@ final class RoomEndToEndTests: ProcessTestCase {
         func layer(_ s: [String: Any]?) -> String? { s?["opus_layer"] as? String }
         XCTAssertEqual(layer(statuses.first { layer($0) != nil }), "silk", "logs in \(dir)")
         XCTAssertEqual(layer(statuses.last), "celt", "logs in \(dir)")
+        // ... and so does the encoder coding it: the transform layer alone, 4 ms less look-ahead.
+        func lookahead(_ s: [String: Any]?) -> Double? { (s?["opus_lookahead_ms"] as? NSNumber)?.doubleValue }
+        XCTAssertEqual(lookahead(statuses.first), 6.5, "protecting: VOIP's look-ahead; logs in \(dir)")
+        XCTAssertEqual(lookahead(statuses.last), 2.5, "clean: the low-delay encoder; logs in \(dir)")
     }
 }
