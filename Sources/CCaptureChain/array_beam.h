@@ -32,6 +32,7 @@
 
 #include <complex>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,8 +174,9 @@ struct Beam {
     float cal_gain[kMaxMics], cal_floor;
     int cal_blocks;
     // Blocks measured by this run (the seed not counted): whether the estimate holds anything new.
-    long cal_measured;
-    // seed_calibration's gains, not yet weighed against a measured level (the first block does it).
+    int64_t cal_measured;
+    // seed_calibration's gains, not yet weighed against a measured level (the first
+    // kCalibrationFirstBlocks measured blocks do it).
     bool cal_seeded;
     // The gains when the owner was last told they moved (cal_moved): every beam's echo path is
     // Σ w·g·H, so a bank learnt before a move is off by it (apm_shim.cpp: the canceller relearns).
@@ -589,8 +591,8 @@ static inline float band_power(const Beam *b, int m, int k0, int k1) {
 
 // Starts the estimate from gains (dB, mic 0 first) an earlier run measured: applied from the first
 // block, so a room where the far end never pauses (no block to measure in) still has matched mics.
-// The first measured block turns them into band powers at its level (cal_power holds powers, not
-// ratios) weighted as kCalibrationSeedBlocks blocks. False (nothing changed) for a count that is
+// The first kCalibrationFirstBlocks measured blocks turn them into band powers at their mean level
+// (cal_power holds powers, not ratios) weighted as kCalibrationSeedBlocks blocks. False (nothing changed) for a count that is
 // not the array's, a value that is not finite, or with the calibration off.
 static bool seed_calibration(Beam *b, const float *gain_db, int count) {
     if (!b->calibrate || count != b->mics) return false;
@@ -613,15 +615,22 @@ static void calibrate(Beam *b, bool echo) {
     // the floor follows mic 0's dips at once and rises ~0.9 dB/s
     b->cal_floor = b->cal_floor <= 0 || wide < b->cal_floor ? wide : b->cal_floor * 1.002f;
     if (wide > kCalibrationFloorFactor * b->cal_floor) return;
-    if (b->cal_seeded && b->cal_blocks == 0) {
-        for (int m = 0; m < b->mics; m++) b->cal_power[m] = p[0] / ((double)b->cal_gain[m] * b->cal_gain[m]);
-        b->cal_blocks = kCalibrationSeedBlocks;
-    }
-    if (b->cal_measured < 1L << 40) b->cal_measured++;
+    if (b->cal_measured < INT64_MAX) b->cal_measured++;
     if (b->cal_blocks < kCalibrationBlocks) b->cal_blocks++;
     const double a = 1.0 / b->cal_blocks;
     for (int m = 0; m < b->mics; m++) b->cal_power[m] += a * (p[m] - b->cal_power[m]);
     if (b->cal_blocks < kCalibrationFirstBlocks) return;
+    if (b->cal_seeded) {
+        // The start joins the average as kCalibrationSeedBlocks blocks at the mean level of the
+        // first measured ones (one block's level would make its weight that block's loudness).
+        b->cal_seeded = false;
+        const double level = b->cal_power[0], n = b->cal_blocks, w = kCalibrationSeedBlocks;
+        for (int m = 1; m < b->mics; m++) {
+            const double g = b->cal_gain[m];
+            b->cal_power[m] = (w * level / (g * g) + n * b->cal_power[m]) / (w + n);
+        }
+        b->cal_blocks += kCalibrationSeedBlocks;
+    }
     const float lim = powf(10.0f, kCalibrationMaxDB / 20), tell = powf(10.0f, kCalibrationRelearnDB / 20);
     for (int m = 1; m < b->mics; m++) {
         float g = b->cal_power[m] > 0 ? sqrtf((float)(b->cal_power[0] / b->cal_power[m])) : 1.0f;

@@ -335,7 +335,10 @@ public struct Daemon {
         // session: it owns the eventfd the audio thread signals.
         room.shutdown()
         appliance.listening?.link.shutdown(timeout: .seconds(1))
-        if !engine.stop() {
+        let stopped = engine.stop()
+        // The stats are atomics: readable even with the audio thread stuck.
+        corrections.keepIfMoved(engine.stats, stopping: true)
+        if !stopped {
             // The process exits next; the room's eventfd is closed with it, so the stuck
             // thread cannot signal a descriptor that was reused.
             Log.error("audio thread did not stop within 2 s (stuck in the sound driver?); exiting without it")
@@ -344,7 +347,6 @@ public struct Daemon {
         }
         room.close()
         appliance.listening?.link.close()
-        corrections.keepIfMoved(engine.stats, stopping: true)
         drainEvents(engine)
         drainRecording(engine, into: recorder, failed: &recordingFailed)
         reporter.summary(elapsed: elapsed())

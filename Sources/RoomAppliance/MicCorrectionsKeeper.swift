@@ -68,6 +68,7 @@ final class MicCorrectionsKeeper {
         do {
             try Files.writeAtomically(path, Array(MicCorrections(board: board, decibels: now).serialized().utf8))
             kept = now
+            writeFailed = false
             Log.info("\(path): mic corrections \(Self.describe(now)) kept for the next start")
         } catch {
             if !writeFailed { Log.warning("\(path): \(error); the mic corrections will be measured anew after a restart") }

@@ -170,7 +170,7 @@ extension AudioLoop {
                 encoder.encode(encodeFrame, into: raw.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: MediaPacket.maxPayload)
             }
             let send = allowed && (!voiceGateOn || gate.shouldSend(voice: voice)) && length > 2 && !encoder.inDTX
-            if encoder.switchPending { switchEncoderUnheard(sent: send) } else { encoderSwitchWait = 0 }
+            if encoder.switchPending { switchEncoderUnheard(sent: send, frame: encodeFrame) } else { encoderSwitchWait = 0 }
             if length > 0 { stats.packetsEncoded.wrappingAdd(1, ordering: .relaxed) }
             if length > 2 { stats.lastOpusLayer.store(OpusLayer(toc: packet.payload[0]).rawValue, ordering: .relaxed) }
             if length > 0 && send {
@@ -195,14 +195,25 @@ extension AudioLoop {
     }
 
     /// The clean network's low-delay encoder and the protecting one (`OpusEncoderBox`) code the
-    /// same audio 4 ms apart: a switch while the talker talks would drop or repeat 4 ms of them.
-    /// So it waits for a pause (a frame the voice gate holds back, the gate past its hangover:
-    /// the next frame the listener hears starts a talkspurt), at most `encoderSwitchMaxWait`
-    /// frames: a talker who never pauses gets the protection late, not never. Without the gate
-    /// (music) it switches at once.
-    private func switchEncoderUnheard(sent: Bool) {
+    /// same audio 4 ms apart, and the one taking over starts cold: a switch while the talker
+    /// talks would drop or repeat 4 ms and restart the coding mid-word. So it waits for a pause:
+    /// with the voice gate, a frame the gate holds back past its hangover (the next frame the
+    /// listener hears starts a talkspurt), at most `encoderSwitchMaxWaitMs`, since a talker who
+    /// never pauses must get the protection late, not never (the switch is then audible once);
+    /// without the gate (music, `--disable vad`), a frame under `encoderSwitchSilenceDBFS`, with
+    /// no limit (music may never have one: it then switches at the next profile change or
+    /// restart of the stream).
+    private func switchEncoderUnheard(sent: Bool, frame: UnsafePointer<Float>) {
         encoderSwitchWait += 1
-        guard !voiceGateOn || (!sent && !gate.isTalking) || encoderSwitchWait >= Self.encoderSwitchMaxWait else { return }
+        let pause: Bool
+        if voiceGateOn {
+            pause = (!sent && !gate.isTalking) || encoderSwitchWait * config.opus.frameMilliseconds >= Self.encoderSwitchMaxWaitMs
+        } else {
+            var energy: Float = 0
+            for i in 0..<frameSamples { energy += frame[i] * frame[i] }
+            pause = energy < Self.encoderSwitchSilencePower * Float(frameSamples)
+        }
+        guard pause else { return }
         encoder.switchEncoder()
         encoderSwitchWait = 0
         publishLookahead()
@@ -210,7 +221,8 @@ extension AudioLoop {
 
     /// For the status: the coding encoder's look-ahead (it is mouth-to-ear time).
     func publishLookahead() {
-        stats.opusLookaheadTenths.store(encoder.lookaheadSamples * 10_000 / config.rate, ordering: .relaxed)
+        let samples = encoder.lookaheadSamples
+        stats.opusLookaheadTenths.store(samples < 0 ? -1 : samples * 10_000 / config.rate, ordering: .relaxed)
     }
 
     /// Loopback mode: the frame "arrives" now, unless the simulated network drops it.

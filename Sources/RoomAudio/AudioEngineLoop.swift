@@ -130,6 +130,10 @@ extension AudioLoop {
         appliedProfile = wanted
         stats.profileIndex.store(wanted, ordering: .relaxed)
         applyLossProtection()   // the profile's own bitrate and loss just replaced it
+        // The profile changed the band, the chain and the coding: the encoder that codes it
+        // changes with them, not later mid-signal (switchEncoderUnheard).
+        encoder.switchEncoder()
+        publishLookahead()
     }
 
     /// Follows the listeners' loss reports (`LossAdaptation`): an acquiring load per period,

@@ -94,8 +94,11 @@ final class AudioLoop: @unchecked Sendable {
     var lossAdaptation: LossAdaptation
     /// Frames the encoder has waited for a pause to switch in (`switchEncoderUnheard`).
     var encoderSwitchWait = 0
-    /// 3 s of 10 ms frames: longer than a sentence, and the switch is then at most one 4 ms seam.
-    static let encoderSwitchMaxWait = 300
+    /// Longer than a sentence: a talker who has not paused by then gets the protection anyway.
+    static let encoderSwitchMaxWaitMs = 3000
+    /// Without the voice gate, a frame this quiet is a pause to switch encoders in: −60 dBFS
+    /// (mean power of a full-scale sine 0.5).
+    static let encoderSwitchSilencePower: Float = 0.5e-6
     var lossReportsSeen = 0
 
     /// Frames per ALSA period: what each wake-up reads from the mics and writes to the speaker.
@@ -191,9 +194,9 @@ final class AudioLoop: @unchecked Sendable {
         locator = array ? TalkerLocator(rate: c.rate, positions: c.micPositions) : nil
         if let locator, let share = apm.nearShare, share.bins == locator.bins { nearShare = share.pointer } else { nearShare = nil }
         locatorEveryBlock = locator.map { Unmanaged.passUnretained($0) }
-        encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus)
+        encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus, lowDelay: true)
         frameSamples = encoder.frameSamples
-        stats.opusLookaheadTenths.store(encoder.lookaheadSamples * 10_000 / c.rate, ordering: .relaxed)
+        stats.opusLookaheadTenths.store(max(-1, encoder.lookaheadSamples * 10_000 / c.rate), ordering: .relaxed)
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
                                     frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs,
                                     statistics: streamStatistics)

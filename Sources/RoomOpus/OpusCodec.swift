@@ -248,8 +248,8 @@ public final class OpusEncoderBox {
     private let encoder: OpaquePointer
     /// RESTRICTED_LOWDELAY: the transform layer alone, 2.5 ms of look-ahead. Codes what the
     /// main encoder codes while the network is clean (`EncoderCoding`: the transform layer, no
-    /// FEC copy), 4 ms sooner; nil with `ROOMD_OPUS_LOW_DELAY=off`. docs/audio-engine.md,
-    /// "Clean network: the transform layer".
+    /// FEC copy), 4 ms sooner; nil unless asked for (`lowDelay`; the engine asks unless
+    /// `ROOMD_OPUS_LOW_DELAY=off`). docs/audio-engine.md, "4 ms of look-ahead less on a clean network".
     private let lowDelay: OpaquePointer?
     /// The encoder that codes the next frame: `encoder` or `lowDelay`.
     private var active: OpaquePointer
@@ -260,18 +260,25 @@ public final class OpusEncoderBox {
     /// What the encoder was created with (after `ROOMD_OPUS`).
     public let settings: OpusSettings
 
-    /// `settings` with `ROOMD_OPUS`'s overrides applied (`environment: false` ignores it).
-    public init(rate: Int, settings requested: OpusSettings, environment: Bool = true) throws(OpusError) {
+    /// `settings` with `ROOMD_OPUS`'s overrides applied (`environment: false` ignores it and
+    /// `ROOMD_OPUS_LOW_DELAY`). `lowDelay`: also make the clean network's low-delay encoder (an
+    /// encoder whose coding never changes, such as a call leg's, has no use for it).
+    public init(rate: Int, settings requested: OpusSettings, environment: Bool = true, lowDelay wanted: Bool = false) throws(OpusError) {
         guard opusRates.contains(rate) else { throw OpusError("rate \(rate)", OPUS_BAD_ARG) }
         guard requested.frameMilliseconds == 10 || requested.frameMilliseconds == 20 else {
             throw OpusError("frame of \(requested.frameMilliseconds) ms (10 or 20)", OPUS_BAD_ARG)
         }
         let settings = environment ? try requested.withEnvironmentOverrides() : requested
+        var makeLowDelay = wanted
+        if wanted, environment, let v = Environment.get(Self.lowDelayEnvironmentVariable) {
+            guard v == "on" || v == "off" else { throw OpusError("\(Self.lowDelayEnvironmentVariable)=\(v): on or off") }
+            makeLowDelay = v == "on"
+        }
         var rc: Int32 = 0
         let app = settings.music ? copus_application_audio() : copus_application_voip()
         guard let e = opus_encoder_create(Int32(rate), 1, app, &rc), rc == OPUS_OK else { throw OpusError("encoder_create", rc) }
         var low: OpaquePointer?
-        if Environment.get(Self.lowDelayEnvironmentVariable) != "off" {
+        if makeLowDelay {
             guard let l = opus_encoder_create(Int32(rate), 1, copus_application_restricted_lowdelay(), &rc), rc == OPUS_OK else {
                 opus_encoder_destroy(e)
                 throw OpusError("encoder_create (low delay)", rc)
@@ -284,10 +291,11 @@ public final class OpusEncoderBox {
         self.rate = rate
         self.settings = settings
         frameSamples = rate * settings.frameMilliseconds / 1000
+        // Every stored property is set: a throw from here on runs deinit, which destroys both.
         for (x, label) in [(e, ""), (low, " (low delay)")] {
             guard let x else { continue }
             func check(_ r: Int32, _ what: String) throws(OpusError) {
-                if r != OPUS_OK { opus_encoder_destroy(e); if let low { opus_encoder_destroy(low) }; throw OpusError(what + label, r) }
+                if r != OPUS_OK { throw OpusError(what + label, r) }
             }
             try check(copus_set_bitrate(x, settings.bitrate), "bitrate \(settings.bitrate)")
             try check(copus_set_max_bandwidth(x, settings.maxBandwidth.ctlValue), "max bandwidth \(settings.maxBandwidth.rawValue)")
@@ -336,9 +344,10 @@ public final class OpusEncoderBox {
     /// after the first frame in libopus, so the signal-type hint carries the speech/music
     /// choice. On the audio thread, between frames: ctl calls only, nothing allocated.
     public func apply(_ p: OpusEncoderConfiguration) -> Int32 {
-        if let lowDelay { _ = apply(p, to: lowDelay) }
+        let low = lowDelay.map { apply(p, to: $0) } ?? OPUS_OK
         wantsLowDelay = lowDelay != nil && p.music && p.expectedLossPercent == 0
-        return apply(p, to: encoder)
+        let main = apply(p, to: encoder)
+        return main != OPUS_OK ? main : low
     }
 
     private func apply(_ p: OpusEncoderConfiguration, to encoder: OpaquePointer) -> Int32 {
@@ -360,8 +369,10 @@ public final class OpusEncoderBox {
     /// at 0 %), so a clean network pays no FEC tax. On the audio thread, between frames.
     @inline(__always)
     public func setExpectedLoss(percent: Int32) -> Int32 {
-        if let lowDelay { _ = copus_set_packet_loss_perc(lowDelay, max(0, min(100, percent))) }
-        return copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
+        if percent > 0 { wantsLowDelay = false }   // protection is the main encoder's
+        let low = lowDelay.map { copus_set_packet_loss_perc($0, max(0, min(100, percent))) } ?? OPUS_OK
+        let main = copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
+        return main != OPUS_OK ? main : low
     }
 
     /// The clean-network or protected coding (`LossAdaptation.coding(for:)`): target bitrate,
@@ -370,9 +381,10 @@ public final class OpusEncoderBox {
     /// The transform layer without a FEC copy is what the low-delay encoder codes: the coding
     /// asks for it then (made active by `switchEncoder`).
     public func apply(_ c: EncoderCoding) -> Int32 {
-        if let lowDelay { _ = apply(c, to: lowDelay) }
+        let low = lowDelay.map { apply(c, to: $0) } ?? OPUS_OK
         wantsLowDelay = lowDelay != nil && c.musicSignal && c.expectedLossPercent == 0
-        return apply(c, to: encoder)
+        let main = apply(c, to: encoder)
+        return main != OPUS_OK ? main : low
     }
 
     private func apply(_ c: EncoderCoding, to encoder: OpaquePointer) -> Int32 {
@@ -383,8 +395,10 @@ public final class OpusEncoderBox {
         return rc
     }
 
-    /// The encoder's configuration, read back through libopus's getters.
-    public func readBack() -> OpusEncoderReadback {
+    /// The encoder's configuration, read back through libopus's getters (`lowDelay`: the clean
+    /// network's encoder's, when there is one).
+    public func readBack(lowDelay readLowDelay: Bool = false) -> OpusEncoderReadback {
+        let encoder = readLowDelay ? lowDelay ?? self.encoder : self.encoder
         var bitrate: Int32 = 0, band: Int32 = 0, complexity: Int32 = 0, fec: Int32 = 0, loss: Int32 = 0
         var dtx: Int32 = 0, vbr: Int32 = 0, signal: Int32 = 0
         _ = copus_get_bitrate(encoder, &bitrate)

@@ -44,6 +44,9 @@ public struct MicCorrections: Sendable, Equatable {
             guard let v = Double(item), v.isFinite else {
                 throw values.error("array.corrections_db", "mic \(m): \"\(item)\" is not a number")
             }
+            guard m > 0 || v == 0 else {
+                throw values.error("array.corrections_db", "mic 0: \(item): mic 0 is the reference, its correction is 0")
+            }
             guard abs(v) <= limitDB else {
                 throw values.error("array.corrections_db", "mic \(m): \(item) dB is beyond the calibration's ±\(shortestNumberText(limitDB)) dB")
             }

@@ -189,7 +189,7 @@ final class CodecQualityTests: XCTestCase {
     /// delay of the decoded speech against what went in, not only as libopus's figure.
     func testACleanNetworkIsCodedWithFourMillisecondsLessLookAhead() throws {
         let speech = AudioProfileSettings(.speech, processing: ProcessingSettings(), opus: OpusSettings(), environment: false)
-        let encoder = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
+        let encoder = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false, lowDelay: true)
         _ = encoder.apply(speech.encoder)
         var adaptation = LossAdaptation(initialPercent: 5)
         let pcm = speechLike(seconds: 1)
@@ -229,7 +229,9 @@ final class CodecQualityTests: XCTestCase {
         encoder.switchEncoder()
         XCTAssertTrue(encoder.codingWithLowDelay)
         XCTAssertEqual(encoder.lookaheadSamples, 120)
-        XCTAssertEqual(encoder.readBack().complexity, 0, "the clean coding reached both encoders")
+        XCTAssertEqual(encoder.readBack().complexity, 0, "the clean coding reached the main encoder")
+        XCTAssertEqual(encoder.readBack(lowDelay: true).complexity, 0, "the clean coding reached the low-delay encoder")
+        XCTAssertEqual(encoder.readBack(lowDelay: true).bitrate, 96000)
         let cleanDelay = try measuredDelay()
         print("decoded speech delayed by \(protectedDelay) samples protecting, \(cleanDelay) on a clean network")
         XCTAssertEqual(protectedDelay, 312, accuracy: 3)
@@ -241,13 +243,22 @@ final class CodecQualityTests: XCTestCase {
         encoder.switchEncoder()
         XCTAssertFalse(encoder.codingWithLowDelay)
         XCTAssertEqual(encoder.lookaheadSamples, 312)
-        // ROOMD_OPUS_LOW_DELAY=off: the clean network is coded by the VOIP encoder.
+        // An encoder whose coding never changes (a call leg's) makes no low-delay encoder; nor
+        // does the engine's with ROOMD_OPUS_LOW_DELAY=off, and another value is refused by name.
+        let clean = EncoderCoding(bitrate: 96000, expectedLossPercent: 0, musicSignal: true, complexity: 0)
+        let plain = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
+        _ = plain.apply(clean)
+        XCTAssertFalse(plain.switchPending)
         setenv(OpusEncoderBox.lowDelayEnvironmentVariable, "off", 1)
         defer { unsetenv(OpusEncoderBox.lowDelayEnvironmentVariable) }
-        let without = try OpusEncoderBox(rate: rate, settings: OpusSettings(), environment: false)
-        _ = without.apply(EncoderCoding(bitrate: 96000, expectedLossPercent: 0, musicSignal: true, complexity: 0))
+        let without = try OpusEncoderBox(rate: rate, settings: OpusSettings(), lowDelay: true)
+        _ = without.apply(clean)
         XCTAssertFalse(without.switchPending)
         XCTAssertEqual(without.lookaheadSamples, 312)
+        setenv(OpusEncoderBox.lowDelayEnvironmentVariable, "of", 1)
+        XCTAssertThrowsError(try OpusEncoderBox(rate: rate, settings: OpusSettings(), lowDelay: true)) { error in
+            XCTAssertTrue("\(error)".contains("ROOMD_OPUS_LOW_DELAY=of: on or off"), "\(error)")
+        }
     }
 
     /// The regression issue 9 found: 24 kb/s with FEC for 10 % loss made libopus fall back to

@@ -17,6 +17,7 @@ final class MicCorrectionsTests: XCTestCase {
             ("[array]\nboard = sim\ncorrections_db = 0, x, 1, 0\n", "m.conf:3: array.corrections_db: mic 1: \"x\" is not a number"),
             ("[array]\nboard = sim\ncorrections_db = 0, 7, 1, 0\n", "m.conf:3: array.corrections_db: mic 1: 7 dB is beyond the calibration's ±6 dB"),
             ("[array]\nboard = sim\ncorrections_db = 0, inf\n", "m.conf:3: array.corrections_db: mic 1: \"inf\" is not a number"),
+            ("[array]\nboard = sim\ncorrections_db = 1, 0, 0, 0\n", "m.conf:3: array.corrections_db: mic 0: 1: mic 0 is the reference, its correction is 0"),
             ("[array]\nboard = sim\ncorrections_db = 0\n", "m.conf:3: array.corrections_db: 1 value(s); one per mic, 2 to 8, mic 0 first"),
             ("[array]\nboard = sim\ncorrections_db = 0,,1\n", "m.conf:3: array.corrections_db: mic 1: \"\" is not a number"),
             ("[array]\ncorrections_db = 0, 1\n", "m.conf: array.board: missing (required)"),
