@@ -89,11 +89,10 @@ final class SettingsStore {
                 Log.warning("state directory: \(error); run-time settings will not survive a restart")
             }
             stateDirectory = Files.absolute(first)
-            statePath = Files.absolute(first) + "/" + RuntimeSettings.fileName
         } else {
             stateDirectory = nil
-            statePath = nil
         }
+        statePath = stateDirectory.map { $0 + "/" + RuntimeSettings.fileName }
         if let statePath, Files.exists(statePath) {
             do {
                 runtime = try RuntimeSettings.parse(text: try Files.readText(statePath), file: statePath)

@@ -200,7 +200,7 @@ extension AudioLoop {
     /// with the voice gate, a frame the gate holds back past its hangover (the next frame the
     /// listener hears starts a talkspurt), at most `encoderSwitchMaxWaitMs`, since a talker who
     /// never pauses must get the protection late, not never (the switch is then audible once);
-    /// without the gate (music, `--disable vad`), a frame under `encoderSwitchSilenceDBFS`, with
+    /// without the gate (music, `--disable vad`), a frame under `encoderSwitchSilencePower`, with
     /// no limit (music may never have one: it then switches at the next profile change or
     /// restart of the stream).
     private func switchEncoderUnheard(sent: Bool, frame: UnsafePointer<Float>) {
@@ -209,14 +209,18 @@ extension AudioLoop {
         if voiceGateOn {
             pause = (!sent && !gate.isTalking) || encoderSwitchWait * config.opus.frameMilliseconds >= Self.encoderSwitchMaxWaitMs
         } else {
-            var energy: Float = 0
-            for i in 0..<frameSamples { energy += frame[i] * frame[i] }
-            pause = energy < Self.encoderSwitchSilencePower * Float(frameSamples)
+            pause = meanPower(frame, count: frameSamples) < Self.encoderSwitchSilencePower
         }
         guard pause else { return }
         encoder.switchEncoder()
         encoderSwitchWait = 0
         publishLookahead()
+    }
+
+    private func meanPower(_ frame: UnsafePointer<Float>, count: Int) -> Float {
+        var energy: Float = 0
+        for i in 0..<count { energy += frame[i] * frame[i] }
+        return energy / Float(count)
     }
 
     /// For the status: the coding encoder's look-ahead (it is mouth-to-ear time).
@@ -240,9 +244,7 @@ extension AudioLoop {
 
     /// RFC 6464 level of a frame: -dBov of its RMS, 0 (loudest) … 127 (silence).
     private func audioLevel(_ frame: UnsafePointer<Float>, count: Int) -> UInt8 {
-        var energy: Float = 0
-        for i in 0..<count { energy += frame[i] * frame[i] }
-        let dbov = dBFS(fromLinear: (energy / Float(count)).squareRoot(), floor: -127)
+        let dbov = dBFS(fromLinear: meanPower(frame, count: count).squareRoot(), floor: -127)
         return RTPAudioLevel(voiceActivity: false, dBov: Double(dbov)).level
     }
 }

@@ -196,7 +196,6 @@ final class AudioLoop: @unchecked Sendable {
         locatorEveryBlock = locator.map { Unmanaged.passUnretained($0) }
         encoder = try OpusEncoderBox(rate: c.rate, settings: c.opus, lowDelay: true)
         frameSamples = encoder.frameSamples
-        stats.opusLookaheadTenths.store(max(-1, encoder.lookaheadSamples * 10_000 / c.rate), ordering: .relaxed)
         remotes = try RemoteStreams(count: MixerSlot.remoteCount, rate: c.rate, periodFrames: c.periodFrames,
                                     frameMilliseconds: c.opus.frameMilliseconds, minimumDelayMs: c.jitterMinimumDelayMs,
                                     statistics: streamStatistics)

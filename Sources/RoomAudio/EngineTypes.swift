@@ -254,7 +254,7 @@ public final class EngineStats: Sendable {
     public let lastOpusLayer = Atomic<Int>(-1)
     public var opusLayer: OpusLayer? { OpusLayer(rawValue: lastOpusLayer.load(ordering: .relaxed)) }
     /// The coding encoder's look-ahead in tenths of a ms (`OpusEncoderBox.lookaheadSamples`:
-    /// 6.5 ms protecting, 2.5 ms on a clean network), -1 before the engine runs.
+    /// 6.5 ms protecting, 2.5 ms on a clean network), -1 before the first block.
     let opusLookaheadTenths = Atomic<Int>(-1)
     public var opusLookaheadMilliseconds: Double? {
         let t = opusLookaheadTenths.load(ordering: .relaxed)

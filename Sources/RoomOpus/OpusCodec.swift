@@ -253,8 +253,8 @@ public final class OpusEncoderBox {
     private let lowDelay: OpaquePointer?
     /// The encoder that codes the next frame: `encoder` or `lowDelay`.
     private var active: OpaquePointer
-    /// The last coding applied asks for `lowDelay`; `switchEncoder()` makes it active.
-    private var wantsLowDelay = false
+    /// The encoder the last coding applied asks for; `switchEncoder()` makes it `active`.
+    private var wanted: OpaquePointer
     public let rate: Int
     public let frameSamples: Int
     /// What the encoder was created with (after `ROOMD_OPUS`).
@@ -263,14 +263,14 @@ public final class OpusEncoderBox {
     /// `settings` with `ROOMD_OPUS`'s overrides applied (`environment: false` ignores it and
     /// `ROOMD_OPUS_LOW_DELAY`). `lowDelay`: also make the clean network's low-delay encoder (an
     /// encoder whose coding never changes, such as a call leg's, has no use for it).
-    public init(rate: Int, settings requested: OpusSettings, environment: Bool = true, lowDelay wanted: Bool = false) throws(OpusError) {
+    public init(rate: Int, settings requested: OpusSettings, environment: Bool = true, lowDelay asked: Bool = false) throws(OpusError) {
         guard opusRates.contains(rate) else { throw OpusError("rate \(rate)", OPUS_BAD_ARG) }
         guard requested.frameMilliseconds == 10 || requested.frameMilliseconds == 20 else {
             throw OpusError("frame of \(requested.frameMilliseconds) ms (10 or 20)", OPUS_BAD_ARG)
         }
         let settings = environment ? try requested.withEnvironmentOverrides() : requested
-        var makeLowDelay = wanted
-        if wanted, environment, let v = Environment.get(Self.lowDelayEnvironmentVariable) {
+        var makeLowDelay = asked
+        if asked, environment, let v = Environment.get(Self.lowDelayEnvironmentVariable) {
             guard v == "on" || v == "off" else { throw OpusError("\(Self.lowDelayEnvironmentVariable)=\(v): on or off") }
             makeLowDelay = v == "on"
         }
@@ -288,6 +288,7 @@ public final class OpusEncoderBox {
         encoder = e
         lowDelay = low
         active = e
+        wanted = e
         self.rate = rate
         self.settings = settings
         frameSamples = rate * settings.frameMilliseconds / 1000
@@ -320,7 +321,7 @@ public final class OpusEncoderBox {
     /// The encoder the last coding asks for is not the one coding: the caller switches
     /// (`switchEncoder`) where the 4 ms between the two encoders' look-aheads cannot be heard —
     /// a frame the voice gate holds back, a stream's restart.
-    public var switchPending: Bool { (wantsLowDelay ? lowDelay ?? encoder : encoder) != active }
+    public var switchPending: Bool { wanted != active }
 
     /// The low-delay encoder codes the frames (the network is clean).
     public var codingWithLowDelay: Bool { active == lowDelay }
@@ -329,7 +330,7 @@ public final class OpusEncoderBox {
     /// first frame (OPUS_RESET_STATE: nothing predicted from audio it never coded). Allocates nothing.
     public func switchEncoder() {
         guard switchPending else { return }
-        active = wantsLowDelay ? lowDelay ?? encoder : encoder
+        active = wanted
         _ = copus_encoder_reset(active)
     }
 
@@ -344,9 +345,20 @@ public final class OpusEncoderBox {
     /// after the first frame in libopus, so the signal-type hint carries the speech/music
     /// choice. On the audio thread, between frames: ctl calls only, nothing allocated.
     public func apply(_ p: OpusEncoderConfiguration) -> Int32 {
-        let low = lowDelay.map { apply(p, to: $0) } ?? OPUS_OK
-        wantsLowDelay = lowDelay != nil && p.music && p.expectedLossPercent == 0
-        let main = apply(p, to: encoder)
+        want(lowDelay: p.music && p.expectedLossPercent == 0)
+        return onBoth { apply(p, to: $0) }
+    }
+
+    /// The transform layer without a FEC copy is the low-delay encoder's (when there is one).
+    private func want(lowDelay transformOnly: Bool) {
+        wanted = transformOnly ? lowDelay ?? encoder : encoder
+    }
+
+    /// `body` on each encoder (they are configured alike); the first error, the main one's first.
+    /// A non-escaping closure: nothing allocated.
+    private func onBoth(_ body: (OpaquePointer) -> Int32) -> Int32 {
+        let low = lowDelay.map(body) ?? OPUS_OK
+        let main = body(encoder)
         return main != OPUS_OK ? main : low
     }
 
@@ -369,10 +381,8 @@ public final class OpusEncoderBox {
     /// at 0 %), so a clean network pays no FEC tax. On the audio thread, between frames.
     @inline(__always)
     public func setExpectedLoss(percent: Int32) -> Int32 {
-        if percent > 0 { wantsLowDelay = false }   // protection is the main encoder's
-        let low = lowDelay.map { copus_set_packet_loss_perc($0, max(0, min(100, percent))) } ?? OPUS_OK
-        let main = copus_set_packet_loss_perc(encoder, max(0, min(100, percent)))
-        return main != OPUS_OK ? main : low
+        if percent > 0 { want(lowDelay: false) }   // protection is the main encoder's
+        return onBoth { copus_set_packet_loss_perc($0, max(0, min(100, percent))) }
     }
 
     /// The clean-network or protected coding (`LossAdaptation.coding(for:)`): target bitrate,
@@ -381,10 +391,8 @@ public final class OpusEncoderBox {
     /// The transform layer without a FEC copy is what the low-delay encoder codes: the coding
     /// asks for it then (made active by `switchEncoder`).
     public func apply(_ c: EncoderCoding) -> Int32 {
-        let low = lowDelay.map { apply(c, to: $0) } ?? OPUS_OK
-        wantsLowDelay = lowDelay != nil && c.musicSignal && c.expectedLossPercent == 0
-        let main = apply(c, to: encoder)
-        return main != OPUS_OK ? main : low
+        want(lowDelay: c.musicSignal && c.expectedLossPercent == 0)
+        return onBoth { apply(c, to: $0) }
     }
 
     private func apply(_ c: EncoderCoding, to encoder: OpaquePointer) -> Int32 {

@@ -46,17 +46,14 @@ while read -r name seconds far; do
 done < <(python3 "$ROOT/scripts/bench.d/farfield.py" prepare "$WORK" "$BIN" "$WORK")  # FARFIELD_ROOMS selects
 [ ${#ff_specs[@]} -gt 0 ] || { echo "bench farfield: no room selected (FARFIELD_ROOMS='${FARFIELD_ROOMS:-}')" >&2; exit 2; }
 
-ff_state() { # ff_state NAME: the room's state directory, "none" unless the board is known
-  if [ "${FARFIELD_KNOWN_BOARD:-}" = 1 ]; then echo "$WORK/ff-$1/state"; else echo none; fi
-}
-
 ff_run() { # ff_run NAME SECONDS FAR: one real-time roomd run in the room, in the background
-  local dir="$WORK/ff-$1" far_opt=()
+  local dir="$WORK/ff-$1" far_opt=() state=none
   [ "$3" = - ] || far_opt=(--far-end "$3")
-  # a run again after an xrun starts from what the earlier run kept, not from the first try's
-  if [ -d "$dir/state.earlier" ]; then rm -rf "$dir/state"; cp -r "$dir/state.earlier" "$dir/state"; fi
+  # a known board: a copy of what its earlier run kept (a run again after an xrun starts from
+  # that too, not from the first try's)
+  if [ -d "$dir/state.earlier" ]; then state="$dir/state"; rm -rf "$state"; cp -r "$dir/state.earlier" "$state"; fi
   # shellcheck disable=SC2086
-  ROOMSIM_CONFIG="$dir/room.conf" roomd --config none --state-dir "$(ff_state "$1")" --control-socket none \
+  ROOMSIM_CONFIG="$dir/room.conf" roomd --config none --state-dir "$state" --control-socket none \
     --duration "$2" --stats-interval 0.05 --record "$dir/roomd.wav" "${far_opt[@]}" ${FARFIELD_OPTS:-} > "$dir/roomd.jsonl" 2> "$dir/roomd.log" &
 }
 
