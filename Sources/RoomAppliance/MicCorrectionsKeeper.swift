@@ -18,14 +18,6 @@ final class MicCorrectionsKeeper {
     /// The corrections to start the calibration from, nil to measure from nothing.
     let start: [Float]?
 
-    /// Blocks of the room's noise alone this run must have measured before its corrections are
-    /// worth keeping: 2 s, when the 1/n average over the 150-800 Hz band is within ~0.1 dB.
-    static let blocksBeforeKeeping = 200
-    /// Writes while running come at most this often (and at every stop): the corrections settle
-    /// within a minute of quiet and then move by a tenth of a dB a day, if at all; a flash card
-    /// should not be written for less.
-    static let writeIntervalNs: UInt64 = 300_000_000_000
-
     /// Reads the corrections kept for `board` (its `board.name`) with `mics` capture channels.
     /// A damaged file is set aside (`.bad`) with a warning; another board's, or another count of
     /// mics, is ignored with a notice and replaced once this run has measured.
@@ -56,14 +48,14 @@ final class MicCorrectionsKeeper {
         decibels.map { ($0 > 0 ? "+" : "") + fixedDecimalText($0, 1) }.joined(separator: ", ") + " dB"
     }
 
-    /// Writes the engine's corrections when this run has measured enough and they differ from
-    /// the file's by a tenth of a dB (the status's resolution) — at most every
-    /// `writeIntervalNs` while running, and at a stop (`stopping`) whenever they moved.
+    /// Writes the engine's corrections when MicCorrectionsKeepPolicy says they are worth it: this
+    /// run has measured enough, they differ from the file's by a tenth of a dB, and the last write
+    /// is 5 minutes back or the engine is stopping.
     func keepIfMoved(_ stats: EngineStats, stopping: Bool = false, nowNs: UInt64 = monotonicNanoseconds()) {
-        guard let path, stats.micCalibrationBlocks.load(ordering: .relaxed) >= Self.blocksBeforeKeeping,
-              let now = stats.micCorrectionsDB, now.count == mics else { return }
-        if let kept, zip(kept, now).allSatisfy({ abs($0 - $1) < 0.05 }) { return }
-        if !stopping, let last = lastWriteNs, nowNs - last < Self.writeIntervalNs { return }
+        guard let path, let now = stats.micCorrectionsDB, now.count == mics,
+              MicCorrectionsKeepPolicy.shouldWrite(measured: now, measuredBlocks: stats.micCalibrationBlocks.load(ordering: .relaxed),
+                                                   kept: kept, lastWriteNs: lastWriteNs, nowNs: nowNs, stopping: stopping)
+        else { return }
         lastWriteNs = nowNs
         do {
             try Files.writeAtomically(path, Array(MicCorrections(board: board, decibels: now).serialized().utf8))

@@ -67,3 +67,30 @@ public struct MicCorrections: Sendable, Equatable {
         ].joined(separator: "\n") + "\n"
     }
 }
+
+/// When the corrections a run has measured are worth writing over the kept ones. A pure decision,
+/// so the limits below are tested without a running engine (MicCorrectionsTests); the daemon's
+/// keeper asks it every status tick.
+public struct MicCorrectionsKeepPolicy: Sendable {
+    /// Blocks of the room's noise alone this run must have measured before its corrections are
+    /// worth keeping: 2 s, when the 1/n average over the 150-800 Hz band is within ~0.1 dB.
+    public static let blocksBeforeKeeping = 200
+    /// Writes while running come at most this often (and at every stop): the corrections settle
+    /// within a minute of quiet and then move by a tenth of a dB a day, if at all; a flash card
+    /// should not be written for less.
+    public static let writeIntervalNs: UInt64 = 300_000_000_000
+    /// Closer than this to what is kept, in every mic, is the same to the status's tenth of a dB.
+    public static let sameWithinDB = 0.05
+
+    /// Whether to write `measured` now. `kept`: the file's corrections (nil: none, or not this
+    /// board's); `lastWriteNs`: this run's last write (nil: none yet); `stopping`: the engine is
+    /// stopping, the last chance this run has.
+    public static func shouldWrite(measured: [Double], measuredBlocks: Int, kept: [Double]?,
+                                   lastWriteNs: UInt64?, nowNs: UInt64, stopping: Bool) -> Bool {
+        guard measuredBlocks >= blocksBeforeKeeping else { return false }
+        if let kept, kept.count == measured.count,
+           zip(kept, measured).allSatisfy({ abs($0 - $1) < sameWithinDB }) { return false }
+        if !stopping, let last = lastWriteNs, nowNs &- last < writeIntervalNs { return false }
+        return true
+    }
+}

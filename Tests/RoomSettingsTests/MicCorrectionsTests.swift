@@ -30,4 +30,27 @@ final class MicCorrectionsTests: XCTestCase {
             }
         }
     }
+
+    /// The keeper writes a flash card only when it is worth it: enough measured, moved by a tenth
+    /// of a dB, and not within 5 minutes of its last write unless roomd is stopping.
+    func testCorrectionsAreKeptOnlyWhenMeasuredMovedAndNotTooOften() {
+        typealias P = MicCorrectionsKeepPolicy
+        let measured = [0, 0.9, -1.1, 0.4]
+        let minute: UInt64 = 60_000_000_000
+        func write(blocks: Int = P.blocksBeforeKeeping, kept: [Double]? = nil, last: UInt64? = nil,
+                   now: UInt64 = 100 * minute, stopping: Bool = false) -> Bool {
+            P.shouldWrite(measured: measured, measuredBlocks: blocks, kept: kept, lastWriteNs: last,
+                          nowNs: now, stopping: stopping)
+        }
+        XCTAssertTrue(write(), "measured enough, nothing kept yet")
+        XCTAssertFalse(write(blocks: P.blocksBeforeKeeping - 1), "too little of the room's noise measured")
+        XCTAssertFalse(write(blocks: P.blocksBeforeKeeping - 1, stopping: true), "not even at a stop")
+        XCTAssertFalse(write(kept: [0, 0.94, -1.06, 0.36]), "within the status's tenth of a dB")
+        XCTAssertFalse(write(kept: [0, 0.94, -1.06, 0.36], stopping: true), "a stop writes only what moved")
+        XCTAssertTrue(write(kept: [0, 0.8, -1.1, 0.4]), "one mic moved by 0.1 dB")
+        XCTAssertTrue(write(kept: [0, 0.9]), "kept for another count of mics")
+        XCTAssertFalse(write(kept: [0, 0.8, -1.1, 0.4], last: 96 * minute), "4 minutes after the last write")
+        XCTAssertTrue(write(kept: [0, 0.8, -1.1, 0.4], last: 95 * minute), "5 minutes after it")
+        XCTAssertTrue(write(kept: [0, 0.8, -1.1, 0.4], last: 99 * minute, stopping: true), "a stop does not wait")
+    }
 }
