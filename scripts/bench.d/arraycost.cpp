@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 #include "kalman_aec.h"
 #include "talker_locator.h"
@@ -63,7 +64,8 @@ int main() {
           "4 mics: analysis, one beam (24 + mic 0 designed at start), synthesis");
     roombeam::steer(adaptive, 5);
     print("beam_adaptive", median_us(blocks, [&](int) { fill(); roombeam::process(adaptive, planes, beam_out.data()); }),
-          "the same with the adaptive choice: cross-spectra of 4 mics, 8 bins of the beam in use x 6 designs revisited");
+          (std::string("the same with the adaptive choice: cross-spectra of 4 mics, 8 bins of the beam in use x ")
+           + std::to_string(roombeam::kCandidates) + " designs revisited").c_str());
     adaptive->room_quiet = 1;
     print("beam_adaptive_quiet", median_us(blocks, [&](int) { fill(); roombeam::process(adaptive, planes, beam_out.data()); }),
           "the same in a block nobody talks in: the room's noise averaged too (what the echo-time design is chosen by)");
@@ -71,7 +73,8 @@ int main() {
     print("echo_design_choice", median_us(blocks, [&](int b) { roombeam::choose_echo_design(adaptive, b % roombeam::kBeams); }),
           "choosing a beam's echo-time design over the room's noise (once per beam taken up with a new echo path)");
     printf("{\"bench\": \"arraycost\", \"metric\": \"chain.beam_design_ms\", \"value\": %.1f, \"unit\": \"ms\", "
-           "\"measure\": \"designing the adaptive beam's 6 x 24 designs at start (once per engine start)\"}\n", design_ms);
+           "\"measure\": \"designing the adaptive beam's %d x %d designs at start (once per engine start)\"}\n", design_ms,
+           roombeam::kCandidates, roombeam::kBeams);
     print("canceller", median_us(blocks, [&](int) { fill(); roomaec::process(plain, far.data(), mic[0].data(), out.data()); }),
           "roomd's canceller with NS, 8 kHz output band (wideband speech), dereverberation off");
     banked->derev.on = true;

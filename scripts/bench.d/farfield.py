@@ -9,6 +9,10 @@
   farfield.py windows KEEP NAME [SECONDS]   STOI of roomd, mic 0 and the anchors over consecutive
                                             windows of the talk (0.75 s), from a FARFIELD_KEEP
                                             directory: where in the talk a room is won or lost
+  farfield.py bands KEEP NAME [hpf]         STOI of each in each of its 15 third-octave bands
+                                            (150 Hz-3.8 kHz): where in frequency; with "hpf" the
+                                            others also through webrtc's high-pass, as roomd's
+                                            output is
 
 Rooms: people 0.8-3 m from board/sim's 4-mic array in shoebox rooms with RT60 0.3-0.8 s and
 ventilation, fan or diffuse noise at 12-25 dB SNR; one talker, two taking turns, one walking,
@@ -444,6 +448,50 @@ def windows(keep, name, seconds):
         print(f"{(a + start) / 16000:7.2f}" + "".join(f"{v:10.3f}" for v in row))
 
 
+
+# webrtc-audio-processing's high-pass at 16 kHz (its Q12 biquad: 4012, -8024, 4012; 8002, -3913),
+# which roomd's chain runs and the anchors, being linear filters of the mics, do not
+HPF_B = np.array([4012, -8024, 4012]) / 4096.0
+HPF_A = np.array([1, -8002 / 4096.0, 3913 / 4096.0])
+
+
+def stoi_bands(x, y):
+    """pystoi's STOI of y against x (16 kHz, aligned), kept per third-octave band: the mean over
+    its 384 ms segments of the envelope correlation in each of the 15 bands (their mean is STOI)."""
+    from pystoi import utils
+    from pystoi.stoi import FS, N_FRAME, NFFT, OBM, N, BETA, DYN_RANGE
+    x, y = utils.resample_oct(x, FS, 16000), utils.resample_oct(y, FS, 16000)
+    x, y = utils.remove_silent_frames(x, y, DYN_RANGE, N_FRAME, int(N_FRAME / 2))
+    xt = np.sqrt(OBM @ np.abs(utils.stft(x, N_FRAME, NFFT, overlap=2).transpose()) ** 2)
+    yt = np.sqrt(OBM @ np.abs(utils.stft(y, N_FRAME, NFFT, overlap=2).transpose()) ** 2)
+    xs = np.array([xt[:, m - N:m] for m in range(N, xt.shape[1] + 1)])
+    ys = np.array([yt[:, m - N:m] for m in range(N, xt.shape[1] + 1)])
+    scale = np.linalg.norm(xs, axis=2, keepdims=True) / (np.linalg.norm(ys, axis=2, keepdims=True) + utils.EPS)
+    yp = np.minimum(ys * scale, xs * (1 + 10 ** (-BETA / 20)))
+    yp -= yp.mean(axis=2, keepdims=True)
+    xs -= xs.mean(axis=2, keepdims=True)
+    yp /= np.linalg.norm(yp, axis=2, keepdims=True) + utils.EPS
+    xs /= np.linalg.norm(xs, axis=2, keepdims=True) + utils.EPS
+    return np.mean(np.sum(yp * xs, axis=2), axis=0)
+
+
+def bands(keep, name, hpf):
+    """STOI per third-octave band of every signal, from a FARFIELD_KEEP directory: where in
+    frequency a room is won or lost. With hpf, mic 0 and the anchors go through webrtc's
+    high-pass first, as roomd's output has."""
+    from scipy.signal import lfilter
+    room = Room(keep, keep, name)
+    per = {}
+    for label, sig in room.signals.items():
+        if hpf and label != "roomd":
+            sig = lfilter(HPF_B, HPF_A, sig)
+        r, o, _ = aligned(room.ref16, sig, room.span)
+        per[label] = stoi_bands(r, o)
+    print(f"{'band Hz':>7}" + "".join(f"{label:>10}" for label in per))
+    for b in range(15):
+        print(f"{150 * 2 ** (b / 3):7.0f}" + "".join(f"{v[b]:10.3f}" for v in per.values()))
+    print(f"{'STOI':>7}" + "".join(f"{np.mean(v):10.3f}" for v in per.values()))
+
 def read_float_wav(path):
     import scipy.io.wavfile as wavfile
     rate, x = wavfile.read(path)
@@ -496,5 +544,7 @@ if __name__ == "__main__":
         analyze(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) in (4, 5) and sys.argv[1] == "windows":
         windows(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) == 5 else 0.75)
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "bands" and sys.argv[4:] in ([], ["hpf"]):
+        bands(sys.argv[2], sys.argv[3], len(sys.argv) == 5)
     else:
         sys.exit(__doc__)
