@@ -73,9 +73,9 @@ constexpr int kEchoCandidate = kStartCandidate;
 // kEchoChoiceMarginDB in the mean of its per-bin powers in dB. Where the mics' own noise is what
 // there is (the double-talk bench's rooms: the 0 dB superdirective design came out 0.39-0.41 dB
 // quieter than delay-and-sum in rev120-loud and far80-dry-loud) that is delay-and-sum; in a room
-// with a vent and reverberation, superdirective (the far-field double-talk scene: −15 dB, 2.1 dB
-// quieter). That scene's far end never pauses, so the per-bin choice never runs there: STOI 0.799
-// with delay-and-sum, 0.851 with the −15 dB design; −3, −6, −10 dB: 0.832, 0.833, 0.836.
+// with a vent and reverberation, superdirective (the far-field double-talk scene: −25 dB, the
+// deepest). That scene's far end never pauses, so the per-bin choice never runs there: STOI 0.799
+// with delay-and-sum; −3, −6, −10, −15 dB: 0.832, 0.833, 0.836, 0.851; −25 dB 0.867.
 constexpr float kEchoChoiceMarginDB = 1.0f;
 constexpr float kEchoChoiceLowHz = 300, kEchoChoiceHighHz = 8000;
                                               // (rbeam, ROOMD_BEAM_ADAPT=off)
