@@ -20,7 +20,8 @@
 #                   roomd without the far end and with a state directory (where it keeps the mic
 #                   corrections it measured), then the measured run with that state directory
 #   FARFIELD_KEEP   a directory to copy the rooms (scenes, recordings, logs) and voices into
-#                   (then: farfield.py windows KEEP ROOM, STOI over the talk's 0.75 s windows)
+#                   (then: farfield.py windows KEEP ROOM, STOI over the talk's 0.75 s windows;
+#                   farfield.py bands KEEP ROOM [hpf], STOI per third-octave band)
 
 if ! python3 -c 'import numpy, scipy, pesq, pystoi, nara_wpe' 2>/dev/null; then
   echo "bench farfield: installing pesq, pystoi, nara_wpe (and numpy, scipy) from PyPI" >&2
