@@ -11,6 +11,7 @@ struct JitterSlotStore: ~Copyable {
         var told: Bool          // duration given by the caller (else inferred)
         var timestamp: UInt32
         var length: Int
+        var arrival: Int64      // receiver clock, samples
         static let empty = Int64.min
     }
 
@@ -27,7 +28,7 @@ struct JitterSlotStore: ~Copyable {
         self.capacity = capacity
         maxPayload = maxPayloadBytes
         slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(sequence: Slot.empty, relative: 0, duration: 0, told: false, timestamp: 0, length: 0),
+        slots.initialize(repeating: Slot(sequence: Slot.empty, relative: 0, duration: 0, told: false, timestamp: 0, length: 0, arrival: 0),
                          count: capacity)
         payloads = .allocate(byteCount: capacity * maxPayloadBytes, alignment: 16)
         output = .allocate(byteCount: maxPayloadBytes, alignment: 16)
