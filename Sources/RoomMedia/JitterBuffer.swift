@@ -35,9 +35,6 @@
 ///   excess is under two packets, waiting for a pause to drop silence instead; more than
 ///   `jumpThresholdMs` behind → jump back to the schedule at once). A backlog is shed within
 ///   a second whatever the talker does.
-/// - A packet that came after its period was waited for (concealment, then the packet whole, a
-///   step later). For `lateMemoryMs` after that, pauses do not bring playout back to where
-///   such a packet would miss its period again.
 /// - Missing audio whose deadline has come is classified with sequence numbers: as many
 ///   packets missing as the gap holds → loss → `.decodeFEC` from the next packet for the
 ///   stretch right before it, `.conceal` for the rest; no packet missing → the sender sent
@@ -104,15 +101,6 @@ public final class JitterBuffer: @unchecked Sendable {
     /// at real-time pace, they say the path itself got longer (`pathGotLonger`).
     private var outageRun = 0
     private var outageRunStart: (arrival: Int64, relative: Int64) = (0, 0)
-    /// The last decision concealed missing audio: a packet that plays next came after its turn.
-    private var waitingForPacket = false
-    /// The relative delay (arrival − relative timestamp) of the latest packet that missed its
-    /// period lately, and when the last came that did or would have one step earlier: pauses do
-    /// not pull playout back to where it would miss again (`lateMemoryMs`).
-    private var lateDelay: Int64 = 0
-    private var lateAt = JitterBufferTiming.none
-    /// The delay of the playout point (after the fastest-possible arrival) at the last decision.
-    private var playoutDelay: Int64 = 0
 
     public private(set) var statistics = JitterBufferStatistics()
 
@@ -150,8 +138,6 @@ public final class JitterBuffer: @unchecked Sendable {
         emptySamples = 0
         excessSince = JitterBufferTiming.none
         outOfRangeRun = 0
-        waitingForPacket = false
-        lateAt = JitterBufferTiming.none
         delay.restart()
         arrivals.restart()
         lastDuration = timing.frameSamples
@@ -231,7 +217,6 @@ public final class JitterBuffer: @unchecked Sendable {
         var skippedThisCall = false
         while true {
             statistics.currentDelayMs = delay.delayMs(of: playPosition, at: now)
-            playoutDelay = now - delay.smallestDelay - playPosition
             let next = dropPlayedPackets()
             if let i = next, slots[i].relative <= playPosition + timing.tolerance {
                 // The packet at the playout point is here.
@@ -300,14 +285,6 @@ public final class JitterBuffer: @unchecked Sendable {
         }
         let slot = slots[i]
         emptySamples = 0
-        if waitingForPacket {
-            // It came after its turn: playout concealed while waiting for it, and plays it
-            // whole now (a stretch mid-speech).
-            waitingForPacket = false
-            let transit = slot.arrival - slot.relative
-            lateDelay = lateRecent(at: now) ? max(lateDelay, transit) : transit
-            lateAt = now
-        }
         let unit = min(timing.step, slot.duration)
         if ahead >= Double(unit) / 2 {
             // Well below the target: insert concealment, play this packet next time.
@@ -386,27 +363,19 @@ public final class JitterBuffer: @unchecked Sendable {
         // come (its packet may still arrive).
         if kind == .dtx ? ahead >= Double(unit) / 2 : ahead > 0 {
             statistics.stretched += 1
-            waitingForPacket = kind != .dtx
             let wait = Int(min(unit, room))
             return kind == .dtx ? .silence(samples: wait) : .conceal(samples: wait)
         }
-        waitingForPacket = false
         if !skippedThisCall {
             // Above target: silence and missing audio are dropped at once, nothing audible
             // is lost. Silence goes in whole steps (as many as bring playout within half a
             // step of the schedule), so decisions stay on the caller's period boundaries.
             let excess = -ahead
-            // Not back to where a packet that came after its turn lately would miss its period
-            // again: the delay after a drop stays at or above how late that packet came.
-            var allowed = Double.infinity
-            if lateRecent(at: now) {
-                allowed = excess + delay.target - Double(lateDelay - delay.smallestDelay)
-            }
             var drop: Int64 = 0
             if kind == .dtx, excess > Double(unit) / 2 {
-                let steps = Int64(min((excess + Double(unit) / 2) / Double(unit), max(0, allowed / Double(unit)), 1e12))
+                let steps = Int64(min((excess + Double(unit) / 2) / Double(unit), 1e12))
                 drop = min(steps, missing.silentPart / unit) * unit
-            } else if kind != .dtx, excess >= Double(chunk), Double(chunk) <= allowed {
+            } else if kind != .dtx, excess >= Double(chunk) {
                 drop = chunk
             }
             if drop > 0 {
@@ -421,7 +390,6 @@ public final class JitterBuffer: @unchecked Sendable {
         }
         playPosition += chunk
         if next == nil { emptySamples += chunk }
-        waitingForPacket = kind == .loss
         // Sequence numbers prove a loss: keep a packet of look-ahead for a while, so that
         // the next one can come back through FEC.
         if kind != .dtx, next != nil { loss.noteLoss(at: now) }
@@ -590,7 +558,7 @@ public final class JitterBuffer: @unchecked Sendable {
         if !started { loss.extendBase(to: seq) }
         if loss.commit(sequence: seq, timestamp: timestamp, newest: newest) { statistics.reordered += 1 }
         slots.put(JitterSlotStore.Slot(sequence: seq, relative: relative, duration: duration, told: told, timestamp: timestamp,
-                                       length: payload.count, arrival: arrival),
+                                       length: payload.count),
                   at: index, payload: payload)
         statistics.received += 1
         delay.noteTransit(arrival - relative)
@@ -606,17 +574,6 @@ public final class JitterBuffer: @unchecked Sendable {
     private func recordDelay(_ delayValue: Int64, relative: Int64, duration: Int64, late: Bool, arrival: Int64, newest: Bool) {
         delay.record(delayValue, relative: relative, duration: duration, late: late, arrival: arrival, newest: newest,
                      lossRecent: loss.isRecent(at: arrival), lastDuration: lastDuration)
-        // While a late packet's lesson holds, a packet that would have missed its period one
-        // step earlier than playout now runs renews it: such packets are still coming.
-        if started, lateRecent(at: arrival), delayValue - delay.smallestDelay > playoutDelay - min(timing.step, lastDuration) {
-            lateDelay = max(lateDelay, delayValue)
-            lateAt = arrival
-        }
-    }
-
-    /// A packet missed its period (or would have, one step earlier) within `lateMemoryMs`.
-    private func lateRecent(at now: Int64) -> Bool {
-        lateAt != JitterBufferTiming.none && now - lateAt < timing.lateMemory
     }
 
     // MARK: - Helpers

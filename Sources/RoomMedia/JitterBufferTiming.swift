@@ -15,7 +15,6 @@ struct JitterBufferTiming {
     let skipHold: Int64
     let silenceWait: Int64
     let concealLimit: Int64
-    let lateMemory: Int64
     let jumpThreshold: Double
     let horizon: Int64
 
@@ -29,7 +28,6 @@ struct JitterBufferTiming {
         skipHold = Int64(c.skipHoldMs) * samplesPerMs
         silenceWait = Int64(max(c.silenceWaitMs, c.skipHoldMs)) * samplesPerMs
         concealLimit = Int64(c.concealBeforeSilenceMs) * samplesPerMs
-        lateMemory = Int64(c.lateMemoryMs) * samplesPerMs
         jumpThreshold = Double(Int64(c.jumpThresholdMs) * samplesPerMs)
         horizon = Int64(2 * c.maximumDelayMs + 100) * samplesPerMs
     }

@@ -39,10 +39,6 @@ public struct JitterBufferConfiguration: Sendable, Equatable {
     public var delayPercentile: Double = 0.95
     /// How fast the target may fall when jitter calms down (it rises at once).
     public var shrinkRateMsPerSecond: Double = 20
-    /// After playout waited for a packet that was not there at its turn (it came a period
-    /// late), pauses do not pull playout back to where such a packet would miss its period
-    /// again, for this long (docs/jitter-buffer.md, "A late packet's lesson").
-    public var lateMemoryMs: Int = 10_000
     /// How long the playout delay must stay at least one packet above target before a
     /// packet that holds audio is dropped (silence and missing audio are dropped at once).
     public var skipHoldMs: Int = 100

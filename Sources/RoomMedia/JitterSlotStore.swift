@@ -11,7 +11,6 @@ struct JitterSlotStore: ~Copyable {
         var told: Bool          // duration given by the caller (else inferred)
         var timestamp: UInt32
         var length: Int
-        var arrival: Int64      // receiver clock, samples
         static let empty = Int64.min
     }
 
@@ -28,7 +27,7 @@ struct JitterSlotStore: ~Copyable {
         self.capacity = capacity
         maxPayload = maxPayloadBytes
         slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(sequence: Slot.empty, relative: 0, duration: 0, told: false, timestamp: 0, length: 0, arrival: 0),
+        slots.initialize(repeating: Slot(sequence: Slot.empty, relative: 0, duration: 0, told: false, timestamp: 0, length: 0),
                          count: capacity)
         payloads = .allocate(byteCount: capacity * maxPayloadBytes, alignment: 16)
         output = .allocate(byteCount: maxPayloadBytes, alignment: 16)
