@@ -448,7 +448,6 @@ def windows(keep, name, seconds):
         print(f"{(a + start) / 16000:7.2f}" + "".join(f"{v:10.3f}" for v in row))
 
 
-
 # webrtc-audio-processing's high-pass at 16 kHz (its Q12 biquad: 4012, -8024, 4012; 8002, -3913),
 # which roomd's chain runs and the anchors, being linear filters of the mics, do not
 HPF_B = np.array([4012, -8024, 4012]) / 4096.0
@@ -457,13 +456,18 @@ HPF_A = np.array([1, -8002 / 4096.0, 3913 / 4096.0])
 
 def stoi_bands(x, y):
     """pystoi's STOI of y against x (16 kHz, aligned), kept per third-octave band: the mean over
-    its 384 ms segments of the envelope correlation in each of the 15 bands (their mean is STOI)."""
-    from pystoi import utils
-    from pystoi.stoi import FS, N_FRAME, NFFT, OBM, N, BETA, DYN_RANGE
+    its 384 ms segments of the envelope correlation in each of the 15 bands (their mean is STOI),
+    and the bands' centre frequencies. pystoi's own steps, from its module; checked against its
+    stoi() every call, so a pystoi that computes differently is named, not misread."""
+    from pystoi import stoi, utils
+    from pystoi.stoi import FS, N_FRAME, NFFT, NUMBAND, MINFREQ, OBM, N, BETA, DYN_RANGE
+    whole = stoi(x, y, 16000)
     x, y = utils.resample_oct(x, FS, 16000), utils.resample_oct(y, FS, 16000)
     x, y = utils.remove_silent_frames(x, y, DYN_RANGE, N_FRAME, int(N_FRAME / 2))
     xt = np.sqrt(OBM @ np.abs(utils.stft(x, N_FRAME, NFFT, overlap=2).transpose()) ** 2)
     yt = np.sqrt(OBM @ np.abs(utils.stft(y, N_FRAME, NFFT, overlap=2).transpose()) ** 2)
+    if xt.shape[1] < N:
+        sys.exit(f"bench farfield: bands: under {N} frames of talk after pystoi drops the silent ones")
     xs = np.array([xt[:, m - N:m] for m in range(N, xt.shape[1] + 1)])
     ys = np.array([yt[:, m - N:m] for m in range(N, xt.shape[1] + 1)])
     scale = np.linalg.norm(xs, axis=2, keepdims=True) / (np.linalg.norm(ys, axis=2, keepdims=True) + utils.EPS)
@@ -472,7 +476,11 @@ def stoi_bands(x, y):
     xs -= xs.mean(axis=2, keepdims=True)
     yp /= np.linalg.norm(yp, axis=2, keepdims=True) + utils.EPS
     xs /= np.linalg.norm(xs, axis=2, keepdims=True) + utils.EPS
-    return np.mean(np.sum(yp * xs, axis=2), axis=0)
+    per_band = np.mean(np.sum(yp * xs, axis=2), axis=0)
+    if abs(np.mean(per_band) - whole) > 1e-6:
+        sys.exit(f"bench farfield: bands: the bands' mean {np.mean(per_band):.4f} is not pystoi's {whole:.4f} "
+                 "(another pystoi version?)")
+    return per_band, utils.thirdoct(FS, NFFT, NUMBAND, MINFREQ)[1]
 
 
 def bands(keep, name, hpf):
@@ -486,11 +494,12 @@ def bands(keep, name, hpf):
         if hpf and label != "roomd":
             sig = lfilter(HPF_B, HPF_A, sig)
         r, o, _ = aligned(room.ref16, sig, room.span)
-        per[label] = stoi_bands(r, o)
+        per[label], centres = stoi_bands(r, o)
     print(f"{'band Hz':>7}" + "".join(f"{label:>10}" for label in per))
-    for b in range(15):
-        print(f"{150 * 2 ** (b / 3):7.0f}" + "".join(f"{v[b]:10.3f}" for v in per.values()))
+    for b, centre in enumerate(centres):
+        print(f"{centre:7.0f}" + "".join(f"{v[b]:10.3f}" for v in per.values()))
     print(f"{'STOI':>7}" + "".join(f"{np.mean(v):10.3f}" for v in per.values()))
+
 
 def read_float_wav(path):
     import scipy.io.wavfile as wavfile

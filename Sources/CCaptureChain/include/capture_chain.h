@@ -201,8 +201,9 @@ int rbeam_frames_per_block(const rbeam_t *beam);
 /// measurements. rbeam_set_room_quiet: the blocks processed from now on are ones nobody in the
 /// room talks in (the noise-only average the echo-time design is chosen by). rbeam_echo_design:
 /// the echo-time design the beam nearest azimuth_deg takes when it is taken up with a new echo
-/// path (choose_echo_design): 0 delay-and-sum, 1-5 superdirective at white-noise-gain floors 0,
-/// −3, −6, −10, −15 dB; −1 before ~1 s of quiet blocks (or for a beam that does not choose).
+/// path (choose_echo_design): 0 delay-and-sum, 1-7 superdirective at white-noise-gain floors 0,
+/// −3, −6, −10, −15, −20, −25 dB; −1 before ~1 s of quiet blocks (or for a beam that does not
+/// choose).
 rbeam_t *rbeam_create_adaptive(int sample_rate, int mics, const float *mic_xyz);
 void rbeam_set_room_quiet(rbeam_t *beam, int quiet);
 int rbeam_echo_design(rbeam_t *beam, float azimuth_deg);
