@@ -599,8 +599,9 @@ static inline float band_power(const Beam *b, int m, int k0, int k1) {
 // Starts the estimate from gains (dB, mic 0 first) an earlier run measured: applied from the first
 // block, so a room where the far end never pauses (no block to measure in) still has matched mics.
 // The first kCalibrationFirstBlocks measured blocks turn them into band powers at their mean level
-// (cal_power holds powers, not ratios) weighted as kCalibrationSeedBlocks blocks. False (nothing changed) for a count that is
-// not the array's, a value that is not finite, or with the calibration off.
+// (cal_power holds powers, not ratios) weighted as kCalibrationSeedBlocks blocks. False (nothing
+// changed) for a count that is not the array's, a value that is not finite, or with the
+// calibration off.
 static bool seed_calibration(Beam *b, const float *gain_db, int count) {
     if (!b->calibrate || count != b->mics) return false;
     for (int m = 0; m < count; m++)

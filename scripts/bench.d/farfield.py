@@ -430,14 +430,27 @@ def localization(spec, d, refs):
     return median, lock, len(errors)
 
 
+def kept_talks(keep, name, hpf=False):
+    """A FARFIELD_KEEP directory's room read back: the room, and per signal (roomd, mic 0, the
+    anchors) the dry reference and the signal aligned to it over the talk. With hpf, all but
+    roomd's go through webrtc's high-pass first, as roomd's output has."""
+    from scipy.signal import lfilter
+    room = Room(keep, keep, name)
+    talks = {}
+    for label, sig in room.signals.items():
+        if hpf and label != "roomd":
+            sig = lfilter(HPF_B, HPF_A, sig)
+        talks[label] = aligned(room.ref16, sig, room.span)[:2]
+    return room, talks
+
+
 def windows(keep, name, seconds):
     """STOI of every signal over consecutive windows of the talk (where in the talk a room is
     won or lost), from a FARFIELD_KEEP directory."""
     from pystoi import stoi
-    room = Room(keep, keep, name)
+    room, talks = kept_talks(keep, name)
     a, b = room.span
     n = int(seconds * 16000)
-    talks = {label: aligned(room.ref16, sig, room.span)[:2] for label, sig in room.signals.items()}
     print(f"{'from s':>7}" + "".join(f"{label:>10}" for label in talks))
     for start in range(0, b - a - n // 2, n):
         row = []
@@ -487,13 +500,8 @@ def bands(keep, name, hpf):
     """STOI per third-octave band of every signal, from a FARFIELD_KEEP directory: where in
     frequency a room is won or lost. With hpf, mic 0 and the anchors go through webrtc's
     high-pass first, as roomd's output has."""
-    from scipy.signal import lfilter
-    room = Room(keep, keep, name)
     per = {}
-    for label, sig in room.signals.items():
-        if hpf and label != "roomd":
-            sig = lfilter(HPF_B, HPF_A, sig)
-        r, o, _ = aligned(room.ref16, sig, room.span)
+    for label, (r, o) in kept_talks(keep, name, hpf)[1].items():
         per[label], centres = stoi_bands(r, o)
     print(f"{'band Hz':>7}" + "".join(f"{label:>10}" for label in per))
     for b, centre in enumerate(centres):
