@@ -199,7 +199,8 @@ def noise_only_frames(d, frames, thr_db=-50.0, hang=0):
 
 
 def score(d, y):
-    p, s, lag = FF.scores(d["ref"], y, d["span"])
+    r, o, lag = FF.aligned(d["ref"], y, d["span"])
+    p, s = FF.scores(r, o)
     return p, s, lag
 
 
