@@ -28,6 +28,17 @@ def lines(path):
         return [json.loads(l) for l in f if l.startswith("{")]
 
 
+def disturbances(paths):
+    """xruns and device losses over the summaries of roomd runs' --json output: what tells a bench
+    that the machine, not roomd, shaped a run, so that it runs the room again. A run without a
+    summary (it did not finish) counts as 1000."""
+    total = 0
+    for path in paths:
+        s = next((l for l in lines(path) if l.get("summary")), None) if os.path.exists(path) else None
+        total += 1000 if s is None else s.get("capture_xruns", 0) + s.get("playback_xruns", 0) + s.get("device_losses", 0)
+    return total
+
+
 def read_wav(path):
     with wave.open(path, "rb") as w:
         assert w.getsampwidth() == 2 and w.getnchannels() == 1, path

@@ -18,7 +18,7 @@ import wave
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_analysis import echo_reduction, lines  # noqa: E402
+from bench_analysis import disturbances, echo_reduction, lines  # noqa: E402
 
 RATE = 48000
 FRAME = 480  # 10 ms
@@ -42,14 +42,7 @@ def summary(path):
 
 
 def xruns(room_dir):
-    total = 0
-    for run in ("dt", "alone", "echo", "erle", "erle-room"):
-        s = summary(f"{room_dir}/{run}.jsonl") if os.path.exists(f"{room_dir}/{run}.jsonl") else None
-        if s is None:
-            total += 1000  # a run that did not finish counts as disturbed
-            continue
-        total += s.get("capture_xruns", 0) + s.get("playback_xruns", 0) + s.get("device_losses", 0)
-    return total
+    return disturbances([f"{room_dir}/{run}.jsonl" for run in ("dt", "alone", "echo", "erle", "erle-room")])
 
 
 _LOWPASS = None

@@ -40,7 +40,7 @@ import wave
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_analysis import lines  # noqa: E402
+from bench_analysis import disturbances, lines  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from doubletalk import lag_of, to16k as mono_to16k  # noqa: E402  (the same decimator and alignment)
 
@@ -179,11 +179,7 @@ def prepare(work, bin_dir, voices):
 
 
 def xruns(room_dir):
-    path = os.path.join(room_dir, "roomd.jsonl")
-    s = next((l for l in lines(path) if l.get("summary")), None) if os.path.exists(path) else None
-    if s is None:
-        return 1000
-    return s.get("capture_xruns", 0) + s.get("playback_xruns", 0) + s.get("device_losses", 0)
+    return disturbances([os.path.join(room_dir, "roomd.jsonl")])
 
 
 # ---- signal helpers ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/bench noise: inputs (prepare) and analysis (analyze). See noise.sh."""
+"""scripts/bench noise: inputs (prepare), the xruns of one noise's runs (xruns NOISEDIR) and
+analysis (analyze). See noise.sh."""
 import json
 import math
 import os
@@ -9,7 +10,15 @@ import wave
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from doubletalk import read_wav, to16k, lag_of, pesq_wb  # noqa: E402
+from bench_analysis import disturbances  # noqa: E402
+
+CHAINS = ("kalman", "webrtc", "off")
+
+
+def xruns(noise_dir):
+    return disturbances([f"{noise_dir}/{chain}.jsonl" for chain in CHAINS])
 
 RATE = 48000
 LEAD_S = 3.0
@@ -81,7 +90,8 @@ def analyze(work):
         clean = read_wav(f"{d}/clean.wav")
         levels = json.load(open(f"{d}/levels.json"))
         snr_in = levels["speech_dbfs"] - levels["noise_dbfs"]
-        for chain in ("kalman", "webrtc", "off"):
+        for chain in CHAINS:
+            disturbed = disturbances([f"{d}/{chain}.jsonl"])
             out = read_wav(f"{d}/{chain}.wav")
             lag = lag_of(out, clean)
             out = out[lag:]
@@ -93,10 +103,13 @@ def analyze(work):
             speech_db = 10 * math.log10(max(frames[mask].mean(), 1e-20))
             noise_db = rms_db(deg[start - 2 * RATE: start])
             emit("ns.pesq", pesq_wb(ref[start:], deg[start:]), "MOS-LQO", noise=name, chain=chain,
-                 snr_in_db=round(snr_in, 1))
+                 snr_in_db=round(snr_in, 1), xruns=disturbed)
             emit("ns.snr_gain_db", (speech_db - noise_db) - snr_in, "dB", noise=name, chain=chain,
                  noise_out_dbfs=round(noise_db, 1), lag_ms=round(lag / 48, 1))
 
 
 if __name__ == "__main__":
-    {"prepare": prepare, "analyze": analyze}[sys.argv[1]](sys.argv[2])
+    if sys.argv[1] == "xruns":
+        print(xruns(sys.argv[2]))
+    else:
+        {"prepare": prepare, "analyze": analyze}[sys.argv[1]](sys.argv[2])
