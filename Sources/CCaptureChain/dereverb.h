@@ -57,7 +57,8 @@ struct Dereverb {
     static constexpr int kTaps = 6, kDelay = 3, kHistory = kDelay + kTaps;
     static constexpr float kForget = 0.995f, kFloor = 1e-4f /* −40 dB */;
     static constexpr float kLateMs = 50, kRT60 = 0.5f, kKappa = 0.5f, kMinGain = 0.126f /* −18 dB */;
-    static constexpr float kLowHz = 350, kLowKappaScale = 0.5f;   // κ below kLowHz: κ · kLowKappaScale
+    // κ · kLowKappaScale in the bins k < kLowHz·Nr/rate: centres up to 281 Hz at 48 kHz, 312 at 16
+    static constexpr float kLowHz = 350, kLowKappaScale = 0.5f;
     static constexpr float kReverberantDecay = 0.01f, kDecayQuantile = 0.1f, kDecayStep = 0.03f;
     int K;          // bins the gains cover (the suppressor's)
     int Kw;         // bins WPE works on (below 4 kHz)
