@@ -37,10 +37,6 @@ def read_wav(path):
         return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64) / 32768.0
 
 
-def summary(path):
-    return next((l for l in lines(path) if l.get("summary")), None)
-
-
 def xruns(room_dir):
     return disturbances([f"{room_dir}/{run}.jsonl" for run in ("dt", "alone", "echo", "erle", "erle-room")])
 
