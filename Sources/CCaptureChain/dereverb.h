@@ -57,7 +57,8 @@ struct Dereverb {
     static constexpr int kTaps = 6, kDelay = 3, kHistory = kDelay + kTaps;
     static constexpr float kForget = 0.995f, kFloor = 1e-4f /* −40 dB */;
     static constexpr float kLateMs = 50, kRT60 = 0.5f, kKappa = 0.5f, kMinGain = 0.126f /* −18 dB */;
-    // κ · kLowKappaScale in the bins k < kLowHz·Nr/rate: centres up to 281 Hz at 48 kHz, 312 at 16
+    // κ · kLowKappaScale in the bins k < kLowHz·Nr/rate: centres up to 281 Hz at 48 kHz, 312 Hz
+    // at 16 kHz
     static constexpr float kLowHz = 350, kLowKappaScale = 0.5f;
     static constexpr float kReverberantDecay = 0.01f, kDecayQuantile = 0.1f, kDecayStep = 0.03f;
     int K;          // bins the gains cover (the suppressor's)
@@ -250,12 +251,12 @@ static void derev_apply(Dereverb *d, float *Fr, float *Fi, float *G, int count) 
     d->head = newest;
     if (!d->late) { d->shead = old; d->blocks++; return; }
     // 2. Late reverberation.
-    const float decay = d->decay * beta;
+    const float decay = d->decay * beta, decay_low = decay * Dereverb::kLowKappaScale;
     for (int k = 0; k < K; k++) {
         const float y2 = Fr[k] * Fr[k] + Fi[k] * Fi[k];
         const float s_prev = d->S[(size_t)((now + L - 1) % L) * d->K + k];
         d->S[(size_t)now * d->K + k] = 0.6f * s_prev + 0.4f * y2;
-        const float late = (k < d->Klow ? Dereverb::kLowKappaScale : 1.0f) * decay * d->S[(size_t)old * d->K + k] + 1e-20f;
+        const float late = (k < d->Klow ? decay_low : decay) * d->S[(size_t)old * d->K + k] + 1e-20f;
         const float post = y2 / late - 1;
         float xi = 0.9f * d->prev[k] / late + 0.1f * (post > 0 ? post : 0);
         if (xi < 0.00316f) xi = 0.00316f;   // −25 dB
