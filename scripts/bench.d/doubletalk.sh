@@ -112,17 +112,17 @@ for spec in "${DT_ROOMS[@]}"; do
   sox -n -r 48000 -c 1 -b 16 "$dir/lead.wav" trim 0 "$DT_LEAD_S"
   sox "$dir/lead.wav" "$WORK/$near.wav" "$dir/near-late.wav"
   echo "$far $near $gain $keys" > "$dir/room.txt"
-  for attempt in 1 2; do
-    echo "bench doubletalk: room $name, run $attempt (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-    # shellcheck disable=SC2086
-    dt_run_room "$dir" "$far" "$near" "$gain" $keys
-    xruns="$(python3 "$ROOT/scripts/bench.d/doubletalk.py" xruns "$dir")"
-    [ "$xruns" = 0 ] && break
-    echo "bench doubletalk: room $name had $xruns xrun(s)$([ $attempt = 1 ] && echo ', running it again')" >&2
-  done
   dt_names+=("$name")
 done
 [ ${#dt_names[@]} -gt 0 ] || { echo "bench doubletalk: no room selected (DOUBLETALK_ROOMS='${DOUBLETALK_ROOMS:-}')" >&2; exit 2; }
+dt_start() { # dt_start NAME: the room's five runs, to their end
+  local far near gain keys
+  read -r far near gain keys < "$WORK/dt-$1/room.txt"
+  # shellcheck disable=SC2086
+  dt_run_room "$WORK/dt-$1" "$far" "$near" "$gain" $keys
+}
+dt_xruns() { python3 "$ROOT/scripts/bench.d/doubletalk.py" xruns "$WORK/dt-$1"; }
+run_rerunning_disturbed doubletalk dt_start dt_xruns "${dt_names[@]}"
 
 DOUBLETALK_LABEL="${DOUBLETALK_LABEL:-canceller $ROOMD_ECHO_CANCELLER ${DOUBLETALK_OPTS:-}}" \
   python3 "$ROOT/scripts/bench.d/doubletalk.py" analyze "$WORK" "$DT_LEAD_S" "${dt_names[@]}"

@@ -74,25 +74,8 @@ if [ "${FARFIELD_KNOWN_BOARD:-}" = 1 ]; then
   done
 fi
 
-ff_pending=("${ff_specs[@]}")
-for attempt in 1 2; do
-  echo "bench farfield: ${#ff_pending[@]} room(s), run $attempt (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  for spec in "${ff_pending[@]}"; do
-    # shellcheck disable=SC2086
-    ff_run $spec
-  done
-  wait
-  again=()
-  for spec in "${ff_pending[@]}"; do
-    name="${spec%% *}"
-    xruns="$(python3 "$ROOT/scripts/bench.d/farfield.py" xruns "$WORK/ff-$name")"
-    [ "$xruns" = 0 ] && continue
-    echo "bench farfield: room $name had $xruns xrun(s)$([ $attempt = 1 ] && echo ', running it again')" >&2
-    again+=("$spec")
-  done
-  [ ${#again[@]} -gt 0 ] || break
-  ff_pending=("${again[@]}")
-done
+ff_xruns() { python3 "$ROOT/scripts/bench.d/farfield.py" xruns "$WORK/ff-$1"; }  # ff_xruns NAME ...
+run_rerunning_disturbed farfield ff_run ff_xruns "${ff_specs[@]}"
 
 ff_names=()
 for spec in "${ff_specs[@]}"; do ff_names+=("${spec%% *}"); done

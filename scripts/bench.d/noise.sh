@@ -14,7 +14,7 @@
 # scripts/bench.d/noise.py: PESQ-WB of the output against the clean talker (time-aligned,
 # 16 kHz) as ns.pesq, and ns.snr_gain_db — output SNR minus input SNR, the speech level over the
 # talk against the noise level over the last 2 s of noise alone (the AGC's gain cancels out).
-# A noise whose runs had an xrun is run once more. About 40 s.
+# A noise whose runs had an xrun is run once more (run_rerunning_disturbed). About 40 s.
 #
 # Environment: NOISE_OPTS  extra roomd options for every run.
 
@@ -38,27 +38,12 @@ ns_run() { # ns_run NOISE: the three chains in that noise, in parallel, in the b
     # shellcheck disable=SC2086
     ROOMD_ECHO_CANCELLER=$canceller ROOMSIM_CONFIG="$dir/room.conf" roomd $opts --record "$dir/$chain.wav" \
       > "$dir/$chain.jsonl" 2> "$dir/$chain.log" &
-    ns_pids+=($!)
   done
 }
-ns_wait() {
-  local pid
-  for pid in "${ns_pids[@]}"; do wait "$pid" || echo "bench noise: a roomd run failed (exit $?)" >&2; done
-  ns_pids=()
-}
-ns_pids=()
+ns_xruns() { python3 "$ROOT/scripts/bench.d/noise.py" xruns "$WORK/ns-$1"; }
 for noise in white pink brown; do
   room "$WORK/ns-$noise/room.conf" input="$WORK/ns-$noise/input.wav" input_end=silence echo=off noise_dbfs=off
-  ns_run "$noise"
 done
-ns_wait
-# A noise whose runs had an xrun (the machine was busy: a slipped period costs PESQ that is not the
-# suppressor's) is run once more, alone; ns.pesq carries the xruns of the run it scores.
-for noise in white pink brown; do
-  xruns="$(python3 "$ROOT/scripts/bench.d/noise.py" xruns "$WORK/ns-$noise")"
-  [ "$xruns" = 0 ] && continue
-  echo "bench noise: $noise had $xruns xrun(s), running it again (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  ns_run "$noise"
-  ns_wait
-done
+# ns.pesq carries the xruns of the run it scores
+run_rerunning_disturbed noise ns_run ns_xruns white pink brown
 python3 "$ROOT/scripts/bench.d/noise.py" analyze "$WORK"
