@@ -96,6 +96,19 @@ struct Params {
                           // 2026-11-25: the 80 ms rooms' echo-only output had 100 ms windows at
                           // -51.5 / -59.1 dBFS just after 5 s; now -57.1 / -62.2, double talk
                           // unchanged; 2.0 reached -60.1 but cost rev120-loud 0.07 PESQ: docs)
+    // The residual estimate's floor while the filter is new: prior_scale × the residual the
+    // prior alone predicts (p0 · Σ_p |X_p|², as if nothing had been learnt), halved every
+    // prior_halving_s of far-end activity and dropped below 1 % (~2 s). Why: the covariance
+    // collapses within the first few far-end blocks in the bins where the far end is loudest,
+    // though the filter there has learnt ~1-4 dB of the echo, so the first loud vowels passed
+    // in 1-3 bins at gains of 0.2-0.6 (−18 dB overall instead of the floor's −30), and the far
+    // end heard itself at the start of a call (`scripts/bench call`: A's own voice back at −43
+    // instead of −54 dB in about half the runs). `scripts/bench aecdelay`, the loudest 20 ms of
+    // the first second, worst of 60 starts, against the far end: −28.0 → −36.0 dB at the sim's
+    // −10 dB echo, −16.7 → −32.3 at −7, +4.5 → −10.6 at 0. What it costs a talker in double
+    // talk: docs/echo-canceller.md, "The first second".
+    float prior_scale;    // 100
+    float prior_halving_s;// 0.15: above the prior for ~1 s of far end
     float min_gain_db;    // floor of the suppressor's gain, -30
     float leak_db;        // ε: share of the echo estimate always counted as residual, -40
     float linear_hz;      // upper edge of the linear filter, 12000
@@ -125,6 +138,14 @@ static Params default_params(int rate, int suppression) {
     p.dt_factor = 0.6f; p.p_gain = 1.5f;
     p.residual_scale = suppression <= 0 ? 0.05f : suppression == 1 ? 0.1f : 0.25f;
     p.early_scale = 2; p.early_halving_s = 1.4f;
+    p.prior_scale = 100; p.prior_halving_s = 0.15f;
+    // ROOMD_AEC_PRIOR_SCALE (a measurement override, read once per canceller): another prior_scale,
+    // 0 = no floor (docs/echo-canceller.md, "The first second")
+    if (const char *e = getenv("ROOMD_AEC_PRIOR_SCALE")) {
+        char *end = nullptr;
+        const float v = strtof(e, &end);
+        if (end != e && *end == 0 && v >= 0 && v <= 1e4f) p.prior_scale = v;
+    }
     p.min_gain_db = -30; p.leak_db = -40; p.linear_hz = 12000;
     p.ns_level = 1;
     p.newest_gain[0] = 2.0f; p.newest_gain[1] = 1.3f;
@@ -510,11 +531,26 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     }
     const float scale = kappa * a->c;
     const int step = N / Nr;
+    // The prior's floor (Params.prior_scale), for a new filter only: Σ_p |X_p|² costs a pass
+    // over the far-end ring, so it stops once the floor is under 1 % of the prior.
+    float prior = 0;
+    if (a->prm.prior_scale > 0 && a->prm.prior_halving_s > 0)
+        prior = a->prm.prior_scale * exp2f(-(float)a->far_blocks * H / a->prm.rate / a->prm.prior_halving_s);
+    if (prior < 0.01f) prior = 0;
+    const float prior_res = prior * a->c * hn * a->prm.p0;
     double echo_sum = 0;
     for (int k = 0; k < KLr; k++) {
         int kk = k * step;
         float y2 = (a->Yr[kk] * a->Yr[kk] + a->Yi[kk] * a->Yi[kk]) * hn;
         float res = scale * (a->R[kk] + a->eps * y2);
+        if (prior > 0 && kk < KL) {
+            float x2 = 0;
+            for (int p = 0; p < P; p++) {
+                const float *xr = a->Xr + (size_t)p * KS, *xi = a->Xi + (size_t)p * KS;
+                x2 += xr[kk] * xr[kk] + xi[kk] * xi[kk];
+            }
+            res = fmaxf(res, prior_res * x2);
+        }
         float pe = a->Fr[k] * a->Fr[k] + a->Fi[k] * a->Fi[k];
         a->G[k] = fmaxf(1 - res / (pe + 1e-20f), a->gmin);
         echo_sum += y2;

@@ -35,7 +35,7 @@ static void set_params(roomaec::Params *p) {
         {"p_gain", &p->p_gain}, {"residual_scale", &p->residual_scale}, {"early_scale", &p->early_scale},
         {"early_halving_s", &p->early_halving_s}, {"min_gain_db", &p->min_gain_db}, {"leak_db", &p->leak_db},
         {"newest_gain0", &p->newest_gain[0]}, {"newest_gain1", &p->newest_gain[1]},
-        {"grad_window", &p->grad_window},
+        {"grad_window", &p->grad_window}, {"prior_scale", &p->prior_scale}, {"prior_halving_s", &p->prior_halving_s},
     };
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", env);

@@ -2,6 +2,7 @@
 """Double talk offline: the rooms of `scripts/bench doubletalk` without the sound card.
 
   aecdelay.py dt AECDELAY SPEECH_DIR WORK [ROOM[@DELAY_MS] ...]
+  aecdelay.py first AECDELAY SPEECH_DIR WORK [ECHO_GAIN_DB ...]
 
 AECDELAY is the harness built from scripts/bench.d/aecdelay.cpp (its `run` mode: roomd's
 canceller, kalman_aec.h, NS on, 48 kHz); SPEECH_DIR holds the bench's espeak voices as float32
@@ -10,7 +11,15 @@ the sim card builds it (the same generated impulse response, echo gain, near-end
 the canceller's delay is the room's + 15 ms (10 ms block + 5 ms playback headroom, as in roomd),
 the talker starts at 6 s. Prints one bench line per room (aec.offline_doubletalk_pesq): PESQ-WB
 of the output in double talk against the clean talker (doubletalk.py's alignment and segment),
-and the loudest 100 ms of the echo-only output after 5 s. AECDT_PARAMS (aecdelay.cpp) changes the
+and the loudest 100 ms of the echo-only output after 5 s.
+
+`first`: the far end's first second (docs/echo-canceller.md, "The first second"). The far end
+(the first 3 s of each far voice, FIRST_VOICES) starts after 1 s of silence, at every 0.5 ms of
+a 10 ms block, in the sim's room (board/sim: 2 ms, the generated 150 ms response, −70 dBFS
+noise) at each echo gain (default −10, −7, 0 dB); echo only. Prints one line per gain
+(aec.offline_first_second_db): the loudest 20 ms of the output in the far end's first second, dB
+against the far end's speech (its 20 ms frames within 30 dB of the loudest), worst and median
+over the starts. AECDT_PARAMS (aecdelay.cpp) changes the
 canceller's parameters for a run, AECDT_JOBS the parallel runs (2), AECDT_RATE its sample rate. No webrtc HPF/AGC after the canceller, so the numbers track the bench
 but are not the bench's (they rank changes; the bench confirms them).
 """
@@ -125,7 +134,49 @@ def room(aecdelay, speech, work, name, delay_ms=None):
             "measure": "offline (kalman_aec.h alone, no sound card, no HPF/AGC): PESQ-WB of the talker in double talk"}
 
 
+FIRST_VOICES = ("dt_far_en_m", "dt_far_en_f", "dt_far_de_m")
+FIRST_STARTS_MS = [i / 2 for i in range(20)]
+
+
+def first_start(aecdelay, speech, work, gain_db, voice, start_ms):
+    """dB of the loudest 20 ms of the echo-only output in the far end's first second, against the
+    far end's speech, for one voice starting start_ms into a block after 1 s of silence."""
+    k = dict(DEFAULTS, echo_gain_db=gain_db)
+    sp = read_f32(f"{speech}/{voice}.f32")[: 3 * RATE]
+    s0 = RATE + int(round(start_ms * RATE / 1000))
+    n = 4 * RATE + RATE // 10
+    far = np.zeros(n)
+    far[s0: s0 + len(sp)] = sp
+    d = int(round((k["echo_delay_ms"] + HEADROOM_MS) * RATE / 1000))
+    echo = np.zeros(n)
+    echo[d:] = np.convolve(far, impulse_response(k))[: n - d] * 10 ** (gain_db / 20)
+    noise = np.random.default_rng(1).standard_normal(n) * 10 ** (k["noise_dbfs"] / 20)
+    out = run(aecdelay, work, f"first-{gain_db}-{voice}-{start_ms}", far, echo + noise)
+    F = 2 * dtb.FRAME   # 20 ms
+    seg = out[s0: s0 + RATE]
+    loudest = float((seg[: len(seg) // F * F].reshape(-1, F) ** 2).mean(axis=1).max())
+    p = (sp[: len(sp) // F * F].reshape(-1, F) ** 2).mean(axis=1)
+    return dtb.dbfs(loudest) - dtb.dbfs(float(p[p > p.max() * 1e-3].mean()))
+
+
+def first(aecdelay, speech, work, gains):
+    jobs = [(g, v, ms) for g in gains for v in FIRST_VOICES for ms in FIRST_STARTS_MS]
+    with ThreadPoolExecutor(int(os.environ.get("AECDT_JOBS", "2"))) as ex:
+        res = list(ex.map(lambda j: first_start(aecdelay, speech, work, *j), jobs))
+    for g in gains:
+        v = [r for j, r in zip(jobs, res) if j[0] == g]
+        print(json.dumps({"bench": "aecdelay", "metric": "aec.offline_first_second_db", "value": round(max(v), 1), "unit": "dB",
+                          "median": round(float(np.median(v)), 1), "echo_gain_db": g, "starts": len(v),
+                          "measure": "offline (kalman_aec.h alone): the loudest 20 ms of the echo-only output in the far end's "
+                                     "first second, dB against the far end's speech, worst of the starts (median beside it)"}), flush=True)
+
+
 def main():
+    if len(sys.argv) >= 5 and sys.argv[1] == "first":
+        aecdelay, speech, work = sys.argv[2:5]
+        os.makedirs(work, exist_ok=True)
+        first(aecdelay, speech, work, [float(g) for g in sys.argv[5:]] or [-10.0, -7.0, 0.0])
+        return
     if len(sys.argv) < 5 or sys.argv[1] != "dt":
         sys.exit(__doc__)
     aecdelay, speech, work = sys.argv[2:5]

@@ -24,14 +24,19 @@ for d in $(seq 2 2 52); do
   printf '{"bench": "aecdelay", "metric": "aec.linear_erle_db", "value": %s, "unit": "dB", "delay_ms": %s, "window": "late", "from_s": %s}\n' "$late" "$d" "$late_from"
 done
 
+# The far end's first second (docs/echo-canceller.md, "The first second"): the bench doubletalk's
+# far voices, each starting at every 0.5 ms of a block, in the sim's room at -10, -7 and 0 dB.
+. "$ROOT/scripts/bench.d/doubletalk_texts.sh"
+speech dt_far_en_m "$DT_FAR_EN" en-us
+speech dt_far_en_f "$DT_FAR_EN" en-gb+f3
+speech dt_far_de_m "$DT_FAR_DE" de
+for v in dt_far_en_m dt_far_en_f dt_far_de_m; do sox "$WORK/$v.wav" -e floating-point -b 32 -t raw "$WORK/$v.f32"; done
+python3 "$ROOT/scripts/bench.d/aecdelay.py" first "$WORK/aecdelay" "$WORK" "$WORK/aecdelay-first"
+
 if [ "${AECDELAY_DT:-1}" != 0 ]; then
-  # The bench doubletalk voices of rev120-loud (doubletalk.sh's texts), as float32 raw.
-  speech dt_far_en_f "Good morning everyone, thanks for joining the weekly planning meeting. Today we review the \
-release schedule, the open hardware issues, and the results of the field trial in the Berlin office. \
-The trial went well overall; the rooms with the new ceiling microphones sounded much clearer." en-gb+f3
-  speech dt_near_de_m "Entschuldigung, dass ich unterbreche, aber im zweiten Raum gab es noch ein Echo. \
-Wir sollten zuerst die Lautsprecher prüfen." de
-  for v in dt_far_en_f dt_near_de_m; do sox "$WORK/$v.wav" -e floating-point -b 32 -t raw "$WORK/$v.f32"; done
+  # rev120-loud's near voice (its far voice is rendered above), as float32 raw.
+  speech dt_near_de_m "$DT_NEAR_DE" de
+  sox "$WORK/dt_near_de_m.wav" -e floating-point -b 32 -t raw "$WORK/dt_near_de_m.f32"
   python3 "$ROOT/scripts/bench.d/aecdelay.py" dt "$WORK/aecdelay" "$WORK" "$WORK/aecdelay-dt" \
     $(for d in $(seq 40 49); do printf 'rev120-loud@%s ' "$d"; done)
 fi
