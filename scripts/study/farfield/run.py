@@ -1,5 +1,6 @@
 """Evaluate causal front-end pipelines. A candidate is a '+'-separated chain of stages:
   multichannel pre-stage:  wpe:K:delay:alpha[:bins|all[:update_every[:obs|pred|geo]]]   online RLS-WPE on the 4 mics
+                           wpem:K:delay:alpha[:bins|all[:obs|pred|geo]]   one single-channel RLS-WPE per mic
   beam (exactly one):      mic0 | das | sd:nf|ff|gridDEG:wngdB   (superdirective, diffuse coherence, WNG >= wngdB;
                                   gridDEG: steered as roomd's beams, a plane wave 20 deg up at the true
                                   azimuth rounded to DEG, e.g. grid15)
@@ -69,6 +70,14 @@ def run(d, cand):
         pw = a[5] if len(a) > 5 else "obs"
         X, cpu = wpe_of(d, K, dl, al, bins, upd, pw)
         info["wpe_cpu_s"] = cpu
+        i = 1
+    elif stages[0].startswith("wpem:"):   # one single-channel WPE per mic, before the beam
+        a = stages[0].split(":")[1:]
+        K, dl, al = int(a[0]), int(a[1]), float(a[2])
+        bins = int(a[3]) if len(a) > 3 and a[3] != "all" else None
+        pw = a[4] if len(a) > 4 else "obs"
+        X = np.stack([fe.online_wpe(X[:, :, m:m + 1], taps=K, delay=dl, alpha=al, bins=bins, power=pw)[:, :, 0]
+                      for m in range(X.shape[2])], axis=2)
         i = 1
     b = stages[i].split(":")
     kind = b[0]
