@@ -103,7 +103,7 @@ struct Params {
     // though the filter there has learnt ~1-4 dB of the echo, so the first loud vowels passed
     // in 1-3 bins at gains of 0.2-0.6 (−18 dB overall instead of the floor's −30), and the far
     // end heard itself at the start of a call (`scripts/bench call`: A's own voice back at −43
-    // instead of −54 dB in about half the runs). `scripts/bench aecdelay`, the loudest 20 ms of
+    // instead of −54 dB in 7 of 17 runs). `scripts/bench aecdelay`, the loudest 20 ms of
     // the first second, worst of 60 starts, against the far end: −28.0 → −36.0 dB at the sim's
     // −10 dB echo, −16.7 → −32.3 at −7, +4.5 → −10.6 at 0. What it costs a talker in double
     // talk: docs/echo-canceller.md, "The first second".
@@ -173,7 +173,8 @@ struct Canceller {
                                  // the newest, accumulated during this block's update (one pass)
     float *Er, *Ei;              // K: error spectrum
     float *R, *Psi, *inv;        // Klin
-    float *Ur, *Ui;              // Klin + 2: one partition's gradient, bins −1 … Klin (tapered update)
+    float *Ur, *Ui;              // Klin + 2: one partition's gradient, bins −1 … Klin (tapered update);
+                                 // Ur then holds Σ_p |X_p|² for the prior's floor (step 7)
     float wcr, wci;              // e^{−2πi t0/N}, t0 the tapering window's zero
     float *tbuf;                 // N: time-domain work
     float *err;                  // H: the linear filter's output
@@ -531,26 +532,28 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     }
     const float scale = kappa * a->c;
     const int step = N / Nr;
-    // The prior's floor (Params.prior_scale), for a new filter only: Σ_p |X_p|² costs a pass
-    // over the far-end ring, so it stops once the floor is under 1 % of the prior.
+    // The prior's floor (Params.prior_scale), for a new filter only: Σ_p |X_p|² per bin, one
+    // pass over the far-end ring into Ur (free after step 5), skipped while the ring is all
+    // zeros (idle: the floor would be 0) and once the floor is under 1 % of the prior.
     float prior = 0;
-    if (a->prm.prior_scale > 0 && a->prm.prior_halving_s > 0)
+    if (a->prm.prior_scale > 0 && a->prm.prior_halving_s > 0 && !idle)
         prior = a->prm.prior_scale * exp2f(-(float)a->far_blocks * H / a->prm.rate / a->prm.prior_halving_s);
     if (prior < 0.01f) prior = 0;
     const float prior_res = prior * a->c * hn * a->prm.p0;
+    float *x2sum = a->Ur;
+    if (prior > 0) {
+        for (int k = 0; k < KL; k++) x2sum[k] = 0;
+        for (int p = 0; p < P; p++) {
+            const float *xr = a->Xr + (size_t)p * KS, *xi = a->Xi + (size_t)p * KS;
+            for (int k = 0; k < KL; k++) x2sum[k] += xr[k] * xr[k] + xi[k] * xi[k];
+        }
+    }
     double echo_sum = 0;
     for (int k = 0; k < KLr; k++) {
         int kk = k * step;
         float y2 = (a->Yr[kk] * a->Yr[kk] + a->Yi[kk] * a->Yi[kk]) * hn;
         float res = scale * (a->R[kk] + a->eps * y2);
-        if (prior > 0 && kk < KL) {
-            float x2 = 0;
-            for (int p = 0; p < P; p++) {
-                const float *xr = a->Xr + (size_t)p * KS, *xi = a->Xi + (size_t)p * KS;
-                x2 += xr[kk] * xr[kk] + xi[kk] * xi[kk];
-            }
-            res = fmaxf(res, prior_res * x2);
-        }
+        if (prior > 0 && kk < KL) res = fmaxf(res, prior_res * x2sum[kk]);
         float pe = a->Fr[k] * a->Fr[k] + a->Fi[k] * a->Fi[k];
         a->G[k] = fmaxf(1 - res / (pe + 1e-20f), a->gmin);
         echo_sum += y2;

@@ -234,7 +234,7 @@ final class DoubleTalkTests: XCTestCase {
     func testFirstSecondOfFarEndDoesNotComeBack() throws {
         let dir = SimCard.scratch("aecfirst")
         let far = try speech(dir, "far", voice: "en-us", "Good morning everyone, thanks for joining the weekly planning meeting.")
-        let period = rate / 100, frame = rate / 50, lead = rate / 2, d = 20 * rate / 1000
+        let period = rate / 100, frame = rate / 50, silence = rate / 2, d = 20 * rate / 1000
         let heard = Array(far[0..<min(far.count, 2 * rate)])
         let framePowers = stride(from: 0, to: heard.count - frame, by: frame).map { s in
             heard[s..<(s + frame)].reduce(0.0) { $0 + Double($1 * $1) } / Double(frame)
@@ -245,7 +245,7 @@ final class DoubleTalkTests: XCTestCase {
         let settings = cancellerOnly(noiseSuppression: true)
         var worst = -Double.infinity, worstStart = 0
         for startMs in 0..<10 {
-            let start = lead + startMs * rate / 1000
+            let start = silence + startMs * rate / 1000
             let n = (start + heard.count + period - 1) / period * period
             var farSignal = [Float](repeating: 0, count: n)
             farSignal.replaceSubrange(start..<(start + heard.count), with: heard)

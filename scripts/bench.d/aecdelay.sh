@@ -6,11 +6,13 @@
 # compiles Sources/CCaptureChain/kalman_aec.h with g++ and runs it on a pure delay (echo 6 dB below
 # the far end, −70 dBFS noise) for delays 2 … 52 ms; the far end is an espeak sentence (15 s),
 # played three times. aec.linear_erle_db per delay, over 5-10 s (`window: early`: what the
-# double-talk bench sees) and over the last 10 s (`late`, converged). Then the double-talk bench's
+# double-talk bench sees) and over the last 10 s (`late`, converged). Then the far end's first
+# second (aecdelay.py first: aec.offline_first_second_db per echo gain, docs/echo-canceller.md,
+# "The first second"). Then the double-talk bench's
 # rev120-loud room offline (scripts/bench.d/aecdelay.py: the room built like the sim card builds
 # it, canceller alone) with its echo delay at 40-49 ms: aec.offline_doubletalk_pesq per delay —
 # the figure that moved with the delay before the tapered gradient (docs/audio-engine.md,
-# "Surprise"). AECDELAY_DT=0 skips it. About two minutes.
+# "Surprise"). AECDELAY_DT=0 skips that. About two minutes.
 speech aecdelay_far "$FAR_TEXT" en-us
 sox "$WORK/aecdelay_far.wav" -e floating-point -b 32 -t raw "$WORK/aecdelay_far1.f32" norm -3
 cat "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" "$WORK/aecdelay_far1.f32" > "$WORK/aecdelay_far.f32"
@@ -26,7 +28,7 @@ done
 
 # The far end's first second (docs/echo-canceller.md, "The first second"): the bench doubletalk's
 # far voices, each starting at every 0.5 ms of a block, in the sim's room at -10, -7 and 0 dB.
-. "$ROOT/scripts/bench.d/doubletalk_texts.sh"
+. "$ROOT/scripts/bench.d/doubletalk.texts"
 speech dt_far_en_m "$DT_FAR_EN" en-us
 speech dt_far_en_f "$DT_FAR_EN" en-gb+f3
 speech dt_far_de_m "$DT_FAR_DE" de

@@ -41,7 +41,7 @@ if ! python3 -c 'import numpy, pesq' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check numpy pesq >&2
 fi
 
-. "$ROOT/scripts/bench.d/doubletalk_texts.sh"
+. "$ROOT/scripts/bench.d/doubletalk.texts"
 speech dt_far_en_m "$DT_FAR_EN" en-us
 speech dt_far_en_f "$DT_FAR_EN" en-gb+f3
 speech dt_far_de_m "$DT_FAR_DE" de
