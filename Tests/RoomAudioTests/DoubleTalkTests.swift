@@ -235,10 +235,9 @@ final class DoubleTalkTests: XCTestCase {
         let dir = SimCard.scratch("aecfirst")
         let far = try speech(dir, "far", voice: "en-us", "Good morning everyone, thanks for joining the weekly planning meeting.")
         let period = rate / 100, frame = rate / 50, silence = rate / 2, d = 20 * rate / 1000
+        func power(_ x: ArraySlice<Float>) -> Double { x.reduce(0.0) { $0 + Double($1 * $1) } / Double(x.count) }
         let heard = Array(far[0..<min(far.count, 2 * rate)])
-        let framePowers = stride(from: 0, to: heard.count - frame, by: frame).map { s in
-            heard[s..<(s + frame)].reduce(0.0) { $0 + Double($1 * $1) } / Double(frame)
-        }
+        let framePowers = stride(from: 0, to: heard.count - frame, by: frame).map { power(heard[$0..<($0 + frame)]) }
         let loudestFrame = framePowers.max()!
         let active = framePowers.filter { $0 > loudestFrame * 1e-3 }
         let speechLevel = 10 * log10(active.reduce(0, +) / Double(active.count))
@@ -255,7 +254,7 @@ final class DoubleTalkTests: XCTestCase {
             let out = apm.processOffline(mic, far: farSignal, block: period)
             var loudest = 0.0
             for s in stride(from: start, to: min(start + rate, out.count - frame), by: frame / 4) {
-                loudest = max(loudest, out[s..<(s + frame)].reduce(0.0) { $0 + Double($1 * $1) } / Double(frame))
+                loudest = max(loudest, power(out[s..<(s + frame)]))
             }
             let db = 10 * log10(max(loudest, 1e-20)) - speechLevel
             if db > worst { worst = db; worstStart = startMs }

@@ -98,6 +98,16 @@ def run(aecdelay, work, tag, far, mic):
     return out
 
 
+def echo_of(far, k):
+    """The mic's echo of `far` as the sim card makes it from room keys k: the room's impulse
+    response and gain, behind the canceller's delay (the room's + HEADROOM_MS)."""
+    n = len(far)
+    d = int(round((k["echo_delay_ms"] + HEADROOM_MS) * RATE / 1000))
+    echo = np.zeros(n)
+    echo[d:] = np.convolve(far, impulse_response(k))[: n - d] * 10 ** (k["echo_gain_db"] / 20)
+    return echo
+
+
 def room(aecdelay, speech, work, name, delay_ms=None):
     far_v, near_v, gain, keys = ROOMS[name]
     k = dict(DEFAULTS, **keys)
@@ -107,10 +117,7 @@ def room(aecdelay, speech, work, name, delay_ms=None):
     far = np.zeros(n)
     f = read_f32(f"{speech}/{far_v}.f32")[:n]
     far[: len(f)] = f
-    d = int(round((k["echo_delay_ms"] + HEADROOM_MS) * RATE / 1000))
-    echo = np.zeros(n)
-    e = np.convolve(far, impulse_response(k))[: n - d] * 10 ** (k["echo_gain_db"] / 20)
-    echo[d:] = e
+    echo = echo_of(far, k)
     near = read_f32(f"{speech}/{near_v}.f32")
     clean = np.zeros(n)  # near-late.wav: the talker from LEAD_S
     clean[LEAD_S * RATE: LEAD_S * RATE + len(near)] = near[: n - LEAD_S * RATE]
@@ -147,15 +154,15 @@ def first_start(aecdelay, speech, work, gain_db, voice, start_ms):
     n = 4 * RATE + RATE // 10
     far = np.zeros(n)
     far[s0: s0 + len(sp)] = sp
-    d = int(round((k["echo_delay_ms"] + HEADROOM_MS) * RATE / 1000))
-    echo = np.zeros(n)
-    echo[d:] = np.convolve(far, impulse_response(k))[: n - d] * 10 ** (gain_db / 20)
+    echo = echo_of(far, k)
     noise = np.random.default_rng(1).standard_normal(n) * 10 ** (k["noise_dbfs"] / 20)
     out = run(aecdelay, work, f"first-{gain_db}-{voice}-{start_ms}", far, echo + noise)
     F = 2 * dtb.FRAME   # 20 ms
-    seg = out[s0: s0 + RATE]
-    loudest = float((seg[: len(seg) // F * F].reshape(-1, F) ** 2).mean(axis=1).max())
-    p = (sp[: len(sp) // F * F].reshape(-1, F) ** 2).mean(axis=1)
+
+    def powers(x):
+        return (x[: len(x) // F * F].reshape(-1, F) ** 2).mean(axis=1)
+    loudest = float(powers(out[s0: s0 + RATE]).max())
+    p = powers(sp)
     return dtb.dbfs(loudest) - dtb.dbfs(float(p[p > p.max() * 1e-3].mean()))
 
 
