@@ -159,7 +159,8 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
         a->far = (float *)calloc((size_t)a->frames, sizeof(float));
         if (!a->far) { set_err(err, err_len, "out of memory", -1); rapm_destroy(a); return nullptr; }
         for (int i = 0; i < channels; i++) {
-            a->kc[i] = roomaec::create(prm, array ? roombeam::kBeams + 1 : 1);
+            // without a direction the canceller serves mic 0 alone: the beam's last bank
+            a->kc[i] = array ? roomaec::create(prm, roombeam::kBeams + 1, roombeam::kBeams) : roomaec::create(prm);
             a->cleaned[i] = (float *)calloc((size_t)a->frames, sizeof(float));
             a->kc_count = i + 1;
             if (!a->kc[i] || !a->cleaned[i]) { set_err(err, err_len, "out of memory (echo canceller)", -1); rapm_destroy(a); return nullptr; }
@@ -169,8 +170,6 @@ extern "C" rapm_t *rapm_create(const rapm_config_t *c, char *err, int err_len) {
             a->kc[i]->derev.wpe = (c->dereverb & 1) != 0;
             a->kc[i]->derev.late = (c->dereverb & 2) != 0;
         }
-        // without a direction the canceller serves mic 0 alone: the beam's last bank
-        if (array) roomaec::select_bank(a->kc[0], roombeam::kBeams);
     }
     if (array) {
         // the canceller suppressor's frames, so the beam delays the mics as it delays the residual

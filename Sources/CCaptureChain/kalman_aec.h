@@ -255,8 +255,10 @@ static float *zeros(size_t n) {
 
 static int next_pow2(int n) { int p = 1; while (p < n) p <<= 1; return p; }
 
-// banks: echo paths kept (select_bank), 1 without an array.
-static Canceller *create(const Params &prm, int banks = 1) {
+// banks: echo paths kept (select_bank), 1 without an array. first_bank: the one serving from the
+// start (the array's mic-0 bank, kBeams); every other bank stays unused, so the first time the beam
+// points there it starts from a learnt neighbour, not from empty taps.
+static Canceller *create(const Params &prm, int banks = 1, int first_bank = 0) {
     Canceller *a = (Canceller *)calloc(1, sizeof(Canceller));
     if (!a) return nullptr;
     a->prm = prm;
@@ -293,7 +295,8 @@ static Canceller *create(const Params &prm, int banks = 1) {
         for (size_t i = 0; ok && i < pk; i++) a->bPc[b][i] = prm.p0;
         a->bLeft[b] = -1;
     }
-    if (ok) { a->Wr = a->bWr[0]; a->Wi = a->bWi[0]; a->Pc = a->bPc[0]; }
+    a->bank = first_bank >= 0 && first_bank < a->banks ? first_bank : 0;
+    if (ok) { a->Wr = a->bWr[a->bank]; a->Wi = a->bWi[a->bank]; a->Pc = a->bPc[a->bank]; }
     a->Yr = zeros(a->K); a->Yi = zeros(a->K); a->Ynr = zeros(a->Klin); a->Yni = zeros(a->Klin); a->Rn = zeros(a->Klin);
     a->Er = zeros(a->K); a->Ei = zeros(a->K);
     a->Ur = zeros(a->Klin + 2); a->Ui = zeros(a->Klin + 2);
@@ -672,7 +675,13 @@ static void select_bank(Canceller *a, int b, const float *map_r = nullptr, const
 // 45 s measured 3-12 dB of echo reduction (40-56 before). So every bank in use goes back to the
 // covariance of a filter that has learnt nothing (p0) and keeps its taps: a path that did not
 // move is still cancelled from the first block (the error stays small, so the taps stay), one
-// that did is learnt at the pace of a new start. Between blocks; allocates nothing.
+// that did is learnt at the pace of a new start. And suppressed as at a new start: the schooling
+// (far_blocks, the clock of κ's start-up and of the prior's floor) starts again too. With the
+// covariance back at p0 but the schooling kept, the suppressor trusted the moved filter as the
+// covariance collapsed, and a path moved 6 samples came back 9 dB under the far end in the next
+// 2 s (31 dB now; DoubleTalkTests.testAnEchoPathMovedByARestartDoesNotComeBack). The price is a
+// new start's in double talk: a talker in the restart's first 0.5 s lost 14 dB, not 5
+// (docs/echo-canceller.md, "The first second"). Between blocks; allocates nothing.
 static void forget_certainty(Canceller *a) {
     drift_covariance(a, a->idle_pending);
     a->idle_pending = 0;
@@ -680,7 +689,9 @@ static void forget_certainty(Canceller *a) {
     for (int b = 0; b < a->banks; b++) {
         if (b != a->bank && a->bLeft[b] < 0) continue;   // never used: starts from another's
         for (size_t q = 0; q < pk; q++) a->bPc[b][q] = fmaxf(a->bPc[b][q], a->prm.p0);
+        a->bFar[b] = 0;
     }
+    a->far_blocks = 0;
     recompute_next_estimate(a);
 }
 
