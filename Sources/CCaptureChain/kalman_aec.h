@@ -213,6 +213,12 @@ struct Canceller {
     // the mic, near 0 where the speaker's echo does. The talker locator steers with it, so the
     // speaker's echo during double talk does not pull the direction to the speaker.
     float *near_share;
+    // The high-pass (set_high_pass): per-bin gains on the suppressor's lowest bins, in place of
+    // webrtc's biquad. Real gains in this spectrum add no phase, and the biquad's phase below
+    // ~200 Hz is what STOI held against it (docs/audio-engine.md, "Rumble").
+    static constexpr int kHighPassBins = 8;
+    float hp_gain[kHighPassBins];
+    int hp_bins;                 // 0: no high-pass here
     bool near_share_on;          // computed only once someone reads it (rapm_near_share)
     // Filter banks (select_bank): with the array, the canceller works on the beam, and each
     // direction the beam can point has an echo path of its own (the speaker sits in a different
@@ -575,6 +581,7 @@ ROOMAEC_HOT static void process(Canceller *a, const float *far, const float *mic
     }
     ns_apply(&a->ns, a->Fr, a->Fi, a->G, Kro, a->ns_reverb,
              a->far_quiet_blocks >= Canceller::kNsEchoHangover ? NoiseSuppressor::kReverberantFloor : NoiseSuppressor::kEchoTimeFloor);
+    for (int k = 0; k < a->hp_bins; k++) a->G[k] *= a->hp_gain[k];
     for (int k = 0; k < Kro; k++) { a->Fr[k] *= a->G[k]; a->Fi[k] *= a->G[k]; }
     for (int k = Kro; k < Kr; k++) { a->Fr[k] = 0; a->Fi[k] = 0; }
     room_fft_inverse(&a->fftr, a->Fr, a->Fi, a->rt, 1.0f / a->fftr.n);
@@ -693,6 +700,23 @@ static void forget_certainty(Canceller *a) {
     }
     a->far_blocks = 0;
     recompute_next_estimate(a);
+}
+
+// The rumble under speech taken off (fc_hz > 0; 0: not here): the suppressor's gains in its lowest
+// bins multiplied by a fourth-order Butterworth high-pass's magnitude, |H|² = f⁸ / (f⁸ + fc⁸), in
+// the bins below 4·fc (at 48 kHz and 80 Hz: 0, −18.5, −1.1, −0.05 dB at 0, 47, 94, 141 Hz). A
+// magnitude alone: no phase turned and no delay, so its order costs nothing. Between blocks;
+// nothing allocated.
+static void set_high_pass(Canceller *a, float fc_hz) {
+    a->hp_bins = 0;
+    if (!(fc_hz > 0)) return;
+    for (int k = 0; k < Canceller::kHighPassBins && k < a->Kr; k++) {
+        const float f = (float)k * a->prm.rate / a->Nr;
+        if (f >= 4 * fc_hz) break;
+        const float r4 = powf(f / fc_hz, 4);
+        a->hp_gain[k] = r4 / sqrtf(r4 * r4 + 1);
+        a->hp_bins = k + 1;
+    }
 }
 
 // The output band: what the codec sends, top_hz (0 or beyond the Nyquist frequency: all of it).

@@ -165,6 +165,50 @@ def online_wpe(X, taps=10, delay=3, alpha=0.99, bins=None, update_every=1, pfloo
     return Z
 
 
+def online_wpe_beam(X, W, taps=6, delay=3, alpha=0.995, pfloor_db=-40.0, power="geo", bins=None, fade=0, own_past=False):
+    """One-channel RLS-WPE on the beam y(t) = W(t)^H X(t) whose past observations are the mics' past
+    seen through the beam of now, W(t)^H X(t-d), not the past beam outputs: when the beam turns,
+    the prediction's inputs turn with it. X (frames, bins, M), W (frames, bins, M) -> (frames, bins)."""
+    T, F, M = X.shape
+    Fp = F if bins is None else bins
+    K = taps
+    P = np.tile(np.eye(K, dtype=complex), (Fp, 1, 1))
+    G = np.zeros((Fp, K), dtype=complex)
+    Y = np.einsum("tfi,tfi->tf", W.conj(), X)
+    Z = Y.copy()
+    pmean = np.full(Fp, 1e-10)
+    fl = 10 ** (pfloor_db / 10)
+    since = 10 ** 9
+    for t in range(T):
+        w = W[t, :Fp]
+        if t > 0 and np.any(W[t] != W[t - 1]):
+            since = 0
+        since += 1
+        xt = np.zeros((Fp, K), dtype=complex)
+        for j in range(K):
+            s = t - delay - j
+            if s >= 0:
+                xt[:, j] = Y[s, :Fp] if own_past else np.einsum("fi,fi->f", w.conj(), X[s, :Fp])
+        x = Y[t, :Fp]
+        e = x - np.einsum("fk,fk->f", G.conj(), xt)
+        g = 1.0 if fade <= 0 else min(1.0, since / fade)
+        Z[t, :Fp] = x + g * (e - x)
+        if power == "obs":
+            p = np.abs(x) ** 2
+        elif power == "pred":
+            p = np.abs(e) ** 2
+        else:
+            p = np.abs(x) * np.abs(e)
+        pmean = 0.99 * pmean + 0.01 * p
+        lam = np.maximum(p, fl * pmean) + 1e-12
+        Px = np.einsum("fij,fj->fi", P, xt)
+        den = alpha * lam + np.einsum("fi,fi->f", xt.conj(), Px).real
+        k = Px / den[:, None]
+        P = (P - np.einsum("fi,fj->fij", k, Px.conj())) / alpha
+        G = G + k * e.conj()[:, None]
+    return Z
+
+
 # ---- single-channel post-processing ---------------------------------------------------------------
 
 def recursive_noise_psd(Y, quiet, tau_s=1.0):

@@ -5,10 +5,16 @@
                                   gridDEG: steered as roomd's beams, a plane wave 20 deg up at the true
                                   azimuth rounded to DEG, e.g. grid15)
                            sdmu:nf|ff:mu                  (superdirective, fixed loading mu)
+                           sdlog:STATUS.jsonl:wngdB[:lag_s]  (superdirective, steered as a roomd run steered: its
+                                  status lines' beam_azimuth_deg, mic 0 before the first lock; from
+                                  FARFIELD_KEEP's roomd.jsonl)
                            omvdr:load:tau_s[:hang_frames[:eye|gam[:nf|ff[:every[:wng_dB]]]]]  (online noise cov, oracle VAD;
                                   weights recomputed every `every` frames; wng_dB: WNG floor by blending
                                   toward the superdirective beam with the same floor)
   single-channel post:     wpe1:K:delay:alpha[:obs|pred|geo[:bins|all[:update_every]]]  (RLS-WPE on the beam output)
+                           wpe1r:K:delay:alpha[:power[:fade_frames[:own]]]  (RLS-WPE on the beam, its past seen through
+                                  the beam of now, W(t)^H X(t-d), after a sd/sdlog beam; fade_frames: its
+                                  subtraction fades in again after each turn, as roomd's; own: the past beam outputs)
                            lr:rt60|true:Tl:gmin_dB[:kappa]   Lebart late-reverb suppression
                            lrn:rt60|true:Tl:gmin_dB[:kappa]  same + oracle-VAD noise PSD of the beam output
                            lrm:rt60|true:Tl:gmin_dB[:kappa]  same + blind minimum-statistics noise PSD
@@ -91,6 +97,35 @@ def run(d, cand):
         W = fe.w_superdirective(S, wng_min_db=float(b[2])) if kind == "sd" else fe.w_superdirective(S, mu=float(b[2]))
         info["wng_db_min"] = float(np.min(fe.wng_db(W, S)))
         Y = fe.apply_w(W, X)
+        Wbeam = W
+    elif kind == "sdlog":   # steered as a roomd run steered: its status lines' beam_azimuth_deg (mic 0 before a lock)
+        import json as _json
+        rows = [_json.loads(l) for l in open(b[1])]
+        lag = float(b[3]) if len(b) > 3 else 0.0
+        times = np.array([r["t"] for r in rows])
+        azs = [r.get("beam_azimuth_deg") for r in rows]
+        T = X.shape[0]
+        S = np.zeros((T, NB, 4), dtype=complex)
+        el = np.radians(20.0)
+        for t in range(T):
+            now = (t * HOP + NFFT / 2) / FS + lag
+            j = np.searchsorted(times, now)   # the first line at or after now: the direction chosen by then
+            az = azs[j] if j < len(azs) else azs[-1]
+            if az is None:
+                S[t, :, 0] = 1   # marker: mic 0
+                S[t, :, 1:] = 0
+                continue
+            u = np.array([np.cos(el) * np.cos(np.radians(az)), np.cos(el) * np.sin(np.radians(az)), np.sin(el)])
+            tau = -(MICS @ u) / C
+            tau = tau - tau[0]
+            S[t] = np.exp(-2j * np.pi * FREQS[:, None] * tau[None, :])
+        mic0 = np.all(S[:, 0, 1:] == 0, axis=1)
+        S[mic0] = 1   # any steering; replaced by mic 0 below
+        W = fe.w_superdirective(S, wng_min_db=float(b[2]))
+        W[mic0] = 0
+        W[mic0, :, 0] = 1
+        Wbeam = W
+        Y = fe.apply_w(W, X)
     elif kind == "omvdr":
         load, tau = float(b[1]), float(b[2])
         hang = int(b[3]) if len(b) > 3 else 0
@@ -106,7 +141,11 @@ def run(d, cand):
         raise ValueError(kind)
     for st in stages[i + 1:]:
         a = st.split(":")
-        if a[0] == "wpe1":
+        if a[0] == "wpe1r":   # the beam's WPE, its past seen through the beam of now
+            Y = fe.online_wpe_beam(X, Wbeam, taps=int(a[1]), delay=int(a[2]), alpha=float(a[3]),
+                                   power=a[4] if len(a) > 4 else "geo", fade=int(a[5]) if len(a) > 5 else 0,
+                                   own_past=len(a) > 6 and a[6] == "own")
+        elif a[0] == "wpe1":
             Y = fe.online_wpe(Y[:, :, None], taps=int(a[1]), delay=int(a[2]), alpha=float(a[3]),
                               power=a[4] if len(a) > 4 else "obs",
                               bins=int(a[5]) if len(a) > 5 and a[5] != "all" else None,
@@ -164,7 +203,7 @@ def main(cands, rooms=ROOMS):
             y, info = run(d, cand)
             cpu = time.process_time() - t0
             os.makedirs(f"out/{d['room']}", exist_ok=True)
-            np.save(f"out/{d['room']}/{cand.replace(':', '_').replace('+', '__')}.npy", y.astype(np.float32))
+            np.save(f"out/{d['room']}/{cand.replace(':', '_').replace('+', '__').replace('/', '_')}.npy", y.astype(np.float32))
             p, s, lag = score(d, y)
             new[cand][room] = {"pesq": p, "stoi": s, "lag": lag, "cpu_s": cpu, **info}
             print(f"{cand:45} {room:11} PESQ {p:.2f} STOI {s:.3f} lag {lag:4d} cpu {cpu:.1f}s {info}", flush=True)
