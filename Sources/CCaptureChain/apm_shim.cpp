@@ -86,7 +86,6 @@ struct Subsonic {
     double b0, b1, b2, a1, a2;
     double z[8][2], zfar[2];
     float *out[8];
-    const float *in[8];
     int mics, frames;
 };
 
@@ -113,7 +112,6 @@ static bool subsonic_init(Subsonic *f, int rate, int mics, int frames) {
         f->z[m][0] = f->z[m][1] = 0;
         f->out[m] = (float *)calloc((size_t)frames, sizeof(float));
         if (!f->out[m]) return false;
-        f->in[m] = f->out[m];
     }
     return true;
 }
@@ -123,7 +121,7 @@ static void subsonic_free(Subsonic *f) { for (int m = 0; m < f->mics; m++) free(
 // The block's mics, filtered.
 static const float *const *subsonic_apply(Subsonic *f, const float *const *mics) {
     for (int m = 0; m < f->mics; m++) subsonic_run(f, f->z[m], mics[m], f->out[m], f->frames);
-    return f->in;
+    return f->out;
 }
 
 struct rapm {

@@ -144,21 +144,25 @@ def source_positions(d, frames):
     return pos
 
 
+def beam_steer(az_deg):
+    """(bins, mics) relative to mic 0 for one of roomd's beams: a plane wave 20 deg up from az_deg."""
+    az, el = np.radians(az_deg), np.radians(20.0)
+    u = np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
+    tau = -(MICS @ u) / C
+    tau = tau - tau[0]
+    return np.exp(-2j * np.pi * FREQS[:, None] * tau[None, :])
+
+
 def steer_vec(pos, array, near=True):
     """(bins, mics) relative to mic 0. near: spherical wave incl. 1/r gains; far: plane wave from the
     source's direction (azimuth and elevation as seen from the array centre)."""
     mics = array[None, :] + MICS
     if isinstance(near, str) and near.startswith("grid"):
-        # roomd's beams: plane waves 20 deg up, azimuth on a grid of `grid<deg>`
+        # roomd's beams: azimuth on a grid of `grid<deg>`
         step = float(near[4:])
         v = pos - array
         az = np.degrees(np.arctan2(v[1], v[0]))
-        az = np.radians(np.round(az / step) * step)
-        el = np.radians(20.0)
-        u = np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
-        tau = -(MICS @ u) / C
-        tau = tau - tau[0]
-        return np.exp(-2j * np.pi * FREQS[:, None] * tau[None, :])
+        return beam_steer(np.round(az / step) * step)
     if near:
         dist = np.linalg.norm(mics - pos[None, :], axis=1)
         tau = (dist - dist[0]) / C

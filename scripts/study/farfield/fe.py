@@ -126,6 +126,29 @@ def _wng_blend(w, wf, limit):
 
 # ---- online WPE (RLS, as nara_wpe.online_wpe_step; own vectorised implementation) ----------------
 
+def _wpe_predict(G, xt, x, pmean, fl, power):
+    """One frame of RLS-WPE's prediction: x (bins, D) less G^H xt; the desired signal's power
+    (power: "obs" the observation's, "pred" the output's, else their geometric mean), floored
+    fl below its running mean. -> (e, lambda, the running mean)."""
+    e = x - np.einsum("fkd,fk->fd", G.conj(), xt)
+    if power == "obs":
+        p = np.mean(np.abs(x) ** 2, axis=1)
+    elif power == "pred":   # the current output (dereverberated with the filter so far)
+        p = np.mean(np.abs(e) ** 2, axis=1)
+    else:                   # geometric mean of both
+        p = np.sqrt(np.mean(np.abs(x) ** 2, axis=1) * np.mean(np.abs(e) ** 2, axis=1))
+    pmean = 0.99 * pmean + 0.01 * p
+    return e, np.maximum(p, fl * pmean) + 1e-12, pmean
+
+
+def _rls_update(P, G, xt, e, lam, alpha):
+    """The RLS step of the prediction filter G (bins, taps, D) and inverse correlation P."""
+    Px = np.einsum("fij,fj->fi", P, xt)
+    den = alpha * lam + np.einsum("fi,fi->f", xt.conj(), Px).real
+    k = Px / den[:, None]
+    return (P - np.einsum("fi,fj->fij", k, Px.conj())) / alpha, G + np.einsum("fi,fd->fid", k, e.conj())
+
+
 def online_wpe(X, taps=10, delay=3, alpha=0.99, bins=None, update_every=1, pfloor_db=-40.0, power="obs"):
     """X (frames, bins, D) -> dereverberated (frames, bins, D). Prediction from frames
     t-delay ... t-delay-taps+1 (delay as in nara_wpe's offline wpe). Power of the desired signal:
@@ -144,22 +167,10 @@ def online_wpe(X, taps=10, delay=3, alpha=0.99, bins=None, update_every=1, pfloo
     for t in range(T):
         x = X[t, :Fp]
         xt = hist[delay - 1:delay - 1 + K].transpose(1, 0, 2).reshape(Fp, DK)  # frames t-delay..
-        e = x - np.einsum("fkd,fk->fd", G.conj(), xt)
+        e, lam, pmean = _wpe_predict(G, xt, x, pmean, fl, power)
         Z[t, :Fp] = e
-        if power == "obs":
-            p = np.mean(np.abs(x) ** 2, axis=1)
-        elif power == "pred":   # the current output (dereverberated with the filter so far)
-            p = np.mean(np.abs(e) ** 2, axis=1)
-        else:                   # geometric mean of both
-            p = np.sqrt(np.mean(np.abs(x) ** 2, axis=1) * np.mean(np.abs(e) ** 2, axis=1))
-        pmean = 0.99 * pmean + 0.01 * p
-        lam = np.maximum(p, fl * pmean) + 1e-12
         if t % update_every == 0:
-            Px = np.einsum("fij,fj->fi", P, xt)
-            den = alpha * lam + np.einsum("fi,fi->f", xt.conj(), Px).real
-            k = Px / den[:, None]
-            P = (P - np.einsum("fi,fj->fij", k, Px.conj())) / alpha
-            G = G + np.einsum("fi,fd->fid", k, e.conj())
+            P, G = _rls_update(P, G, xt, e, lam, alpha)
         hist = np.roll(hist, 1, axis=0)
         hist[0] = x
     return Z
@@ -173,7 +184,7 @@ def online_wpe_beam(X, W, taps=6, delay=3, alpha=0.995, pfloor_db=-40.0, power="
     Fp = F if bins is None else bins
     K = taps
     P = np.tile(np.eye(K, dtype=complex), (Fp, 1, 1))
-    G = np.zeros((Fp, K), dtype=complex)
+    G = np.zeros((Fp, K, 1), dtype=complex)
     Y = np.einsum("tfi,tfi->tf", W.conj(), X)
     Z = Y.copy()
     pmean = np.full(Fp, 1e-10)
@@ -189,23 +200,11 @@ def online_wpe_beam(X, W, taps=6, delay=3, alpha=0.995, pfloor_db=-40.0, power="
             s = t - delay - j
             if s >= 0:
                 xt[:, j] = Y[s, :Fp] if own_past else np.einsum("fi,fi->f", w.conj(), X[s, :Fp])
-        x = Y[t, :Fp]
-        e = x - np.einsum("fk,fk->f", G.conj(), xt)
+        x = Y[t, :Fp, None]
+        e, lam, pmean = _wpe_predict(G, xt, x, pmean, fl, power)
         g = 1.0 if fade <= 0 else min(1.0, since / fade)
-        Z[t, :Fp] = x + g * (e - x)
-        if power == "obs":
-            p = np.abs(x) ** 2
-        elif power == "pred":
-            p = np.abs(e) ** 2
-        else:
-            p = np.abs(x) * np.abs(e)
-        pmean = 0.99 * pmean + 0.01 * p
-        lam = np.maximum(p, fl * pmean) + 1e-12
-        Px = np.einsum("fij,fj->fi", P, xt)
-        den = alpha * lam + np.einsum("fi,fi->f", xt.conj(), Px).real
-        k = Px / den[:, None]
-        P = (P - np.einsum("fi,fj->fij", k, Px.conj())) / alpha
-        G = G + k * e.conj()[:, None]
+        Z[t, :Fp] = (x + g * (e - x))[:, 0]
+        P, G = _rls_update(P, G, xt, e, lam, alpha)
     return Z
 
 

@@ -22,7 +22,6 @@
                            mcc:gmin_dB | zel:gmin_dB      McCowan / Zelinski post-filter on the (pre-stage) mics
 Usage: [PERTURB=gain_db:selfnoise_db] nice -n 10 python3 run.py [--rooms=a,b] CAND [CAND...]   -> results/cands.json (merged), out/<room>/<cand>.npy
 """
-import os
 import json, os, sys, time, fcntl
 import numpy as np
 from common import *
@@ -64,6 +63,7 @@ def wpe_of(d, K, delay, alpha, bins=None, upd=1, power="obs"):
 
 def run(d, cand):
     stages = cand.split("+")
+    Wbeam = None   # the beam's weights per frame, for wpe1r
     X = X_of(d)
     T = X.shape[0]
     info = {}
@@ -99,28 +99,21 @@ def run(d, cand):
         Y = fe.apply_w(W, X)
         Wbeam = W
     elif kind == "sdlog":   # steered as a roomd run steered: its status lines' beam_azimuth_deg (mic 0 before a lock)
-        import json as _json
-        rows = [_json.loads(l) for l in open(b[1])]
+        rows = [json.loads(l) for l in open(b[1])]
         lag = float(b[3]) if len(b) > 3 else 0.0
         times = np.array([r["t"] for r in rows])
         azs = [r.get("beam_azimuth_deg") for r in rows]
         T = X.shape[0]
-        S = np.zeros((T, NB, 4), dtype=complex)
-        el = np.radians(20.0)
+        S = np.ones((T, NB, 4), dtype=complex)   # mic 0's frames: any steering, replaced below
+        mic0 = np.zeros(T, dtype=bool)
         for t in range(T):
             now = (t * HOP + NFFT / 2) / FS + lag
             j = np.searchsorted(times, now)   # the first line at or after now: the direction chosen by then
             az = azs[j] if j < len(azs) else azs[-1]
             if az is None:
-                S[t, :, 0] = 1   # marker: mic 0
-                S[t, :, 1:] = 0
-                continue
-            u = np.array([np.cos(el) * np.cos(np.radians(az)), np.cos(el) * np.sin(np.radians(az)), np.sin(el)])
-            tau = -(MICS @ u) / C
-            tau = tau - tau[0]
-            S[t] = np.exp(-2j * np.pi * FREQS[:, None] * tau[None, :])
-        mic0 = np.all(S[:, 0, 1:] == 0, axis=1)
-        S[mic0] = 1   # any steering; replaced by mic 0 below
+                mic0[t] = True
+            else:
+                S[t] = beam_steer(az)
         W = fe.w_superdirective(S, wng_min_db=float(b[2]))
         W[mic0] = 0
         W[mic0, :, 0] = 1
@@ -142,6 +135,8 @@ def run(d, cand):
     for st in stages[i + 1:]:
         a = st.split(":")
         if a[0] == "wpe1r":   # the beam's WPE, its past seen through the beam of now
+            if Wbeam is None:
+                raise ValueError("wpe1r follows an sd or sdlog beam")
             Y = fe.online_wpe_beam(X, Wbeam, taps=int(a[1]), delay=int(a[2]), alpha=float(a[3]),
                                    power=a[4] if len(a) > 4 else "geo", fade=int(a[5]) if len(a) > 5 else 0,
                                    own_past=len(a) > 6 and a[6] == "own")
