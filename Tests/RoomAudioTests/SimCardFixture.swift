@@ -2,6 +2,7 @@ import Foundation
 import RoomAudio
 import RoomDSP
 import RoomTestSupport
+import XCTest
 
 /// Points alsa-lib at the simulated card once per test process and writes per-test room files.
 /// alsa-lib reads ALSA_CONFIG_PATH/ALSA_PLUGIN_DIR once, at its first use; ROOMSIM_CONFIG is read
@@ -31,6 +32,26 @@ enum SimCard {
         try? FileManager.default.removeItem(atPath: dir)
         try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir
+    }
+
+    /// A copy of board/sim in `dir`/board with `audioKeys` added to its `[audio]` section (a key
+    /// the profile already sets is replaced): for a test whose subject is not the board's own
+    /// timing, e.g. one that runs several daemons on one machine and needs more room for a
+    /// preempted audio thread than the shipped 5 ms of playback headroom leaves.
+    static func simBoard(in dir: String, audioKeys: [String: String]) throws -> String {
+        let source = repoRoot + "/board/sim", board = dir + "/board"
+        try FileManager.default.createDirectory(atPath: board, withIntermediateDirectories: true)
+        for file in ["asound.conf", "room.conf"] {
+            try? FileManager.default.removeItem(atPath: board + "/" + file)
+            try FileManager.default.copyItem(atPath: source + "/" + file, toPath: board + "/" + file)
+        }
+        var lines = try String(contentsOfFile: source + "/board.conf", encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        lines.removeAll { line in audioKeys.keys.contains { line.hasPrefix("\($0) =") || line.hasPrefix("\($0)=") } }
+        let audio = try XCTUnwrap(lines.firstIndex(of: "[audio]"), "board/sim/board.conf has no [audio] section")
+        lines.insert(contentsOf: audioKeys.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }, at: audio + 1)
+        try lines.joined(separator: "\n").write(toFile: board + "/board.conf", atomically: true, encoding: .utf8)
+        return board
     }
 
     /// Writes a room file (the keys of docs/sim-card.md) and selects it for the next opens.

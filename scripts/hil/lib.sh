@@ -87,6 +87,11 @@ dut_selftest() {
     if ! grep -q device_error "$err" && ! grep -q device_error <<< "$out"; then break; fi
     [ "$n" -lt 3 ] && step "selftest: device_error (an xrun during the test): running it again" >&2
   done
+  # The last answer too: the scenario's FAIL line will say so (HIL_WHY.device_error), which is
+  # what the test suite's rerun policy looks for.
+  if grep -q device_error "$err" || grep -q device_error <<< "$out"; then
+    [ -z "${HIL_WHY:-}" ] || echo "$n" > "$HIL_WHY.device_error"
+  fi
   cat "$err" >&2
   rm -f "$err"
   printf '%s\n' "$out"
@@ -370,6 +375,28 @@ expect_silent() {
     [ "$(now_ms)" -lt "$deadline" ] || break
   done
   step "peer hears nothing from the dut: speaker at most $(dbfs "$worst"), no packet in ${window} s (settled in $(($(now_ms) - start)) ms)"
+}
+
+# expect_dut_pauses [SETTLE]: within SETTLE seconds (default 4) the dut's stream, as the peer
+# receives it, falls to the rate of a pause: at most 2 packets in 0.5 s (the voice gate sends one
+# every 0.4 s; speech, 100 a second). After `talker off` the dut goes on sending for a while —
+# the voice gate's and the encoder's hangovers — and a count that starts then holds packets of
+# the talker, not of what comes next. In a quiet room it also says the voice gate closed.
+expect_dut_pauses() {
+  local settle="${1:-4}" id start deadline level p0 packets
+  id="$(dut_id)"
+  start="$(now_ms)"
+  deadline=$((start + $(ms_of "$settle")))
+  read -r level p0 < <(_peer_probe "$id") || fail "expect_dut_pauses: cannot read the peer's stats"
+  while :; do
+    sleep 0.5
+    read -r level packets < <(_peer_probe "$id") || fail "expect_dut_pauses: cannot read the peer's stats"
+    [ $((packets - p0)) -le 2 ] && break
+    [ "$(now_ms)" -lt "$deadline" ] ||
+      fail "the dut still sends at speech rate: $((packets - p0)) packets in the last 0.5 s, ${settle} s on"
+    p0="$packets"
+  done
+  step "the dut pauses: at most 2 packets in 0.5 s (settled in $(($(now_ms) - start)) ms)"
 }
 
 # --- State --------------------------------------------------------------------------------------
